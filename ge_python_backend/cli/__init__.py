@@ -1,0 +1,50 @@
+"""The ``ge-triton`` command. It only parses arguments and composes the library's modules.
+
+Each verb lives in its own module under ``ge_python_backend.cli`` with two functions:
+``add_arguments(parser)`` and ``run(args) -> int`` (the exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..errors import GEError
+
+#: verb -> (module under ge_python_backend.cli, one-line help)
+VERBS: dict[str, tuple[str, str]] = {
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ge-triton",
+        description="Inspect CANN .om files and build, check, serve and benchmark Triton model repositories.",
+    )
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for verb, (module_name, help_text) in VERBS.items():
+        module = importlib.import_module(f"{__name__}.{module_name}")
+        sub = verbs.add_parser(verb, help=help_text, description=help_text)
+        module.add_arguments(sub)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except GEError as exc:
+        print(f"ge-triton {args.verb}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"ge-triton {args.verb}: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The engine interface. Engines run batches of numpy tensors and know nothing of Triton.
+
+An engine owns one or more *slots*. A slot is one execution context with its own input and
+output memory (for acl: a model copy, a stream, device buffers and pinned host buffers), and
+runs at most one batch at a time. The caller:
+
+1. takes a free slot (the runner keeps the pool),
+2. asks it for writable input arrays of the exact (padded) shapes to run
+   (``slot.inputs(shapes)``) and gathers request tensors straight into them,
+3. calls ``slot.run()`` on a thread where ``engine.bind_thread()`` has run,
+4. reads the outputs, which stay valid until the slot's next ``inputs`` call.
+
+So request data is copied once on the host, into memory the engine owns, and nothing is
+allocated per call once a shape has been seen.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from ..specs import ModelSpec
+
+Shapes = Mapping[str, tuple[int, ...]]
+
+
+@dataclass
+class PhaseTimes:
+    """Seconds the last run spent in each engine phase (0.0 where a phase does not exist)."""
+
+    host_to_device: float = 0.0
+    execute: float = 0.0
+    device_to_host: float = 0.0
+
+
+class Slot(ABC):
+    """One execution context of an engine."""
+
+    index: int
+    last_times: PhaseTimes
+
+    @abstractmethod
+    def inputs(self, shapes: Shapes) -> dict[str, np.ndarray]:
+        """Writable C-contiguous arrays of exactly ``shapes`` (every model input) for the next run."""
+
+    @abstractmethod
+    def run(self) -> dict[str, np.ndarray]:
+        """Run the batch staged through ``inputs``; return every model output.
+
+        Raises EngineError on failure. The arrays may alias slot memory: they are valid until
+        the next ``inputs`` call on this slot.
+        """
+
+
+class Engine(ABC):
+    """A loaded model with ``len(slots)`` execution contexts."""
+
+    #: "onnxruntime", "acl" or "acl-sim".
+    name: str
+    spec: ModelSpec
+
+    @property
+    @abstractmethod
+    def slots(self) -> tuple[Slot, ...]:
+        """The execution contexts; at least one."""
+
+    def bind_thread(self) -> None:
+        """Prepare the calling thread to run slots (acl: make the engine's context current)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release everything the engine holds. Idempotent."""
+
+    def describe(self) -> str:
+        """One line for the log: engine, slots and memory cost."""
+        return f"{self.name} engine, {len(self.slots)} slot(s)"

@@ -1,0 +1,213 @@
+"""Typed descriptions of tensors and models, shared by engines, readers and the generator.
+
+Data types are named as Triton's inference API names them ("FP32", "BYTES", ...); the
+config spelling is ``config_type(name)`` ("TYPE_FP32", "TYPE_STRING").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from .errors import ConfigError
+
+#: Triton API data type name -> numpy dtype (None: no numpy equivalent).
+NUMPY_DTYPES: dict[str, np.dtype | None] = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype(np.uint8),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16),
+    "FP32": np.dtype(np.float32),
+    "FP64": np.dtype(np.float64),
+    "BYTES": np.dtype(np.object_),
+    "BF16": None,
+}
+
+_DTYPE_NAMES: dict[np.dtype, str] = {
+    dtype: name for name, dtype in NUMPY_DTYPES.items() if dtype is not None
+}
+_DTYPE_NAMES[np.dtype(np.bytes_)] = "BYTES"
+
+
+def config_type(dtype: str) -> str:
+    """Triton config enum name for an API data type name: FP32 -> TYPE_FP32, BYTES -> TYPE_STRING."""
+    return "TYPE_STRING" if dtype == "BYTES" else f"TYPE_{dtype}"
+
+
+def api_type(config_name: str) -> str:
+    """API data type name for a config enum name: TYPE_STRING -> BYTES."""
+    if not config_name.startswith("TYPE_"):
+        raise ConfigError(f"data_type {config_name!r} is not a Triton data type (expected TYPE_*)")
+    name = config_name[len("TYPE_"):]
+    name = "BYTES" if name == "STRING" else name
+    if name not in NUMPY_DTYPES:
+        raise ConfigError(
+            f"data_type {config_name!r} is not supported; accepted: "
+            + ", ".join(config_type(n) for n in NUMPY_DTYPES)
+        )
+    return name
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """numpy dtype of an API data type name; BF16 has none and is refused."""
+    try:
+        result = NUMPY_DTYPES[dtype]
+    except KeyError:
+        raise ConfigError(f"unknown data type {dtype!r}; accepted: {', '.join(NUMPY_DTYPES)}") from None
+    if result is None:
+        raise ConfigError(f"data type {dtype} has no numpy equivalent and cannot be served")
+    return result
+
+
+def dtype_name(dtype: np.dtype | type) -> str:
+    """API data type name of a numpy dtype (object and bytes arrays are BYTES)."""
+    try:
+        return _DTYPE_NAMES[np.dtype(dtype)]
+    except KeyError:
+        if np.dtype(dtype).kind in "SU":
+            return "BYTES"
+        raise ConfigError(f"numpy dtype {np.dtype(dtype)} has no Triton data type") from None
+
+
+def format_shape(shape: tuple[int, ...]) -> str:
+    """[-1,3,224,224] style text, -1 for a dynamic axis."""
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def shape_fits(actual: tuple[int, ...], declared: tuple[int, ...]) -> bool:
+    """True when ``actual`` has the declared rank and matches it, -1 matching any size."""
+    return len(actual) == len(declared) and all(d in (-1, a) for a, d in zip(actual, declared))
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One model input or output.
+
+    ``shape`` is the full shape as the model file declares it (batch axis included), with -1
+    for a dynamic axis. ``format`` is a layout name such as "NCHW", "NHWC" or "ND" ("" when
+    unknown).
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    format: str = ""
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dtype not in NUMPY_DTYPES:
+            raise ConfigError(f"tensor {self.name!r}: unknown data type {self.dtype!r}")
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return numpy_dtype(self.dtype)
+
+    @property
+    def is_dynamic(self) -> bool:
+        return any(d < 0 for d in self.shape)
+
+    def byte_size(self, shape: tuple[int, ...] | None = None) -> int:
+        """Bytes of a tensor of ``shape`` (default: the declared, fully static shape)."""
+        dims = self.shape if shape is None else shape
+        if any(d < 0 for d in dims):
+            raise ValueError(f"tensor {self.name!r}: shape {format_shape(dims)} is not static")
+        return math.prod(dims) * self.numpy_dtype.itemsize
+
+    def describe(self) -> str:
+        layout = f" {self.format}" if self.format else ""
+        return f"{self.name}: {self.dtype} {format_shape(self.shape)}{layout}"
+
+
+@dataclass(frozen=True)
+class BatchSupport:
+    """How a model accepts the batch axis (axis 0 of every input and output).
+
+    kind:
+      - "dynamic": any batch size from 1 (axis 0 is -1 everywhere); ``sizes`` is empty;
+      - "gears": only the listed sizes (an OM built with --dynamic_batch_size);
+      - "static": exactly ``sizes[0]`` (axis 0 is fixed in the model file);
+      - "none": the model has no batch axis that can be used (rank 0, or axis 0 is not batch).
+    """
+
+    kind: str
+    sizes: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("dynamic", "gears", "static", "none"):
+            raise ValueError(f"unknown batch support kind {self.kind!r}")
+        object.__setattr__(self, "sizes", tuple(sorted(int(s) for s in self.sizes)))
+        if self.kind in ("gears", "static") and not self.sizes:
+            raise ValueError(f"batch support {self.kind!r} needs sizes")
+
+    @property
+    def largest(self) -> int | None:
+        """Largest runnable batch; None when unbounded (dynamic) or not applicable (none)."""
+        return self.sizes[-1] if self.sizes else None
+
+
+@dataclass(frozen=True)
+class ShapeGear:
+    """One compiled shape alternative of a model with dynamic image size or dynamic dims.
+
+    ``shapes`` maps input names to full shapes; -1 stays only on a batch axis that dynamic
+    batch (or the batch planner) decides.
+    """
+
+    shapes: Mapping[str, tuple[int, ...]]
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a model file takes and returns, independent of where it runs.
+
+    ``inputs`` are the inputs a client provides: runtime-internal inputs (the OM's
+    ``ascend_mbatch_shape_data``) are not listed. ``shape_gears`` lists the compiled
+    image-size or dims alternatives (kind in ``gear_kind``: "hw" or "dims"). ``facts`` holds
+    provenance such as soc_version, atc_version, atc_cmdline, framework or producer.
+    """
+
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    batch: BatchSupport
+    shape_gears: tuple[ShapeGear, ...] = ()
+    gear_kind: str = ""
+    source: str = ""
+    facts: Mapping[str, str] = field(default_factory=dict)
+
+    def input(self, name: str) -> TensorSpec:
+        return _by_name(self.inputs, name, "input")
+
+    def output(self, name: str) -> TensorSpec:
+        return _by_name(self.outputs, name, "output")
+
+
+def _by_name(specs: tuple[TensorSpec, ...], name: str, kind: str) -> TensorSpec:
+    for spec in specs:
+        if spec.name == name:
+            return spec
+    raise KeyError(f"model has no {kind} named {name!r}; it has {[s.name for s in specs]}")
+
+
+def batch_support_from_shapes(inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...]) -> BatchSupport:
+    """Infer batch support from declared shapes: axis 0 dynamic everywhere -> dynamic;
+    axis 0 equal and fixed everywhere -> static; otherwise none."""
+    tensors = inputs + outputs
+    if not tensors or any(len(t.shape) == 0 for t in tensors):
+        return BatchSupport("none")
+    first_axes = {t.shape[0] for t in tensors}
+    if first_axes == {-1}:
+        return BatchSupport("dynamic")
+    if len(first_axes) == 1 and -1 not in first_axes:
+        return BatchSupport("static", (first_axes.pop(),))
+    return BatchSupport("none")
