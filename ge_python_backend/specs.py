@@ -94,7 +94,8 @@ class TensorSpec:
 
     ``shape`` is the full shape as the model file declares it (batch axis included), with -1
     for a dynamic axis. ``format`` is a layout name such as "NCHW", "NHWC" or "ND" ("" when
-    unknown).
+    unknown). ``native_type`` is the model file's own type name (e.g. "DT_FLOAT16"), kept for
+    reports; ``dtype`` is "" when that type has no Triton equivalent.
     """
 
     name: str
@@ -102,14 +103,19 @@ class TensorSpec:
     shape: tuple[int, ...]
     format: str = ""
     optional: bool = False
+    native_type: str = ""
 
     def __post_init__(self) -> None:
-        if self.dtype not in NUMPY_DTYPES:
+        if self.dtype not in NUMPY_DTYPES and not (self.dtype == "" and self.native_type):
             raise ConfigError(f"tensor {self.name!r}: unknown data type {self.dtype!r}")
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
 
     @property
     def numpy_dtype(self) -> np.dtype:
+        if not self.dtype:
+            raise ConfigError(
+                f"tensor {self.name!r} has type {self.native_type}, which has no Triton data type"
+            )
         return numpy_dtype(self.dtype)
 
     @property
@@ -125,7 +131,7 @@ class TensorSpec:
 
     def describe(self) -> str:
         layout = f" {self.format}" if self.format else ""
-        return f"{self.name}: {self.dtype} {format_shape(self.shape)}{layout}"
+        return f"{self.name}: {self.dtype or self.native_type} {format_shape(self.shape)}{layout}"
 
 
 @dataclass(frozen=True)
