@@ -14,6 +14,7 @@ from ..errors import GEError
 
 #: verb -> (module under ge_python_backend.cli, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
+    "inspect": ("inspect", "show the inputs, outputs, gears and build facts of a CANN .om file (no CANN needed)"),
 }
 
 
