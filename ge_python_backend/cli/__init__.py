@@ -15,6 +15,8 @@ from ..errors import GEError
 #: verb -> (module under ge_python_backend.cli, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
     "inspect": ("inspect", "show the inputs, outputs, gears and build facts of a CANN .om file (no CANN needed)"),
+    "generate": ("generate", "write a Triton model folder (config.pbtxt, model file, model.py) for a model file"),
+    "serve": ("serve", "run tritonserver on a model repository until Ctrl-C"),
 }
 
 

@@ -1,0 +1,93 @@
+"""ge-triton generate: write a Triton model folder for an .om, simulated .om or .onnx file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..params import parse_int, parse_list
+from ..repository.generate import GenerateOptions, generate
+from ..repository.templates import available_templates, load_template
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return parse_list(parse_int(1))(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers >= 1 ({exc})") from None
+
+
+def _device_list(text: str) -> tuple[int, ...]:
+    try:
+        return parse_list(parse_int(0))(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers >= 0 ({exc})") from None
+
+
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    return key, value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", type=Path, nargs="?", help="model file: CANN .om, simulated .om or .onnx")
+    parser.add_argument("-o", "--output", type=Path, default=Path("model_repository"), help="model repository folder")
+    parser.add_argument("-n", "--name", help="model name (default: the file name without its suffix)")
+    parser.add_argument("-t", "--template", default="generic", help="template (see --list-templates)")
+    parser.add_argument("--set", dest="template_options", type=_setting, action="append", default=[],
+                        metavar="KEY=VALUE", help="template option, e.g. --set labels=labels.txt")
+    parser.add_argument("--backend", choices=("python", "ge"), default="python",
+                        help='"ge": config only, served by the installed ge backend (no model.py)')
+    parser.add_argument("--engine", choices=("auto", "onnxruntime", "acl", "acl-sim"),
+                        help="engine parameter (default: the one the model file needs)")
+    parser.add_argument("--version", type=int, default=1, help="version folder number")
+    parser.add_argument("--max-batch-size", type=int, help="override the largest batch the model implies")
+    parser.add_argument("--preferred-batch-sizes", type=_int_list, help="override dynamic_batching preferred sizes")
+    parser.add_argument("--max-queue-delay-us", type=int, default=500, help="dynamic batching queue delay")
+    parser.add_argument("--instances", type=int, default=1, help="instance_group count (KIND_CPU)")
+    parser.add_argument("--device-ids", type=_device_list, default=(0,), help="NPU ids, instances spread round-robin")
+    parser.add_argument("--streams", type=int, default=1, help="execution slots per instance")
+    parser.add_argument("--warmup", action="store_true", help="add a zero-data model_warmup entry")
+    parser.add_argument("--force", action="store_true", help="replace an existing model folder")
+    parser.add_argument("--list-templates", action="store_true", help="list templates and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_templates:
+        for name in sorted(available_templates()):
+            print(f"{name:16} {load_template(name).description}")
+        return 0
+    if args.model is None:
+        raise ConfigError("give a model file (or --list-templates)")
+    for flag, value, low in (("--instances", args.instances, 1), ("--streams", args.streams, 1),
+                             ("--version", args.version, 1), ("--max-queue-delay-us", args.max_queue_delay_us, 0)):
+        if value < low:
+            raise ConfigError(f"{flag} {value}: expected an integer >= {low}")
+    if args.max_batch_size is not None and args.max_batch_size < 0:
+        raise ConfigError(f"--max-batch-size {args.max_batch_size}: expected 0 or more")
+    options = GenerateOptions(
+        name=args.name or args.model.stem,
+        template=args.template,
+        backend=args.backend,
+        version=args.version,
+        engine=args.engine,
+        max_batch_size=args.max_batch_size,
+        preferred_batch_sizes=args.preferred_batch_sizes,
+        max_queue_delay_us=args.max_queue_delay_us,
+        instance_count=args.instances,
+        device_ids=args.device_ids,
+        streams=args.streams,
+        warmup=args.warmup,
+        template_options=dict(args.template_options),
+        overwrite=args.force,
+    )
+    result = generate(args.model, args.output, options)
+    print(f"wrote {result.model_dir}")
+    for path in result.files:
+        print(f"  {path.relative_to(result.model_dir)}")
+    for note in result.notes:
+        print(f"note: {note}")
+    return 0

@@ -1,0 +1,210 @@
+"""ONNX Runtime engine: CPU, GPU, or Ascend through ORT's CANN execution provider.
+
+One ``InferenceSession`` is shared by all slots (``session.run`` is thread-safe and releases
+the GIL). Each slot keeps reusable input buffers per shape, so the gather copies straight into
+memory the slot owns and a steady load allocates nothing for inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import ConfigError, EngineError
+from ..params import Parameter, parse_choice, parse_int, parse_list
+from ..specs import ModelSpec, TensorSpec, batch_support_from_shapes, shape_fits, format_shape
+from .base import Engine, PhaseTimes, Shapes, Slot
+
+PARAMETERS = (
+    Parameter(
+        "onnxruntime_providers",
+        parse_list(str),
+        ("CPUExecutionProvider",),
+        "comma-separated ONNX Runtime execution providers in priority order",
+        "ONNX Runtime execution providers, e.g. CANNExecutionProvider,CPUExecutionProvider",
+    ),
+    Parameter(
+        "onnxruntime_intra_op_threads",
+        parse_int(0),
+        0,
+        "an integer >= 0 (0: ONNX Runtime's default)",
+        "threads used inside one operator",
+    ),
+    Parameter(
+        "onnxruntime_inter_op_threads",
+        parse_int(0),
+        0,
+        "an integer >= 0 (0: ONNX Runtime's default)",
+        "threads used across independent operators",
+    ),
+    Parameter(
+        "onnxruntime_graph_optimization",
+        parse_choice("disable", "basic", "extended", "all"),
+        "all",
+        "disable, basic, extended or all",
+        "ONNX Runtime graph optimization level",
+    ),
+)
+
+#: ONNX Runtime element type string -> Triton API data type name.
+_ORT_TYPES = {
+    "tensor(bool)": "BOOL",
+    "tensor(uint8)": "UINT8",
+    "tensor(uint16)": "UINT16",
+    "tensor(uint32)": "UINT32",
+    "tensor(uint64)": "UINT64",
+    "tensor(int8)": "INT8",
+    "tensor(int16)": "INT16",
+    "tensor(int32)": "INT32",
+    "tensor(int64)": "INT64",
+    "tensor(float16)": "FP16",
+    "tensor(float)": "FP32",
+    "tensor(double)": "FP64",
+    "tensor(string)": "BYTES",
+    "tensor(bfloat16)": "BF16",
+}
+
+#: Providers that take a device_id provider option.
+_DEVICE_PROVIDERS = {"CANNExecutionProvider", "CUDAExecutionProvider", "ROCMExecutionProvider"}
+
+#: Distinct input shapes a slot keeps buffers for (least recently used dropped first).
+_BUFFER_CACHE_SHAPES = 16
+
+
+def _tensor_spec(node: Any) -> TensorSpec:
+    dtype = _ORT_TYPES.get(node.type, "")
+    shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in (node.shape or ()))
+    return TensorSpec(node.name, dtype, shape, native_type=node.type)
+
+
+def spec_from_session(session: Any) -> ModelSpec:
+    """The ModelSpec of a loaded ONNX Runtime session."""
+    inputs = tuple(_tensor_spec(n) for n in session.get_inputs())
+    outputs = tuple(_tensor_spec(n) for n in session.get_outputs())
+    return ModelSpec(
+        inputs=inputs,
+        outputs=outputs,
+        batch=batch_support_from_shapes(inputs, outputs),
+        source="onnx",
+        facts={"producer": session.get_modelmeta().producer_name or ""},
+    )
+
+
+def _import_onnxruntime():
+    try:
+        import onnxruntime
+    except ImportError:
+        raise ConfigError(
+            "the onnxruntime engine needs the onnxruntime package: pip install 'ge-python-backend[onnx]'"
+        ) from None
+    return onnxruntime
+
+
+def load_session(model_path: Path, *, device_id: int = 0, options: Mapping[str, Any] | None = None):
+    """An ONNX Runtime session for ``model_path`` configured from engine ``options``."""
+    ort = _import_onnxruntime()
+    values = {p.name: p.default for p in PARAMETERS} | dict(options or {})
+    available = set(ort.get_available_providers())
+    requested = values["onnxruntime_providers"]
+    missing = [p for p in requested if p not in available]
+    if missing:
+        raise ConfigError(
+            f"parameter 'onnxruntime_providers' names {', '.join(missing)}, which this onnxruntime build "
+            f"does not have; available: {', '.join(sorted(available))}"
+        )
+    providers = [(p, {"device_id": str(device_id)}) if p in _DEVICE_PROVIDERS else (p, {}) for p in requested]
+    session_options = ort.SessionOptions()
+    session_options.intra_op_num_threads = values["onnxruntime_intra_op_threads"]
+    session_options.inter_op_num_threads = values["onnxruntime_inter_op_threads"]
+    session_options.graph_optimization_level = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }[values["onnxruntime_graph_optimization"]]
+    if not Path(model_path).is_file():
+        raise ConfigError(f"model file {model_path} does not exist")
+    try:
+        return ort.InferenceSession(str(model_path), session_options, providers=providers)
+    except Exception as exc:  # ORT raises several private exception types
+        raise ConfigError(f"ONNX Runtime could not load {model_path}: {exc}") from None
+
+
+def read_onnx_spec(model_path: Path) -> ModelSpec:
+    """Describe an .onnx file (loads it on the CPU provider)."""
+    return spec_from_session(load_session(model_path))
+
+
+class _OrtSlot(Slot):
+    def __init__(self, index: int, session: Any, spec: ModelSpec) -> None:
+        self.index = index
+        self.last_times = PhaseTimes()
+        self._session = session
+        self._spec = spec
+        self._output_names = [o.name for o in spec.outputs]
+        self._buffers: OrderedDict[tuple[str, tuple[int, ...]], np.ndarray] = OrderedDict()
+        self._staged: dict[str, np.ndarray] = {}
+
+    def inputs(self, shapes: Shapes) -> dict[str, np.ndarray]:
+        staged = {}
+        for spec in self._spec.inputs:
+            shape = tuple(shapes[spec.name])
+            if not shape_fits(shape, spec.shape):
+                raise EngineError(
+                    f"input {spec.name!r}: the model takes {format_shape(spec.shape)}, asked to run {format_shape(shape)}"
+                )
+            staged[spec.name] = self._buffer(spec, shape)
+        self._staged = staged
+        return staged
+
+    def _buffer(self, spec: TensorSpec, shape: tuple[int, ...]) -> np.ndarray:
+        key = (spec.name, shape)
+        buffer = self._buffers.get(key)
+        if buffer is None:
+            buffer = np.empty(shape, dtype=spec.numpy_dtype)
+            self._buffers[key] = buffer
+            if len(self._buffers) > _BUFFER_CACHE_SHAPES * len(self._spec.inputs):
+                self._buffers.popitem(last=False)
+        else:
+            self._buffers.move_to_end(key)
+        return buffer
+
+    def run(self) -> dict[str, np.ndarray]:
+        started = time.perf_counter()
+        try:
+            results = self._session.run(self._output_names, self._staged)
+        except Exception as exc:  # ORT raises several private exception types
+            raise EngineError(f"ONNX Runtime failed: {exc}") from None
+        self.last_times = PhaseTimes(execute=time.perf_counter() - started)
+        return dict(zip(self._output_names, results))
+
+
+class OnnxRuntimeEngine(Engine):
+    """An ONNX model on ONNX Runtime with ``slots`` concurrent execution contexts."""
+
+    name = "onnxruntime"
+
+    def __init__(self, model_path: Path, *, device_id: int = 0, slots: int = 1, options: Mapping[str, Any] | None = None):
+        self._session = load_session(model_path, device_id=device_id, options=options)
+        self.spec = spec_from_session(self._session)
+        self._providers = self._session.get_providers()
+        self._slots = tuple(_OrtSlot(i, self._session, self.spec) for i in range(slots))
+
+    @property
+    def slots(self) -> tuple[Slot, ...]:
+        return self._slots
+
+    def close(self) -> None:
+        self._slots = ()
+        self._session = None
+
+    def describe(self) -> str:
+        return f"onnxruntime engine ({', '.join(self._providers)}), {len(self._slots)} slot(s)"
+
+
+def open_engine(model_path: Path, *, device_id: int, slots: int, options: Mapping[str, Any]) -> OnnxRuntimeEngine:
+    return OnnxRuntimeEngine(model_path, device_id=device_id, slots=slots, options=options)

@@ -1,0 +1,197 @@
+"""GEModel: a reusable TritonPythonModel. Triton glue only.
+
+It reads each request's tensors, hands them to the ``Runner`` (which batches, runs the engine
+and slices the results back) and answers every request through its response sender, so
+``execute`` returns as soon as the work is handed to a free execution slot and the next batch
+can be formed while this one runs. Subclasses override ``preprocess`` and ``postprocess``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+from .engines import open_engine, resolve_auto
+from .errors import ConfigError, GEError, InputError
+from .params import Parameter
+from .runner import Arrays, Request, RequestInfo, Runner
+from .settings import ModelSettings, read_settings
+from .specs import TensorSpec, format_shape
+
+
+class GEModel:
+    """Base class for Triton Python models served by a ge_python_backend engine.
+
+    Use it directly (``class TritonPythonModel(GEModel): pass``) or override the hooks::
+
+        class TritonPythonModel(GEModel):
+            def preprocess(self, inputs, request):
+                return {"x": decode(inputs["IMAGE"])}
+
+            def postprocess(self, outputs, request):
+                return {"LABEL": top1(outputs["logits"])}
+
+    Subclasses may declare their own config parameters in ``extra_parameters``; their parsed
+    values are in ``self.settings.extra``.
+    """
+
+    #: Config parameters a subclass accepts besides the built-in ones.
+    extra_parameters: tuple[Parameter, ...] = ()
+
+    settings: ModelSettings
+
+    # -- Triton entry points ------------------------------------------------------------
+
+    def initialize(self, args: dict[str, str]) -> None:
+        self.engine = None
+        self.runner = None
+        try:
+            self.settings = read_settings(args, self.extra_parameters)
+            self._open()
+        except GEError as exc:
+            self._release()
+            raise pb_utils.TritonModelException(f"model {args.get('model_name', '?')!r}: {exc}") from None
+        self.log_info(
+            f"{self.settings.instance_name}: {self.engine.describe()}, device {self.settings.device_id}, "
+            f"max_batch_size {self.settings.max_batch_size}; runs "
+            + "; ".join(p.describe() for p in self.runner.profiles)
+        )
+
+    def execute(self, requests: list) -> list:
+        """Hand the requests to the runner; every answer goes through the response sender."""
+        self.runner.submit([self._request(r) for r in requests])
+        if self.settings.log_verbosity >= 1:
+            pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: dispatched {len(requests)} request(s)")
+        return [None] * len(requests)
+
+    def finalize(self) -> None:
+        self._release()
+
+    # -- hooks for subclasses -----------------------------------------------------------
+
+    def preprocess(self, inputs: dict[str, np.ndarray], request: RequestInfo) -> Mapping[str, np.ndarray]:
+        """Turn one request's input tensors into the engine's inputs. Default: unchanged.
+
+        Raise ``InputError`` to refuse the request with a clear message (Triton INVALID_ARG).
+        """
+        return inputs
+
+    def postprocess(self, outputs: dict[str, np.ndarray], request: RequestInfo) -> Mapping[str, np.ndarray]:
+        """Turn one request's slice of the engine's outputs into its response tensors.
+
+        Default: unchanged. Runs on a slot's worker thread: keep it thread-safe.
+        """
+        return outputs
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def log_info(self, message: str) -> None:
+        pb_utils.Logger.log_info(message)
+
+    def log_warn(self, message: str) -> None:
+        pb_utils.Logger.log_warn(message)
+
+    def log_error(self, message: str) -> None:
+        pb_utils.Logger.log_error(message)
+
+    def _open(self) -> None:
+        settings = self.settings
+        engine_name = settings.engine
+        if engine_name == "auto":
+            engine_name = resolve_auto(settings.version_dir, self.log_info)
+        path = settings.model_path(engine_name)
+        if not path.is_file():
+            raise ConfigError(f"model file {path} does not exist (parameter model_file, engine {engine_name})")
+        self.engine = open_engine(
+            engine_name, path, device_id=settings.device_id, slots=settings.slots, options=settings.engine_options
+        )
+        self._check_io()
+        self.runner = Runner(
+            self.engine,
+            batching=settings.batching,
+            max_batch_size=settings.max_batch_size,
+            output_types={o.name: o.numpy_dtype for o in settings.outputs},
+            preprocess=self.preprocess,
+            postprocess=self.postprocess,
+            reject_nonfinite=settings.reject_nonfinite,
+            log=self.log_error,
+        )
+
+    def _overrides(self, hook: str) -> bool:
+        return getattr(type(self), hook) is not getattr(GEModel, hook)
+
+    def _check_io(self) -> None:
+        """Without hooks, the config must describe the model's own tensors."""
+        spec = self.engine.spec
+        batching = self.settings.batching
+        if not self._overrides("preprocess"):
+            declared = {t.name: t for t in self.settings.inputs}
+            for tensor in spec.inputs:
+                _check_tensor("input", tensor, declared.get(tensor.name), batching)
+        if not self._overrides("postprocess"):
+            produced = {t.name: t for t in spec.outputs}
+            for tensor in self.settings.outputs:
+                model_tensor = produced.get(tensor.name)
+                if model_tensor is None:
+                    raise ConfigError(
+                        f"config output {tensor.name!r} is not produced by the model; it produces "
+                        f"{sorted(produced)}"
+                    )
+                _check_tensor("output", model_tensor, tensor, batching)
+
+    def _request(self, request: Any) -> Request:
+        sender = request.get_response_sender()
+        info = RequestInfo(
+            request_id=request.request_id(),
+            correlation_id=request.correlation_id(),
+            flags=request.flags(),
+            parameters=json.loads(request.parameters() or "{}"),
+            requested_outputs=tuple(request.requested_output_names()),
+        )
+        try:
+            inputs = {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}
+        except Exception as exc:  # e.g. BF16 tensors have no numpy view
+            inputs = {}
+            failure = InputError(f"could not read the request's inputs: {exc}")
+            return Request(info, inputs, lambda outputs, error: _send(sender, None, failure))
+        return Request(info, inputs, lambda outputs, error: _send(sender, outputs, error))
+
+    def _release(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+
+def _check_tensor(kind: str, model_tensor: TensorSpec, config_tensor: TensorSpec | None, batching: bool) -> None:
+    """The config's view of a model tensor must agree on dtype and on every fixed dimension."""
+    if config_tensor is None:
+        raise ConfigError(f"the model's {kind} {model_tensor.name!r} is missing from the config")
+    if config_tensor.dtype != model_tensor.dtype:
+        raise ConfigError(
+            f"{kind} {model_tensor.name!r}: the config says {config_tensor.dtype}, the model file has "
+            f"{model_tensor.dtype or model_tensor.native_type}"
+        )
+    model_dims = model_tensor.shape[1:] if batching else model_tensor.shape
+    config_dims = config_tensor.shape
+    if len(config_dims) != len(model_dims) or any(
+        c != m and -1 not in (c, m) for c, m in zip(config_dims, model_dims)
+    ):
+        raise ConfigError(
+            f"{kind} {model_tensor.name!r}: config dims {format_shape(config_dims)} do not match the model's "
+            f"{format_shape(model_dims)}" + (" (batch axis removed)" if batching else "")
+        )
+
+
+def _send(sender: Any, outputs: Arrays | None, error: GEError | None) -> None:
+    if error is None:
+        response = pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs.items()])
+    else:
+        code = pb_utils.TritonError.INVALID_ARG if isinstance(error, InputError) else pb_utils.TritonError.INTERNAL
+        response = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
+    sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

@@ -1,0 +1,52 @@
+"""What kind of model file a path is, and its ModelSpec, read offline.
+
+- a CANN offline model (starts with "IMOD"): the offline OM reader, engine ``acl``;
+- a simulated OM made by ``ge-triton sim-compile`` (starts with b"GESIMOM\\0"): engine ``acl-sim``;
+- an ONNX file: ONNX Runtime, engine ``onnxruntime``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ConfigError
+from .specs import ModelSpec
+
+SIM_OM_MAGIC = b"GESIMOM\x00"
+OM_MAGIC = b"IMOD"
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    path: Path
+    kind: str  # "om", "sim-om" or "onnx"
+    engine: str  # the engine that runs it
+    default_name: str  # its file name inside a version folder
+    spec: ModelSpec
+
+
+def read_model_file(path: Path) -> ModelFile:
+    """Describe ``path``; ConfigError when it is missing or of no known kind."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(8)
+    except OSError as exc:
+        raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from None
+    if head.startswith(SIM_OM_MAGIC):
+        from .sim.simom import read_sim_om
+
+        return ModelFile(path, "sim-om", "acl-sim", "model.om", read_sim_om(path))
+    if head.startswith(OM_MAGIC):
+        from .om import read_om
+
+        return ModelFile(path, "om", "acl", "model.om", read_om(path).spec)
+    if path.suffix.lower() == ".onnx":
+        from .engines.onnxruntime import read_onnx_spec
+
+        return ModelFile(path, "onnx", "onnxruntime", "model.onnx", read_onnx_spec(path))
+    raise ConfigError(
+        f"{path}: not a model file ge-triton knows (expected a CANN .om starting with 'IMOD', a simulated .om "
+        f"from ge-triton sim-compile, or an .onnx file); first bytes: {head!r}"
+    )

@@ -1,0 +1,1 @@
+"""Model repositories: config.pbtxt through Triton's schema, templates, generate and check."""

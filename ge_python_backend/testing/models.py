@@ -1,0 +1,140 @@
+"""Small synthetic ONNX models built with ``onnx.helper``, for tests, the demo and benchmarks.
+
+Weights come from a seeded generator, so a model file is the same on every machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _onnx():
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    return onnx, TensorProto, helper, numpy_helper
+
+
+def _save(model, path: Path) -> Path:
+    onnx, *_ = _onnx()
+    onnx.checker.check_model(model)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def _model(graph, opset: int = 17):
+    _, _, helper, _ = _onnx()
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="ge-python-backend")
+
+
+def linear(path: Path, features: int = 4, classes: int = 3, batch: int | str = "batch", seed: int = 0) -> Path:
+    """``logits = x @ W + b`` and ``probs = softmax(logits)``; x FP32 [batch, features].
+
+    ``batch`` is a symbolic name (dynamic batch axis) or a fixed size.
+    """
+    _, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(seed)
+    weight = numpy_helper.from_array(rng.standard_normal((features, classes)).astype(np.float32), "W")
+    bias = numpy_helper.from_array(rng.standard_normal(classes).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["xw"]),
+            helper.make_node("Add", ["xw", "b"], ["logits"]),
+            helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+        ],
+        "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, features])],
+        [
+            helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, classes]),
+            helper.make_tensor_value_info("probs", TensorProto.FLOAT, [batch, classes]),
+        ],
+        [weight, bias],
+    )
+    return _save(_model(graph), path)
+
+
+def two_inputs(path: Path, length: int | str = "length", seed: int = 0) -> Path:
+    """``sum = a + b * scale`` (FP32 [batch, length]) and ``count = cast(a > 0)`` summed (INT64 [batch, 1])."""
+    _, TensorProto, helper, numpy_helper = _onnx()
+    scale = numpy_helper.from_array(np.array([1.5], np.float32), "scale")
+    zero = numpy_helper.from_array(np.array([0.0], np.float32), "zero")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Mul", ["b", "scale"], ["bs"]),
+            helper.make_node("Add", ["a", "bs"], ["sum"]),
+            helper.make_node("Greater", ["a", "zero"], ["positive"]),
+            helper.make_node("Cast", ["positive"], ["positive64"], to=TensorProto.INT64),
+            helper.make_node("ReduceSum", ["positive64"], ["count"], keepdims=1),
+        ],
+        "two_inputs",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", length]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", length]),
+        ],
+        [
+            helper.make_tensor_value_info("sum", TensorProto.FLOAT, ["batch", length]),
+            helper.make_tensor_value_info("count", TensorProto.INT64, ["batch", 1]),
+        ],
+        [scale, zero],
+    )
+    # ReduceSum takes axes as an input from opset 13.
+    graph.node[-1].input.append("axes")
+    graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "axes"))
+    return _save(_model(graph), path)
+
+
+def image_classifier(
+    path: Path,
+    size: int = 224,
+    channels: tuple[int, ...] = (32, 64, 128, 256),
+    classes: int = 1000,
+    batch: int | str = "batch",
+    seed: int = 0,
+) -> Path:
+    """A small CNN on FP32 NCHW [batch, 3, size, size]: 3x3 stride-2 convolutions with ReLU,
+    global average pooling and a ``classes``-way Gemm; output ``logits`` [batch, classes]."""
+    _, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(seed)
+    nodes, initializers = [], []
+    previous, width = "image", 3
+    for index, out_channels in enumerate(channels):
+        fan_in = width * 9
+        weight = (rng.standard_normal((out_channels, width, 3, 3)) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+        initializers += [
+            numpy_helper.from_array(weight, f"conv{index}_w"),
+            numpy_helper.from_array(np.zeros(out_channels, np.float32), f"conv{index}_b"),
+        ]
+        nodes += [
+            helper.make_node(
+                "Conv",
+                [previous, f"conv{index}_w", f"conv{index}_b"],
+                [f"conv{index}"],
+                kernel_shape=[3, 3],
+                strides=[2, 2],
+                pads=[1, 1, 1, 1],
+            ),
+            helper.make_node("Relu", [f"conv{index}"], [f"relu{index}"]),
+        ]
+        previous, width = f"relu{index}", out_channels
+    fc = (rng.standard_normal((classes, width)) * np.sqrt(1.0 / width)).astype(np.float32)
+    initializers += [
+        numpy_helper.from_array(fc, "fc_w"),
+        numpy_helper.from_array(np.zeros(classes, np.float32), "fc_b"),
+    ]
+    nodes += [
+        helper.make_node("GlobalAveragePool", [previous], ["pooled"]),
+        helper.make_node("Flatten", ["pooled"], ["features"], axis=1),
+        helper.make_node("Gemm", ["features", "fc_w", "fc_b"], ["logits"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "image_classifier",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [batch, 3, size, size])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, classes])],
+        initializers,
+    )
+    return _save(_model(graph), path)
