@@ -1,0 +1,156 @@
+"""The ``acl`` module stand-in: top-level functions, ``acl.util``, and the assembly of the namespaces.
+
+Every function has pyACL's positional-only signature and return tuple (pyacl.md §2, §6);
+``acl.rt`` and ``acl.mdl`` live in ``api_rt.py`` and ``api_mdl.py``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..engines.acl_constants import data_type, ret_code
+from ..specs import NUMPY_DTYPES
+from .memory import is_device_address, read_host
+from .models import DataBuffer
+from .signature import AclFail, Signature, acl_function
+
+if TYPE_CHECKING:
+    from .runtime import Simulator
+
+REPEAT_INIT = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
+REPEAT_FINALIZE = ret_code("ACL_ERROR_REPEAT_FINALIZE")
+INVALID_PARAM = ret_code("ACL_ERROR_INVALID_PARAM")
+
+#: (major, minor, patch) the simulator reports from acl.get_version.
+SIM_VERSION = (8, 0, 0)
+SIM_SOC_NAME = "AscendSim"
+#: Byte sizes of the data types that have no Triton equivalent (sub-byte and string types: 0).
+_OTHER_SIZES = {"COMPLEX64": 8, "COMPLEX128": 16, "BF16": 2, "COMPLEX32": 4, "HIFLOAT8": 1,
+                "FLOAT8_E5M2": 1, "FLOAT8_E4M3FN": 1, "FLOAT8_E8M0": 1}
+
+
+class Namespace:
+    """A group of simulated functions bound to one simulator."""
+
+    _prefix = "acl"
+
+    def __init__(self, sim: "Simulator") -> None:
+        self._sim = sim
+
+    def _call(self, short: str, qualified: str, signature: Signature, body) -> Any:
+        return self._sim.call(short, qualified, signature, body)
+
+    def __repr__(self) -> str:
+        return f"<simulated {self._prefix} module>"
+
+
+class UtilApi(Namespace):
+    _prefix = "acl.util"
+
+    @acl_function("kk", value=True, fail_value=b"", needs_init=False, locked=False)
+    def ptr_to_bytes(self, ptr, size):
+        if is_device_address(ptr):
+            # The real binding would dereference a device address and crash the process.
+            raise ValueError(f"acl.util.ptr_to_bytes: {ptr:#x} is (simulated) device memory, which the host "
+                             f"cannot read; copy it to host memory with acl.rt.memcpy first")
+        if ptr == 0:
+            raise ValueError("acl.util.ptr_to_bytes: NULL pointer")
+        return read_host(ptr, size)
+
+    @acl_function("O", value=True, needs_init=False, locked=False)
+    def bytes_to_ptr(self, data):
+        if not isinstance(data, bytes):
+            raise ValueError(f"acl.util.bytes_to_ptr: expected bytes, got {type(data).__name__}")
+        return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+
+
+class TopApi(Namespace):
+    """``acl.*`` (and, as attributes, ``acl.rt``, ``acl.mdl``, ``acl.util``)."""
+
+    @acl_function("|s", needs_init=False)
+    def init(self, config_path=""):
+        if self._sim.initialized:
+            raise AclFail(REPEAT_INIT, "acl.init was already called in this process")
+        if config_path and not Path(config_path).is_file():
+            raise AclFail(INVALID_PARAM, f"config file {config_path!r} does not exist")
+        self._sim.initialized = True
+        self._sim.init_config = config_path
+
+    @acl_function("", needs_init=False, locked=False)
+    def finalize(self):
+        if not self._sim.initialized:
+            raise AclFail(REPEAT_FINALIZE, "acl.init has not been called (or acl.finalize already ran)")
+        self._sim.finalize()
+
+    @acl_function("", value=True, fail_value=None, needs_init=False, locked=False)
+    def get_recent_err_msg(self):
+        return self._sim.take_error()
+
+    @acl_function("", outputs=(0, 0, 0), needs_init=False)
+    def get_version(self):
+        return SIM_VERSION
+
+    @acl_function("", value=True, fail_value=None, needs_init=False)
+    def get_soc_name(self):
+        return SIM_SOC_NAME
+
+    @acl_function("kk", value=True)
+    def create_data_buffer(self, data_ptr, size):
+        handle = self._sim.new_handle()
+        self._sim.buffers[handle] = DataBuffer(handle, data_ptr, size)
+        return handle
+
+    @acl_function("k")
+    def destroy_data_buffer(self, buffer):
+        self._sim.lookup(self._sim.buffers, buffer, "data buffer")
+        del self._sim.buffers[buffer]
+
+    @acl_function("k", value=True)
+    def get_data_buffer_addr(self, buffer):
+        return self._sim.lookup(self._sim.buffers, buffer, "data buffer").addr
+
+    @acl_function("k", value=True)
+    def get_data_buffer_size(self, buffer):
+        return self._sim.lookup(self._sim.buffers, buffer, "data buffer").size
+
+    @acl_function("k", value=True)
+    def get_data_buffer_size_v2(self, buffer):
+        return self._sim.lookup(self._sim.buffers, buffer, "data buffer").size
+
+    @acl_function("kkk")
+    def update_data_buffer(self, buffer, data_ptr, size):
+        found = self._sim.lookup(self._sim.buffers, buffer, "data buffer")
+        found.addr, found.size = data_ptr, size
+
+    @acl_function("i", value=True, needs_init=False)
+    def data_type_size(self, dtype):
+        found = data_type(dtype)
+        numpy_type = NUMPY_DTYPES.get(found.triton)
+        return np.dtype(numpy_type).itemsize if numpy_type is not None else _OTHER_SIZES.get(found.name, 0)
+
+
+def build_module(sim: "Simulator") -> TopApi:
+    """The ``acl`` stand-in for ``sim``: ``acl.init``, ``acl.rt.malloc``, ``acl.mdl.execute``, ..."""
+    from .api_mdl import MdlApi
+    from .api_rt import RtApi
+
+    module = TopApi(sim)
+    module.rt = RtApi(sim)
+    module.mdl = MdlApi(sim)
+    module.util = UtilApi(sim)
+    return module
+
+
+def signatures(module: TopApi) -> dict[str, Signature]:
+    """Qualified name -> Signature of every simulated function (``acl.rt.malloc`` -> ("ki", ...))."""
+    found = {}
+    for namespace in (module, module.rt, module.mdl, module.util):
+        for name in dir(type(namespace)):
+            signature = getattr(getattr(type(namespace), name), "acl_signature", None)
+            if signature is not None:
+                found[f"{namespace._prefix}.{name}"] = signature
+    return found

@@ -1,0 +1,278 @@
+"""``acl.rt``: devices, contexts, streams, memory, copies and events (pyacl.md §3)."""
+
+from __future__ import annotations
+
+from ..engines.acl_constants import (
+    ACL_HOST,
+    ACL_MEMCPY_DEFAULT,
+    ACL_MEMCPY_DEVICE_TO_DEVICE,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+    ACL_MEMCPY_HOST_TO_HOST,
+    MALLOC_FLAGS,
+    MALLOC_POLICIES,
+    MEMCPY_KINDS,
+    ret_code,
+)
+from .api import Namespace
+from .memory import is_device_address
+from .runtime import BAD_HANDLE, INVALID_PARAM, Context, DeviceState
+from .signature import AclFail, acl_function
+from .streams import Event, Stream
+
+MEMORY_ALLOCATION = ret_code("ACL_ERROR_RT_MEMORY_ALLOCATION")
+
+#: memcpy kind -> (source is device, destination is device)
+_SIDES = {
+    ACL_MEMCPY_HOST_TO_HOST: (False, False),
+    ACL_MEMCPY_HOST_TO_DEVICE: (False, True),
+    ACL_MEMCPY_DEVICE_TO_HOST: (True, False),
+    ACL_MEMCPY_DEVICE_TO_DEVICE: (True, True),
+}
+
+
+class RtApi(Namespace):
+    _prefix = "acl.rt"
+
+    # --- devices and contexts -----------------------------------------------------------------
+
+    @acl_function("i")
+    def set_device(self, device_id):
+        sim = self._sim
+        sim.check_device_id(device_id)
+        state = sim.devices.get(device_id)
+        if state is None:
+            context = Context(sim.new_handle(), device_id, default=True)
+            sim.contexts[context.handle] = context
+            state = sim.devices[device_id] = DeviceState(0, context.handle)
+        state.refcount += 1
+        sim.bind(state.default_context)
+
+    @acl_function("i")
+    def reset_device(self, device_id):
+        sim = self._sim
+        sim.check_device_id(device_id)
+        state = sim.devices.get(device_id)
+        if state is None:
+            raise AclFail(INVALID_PARAM, f"device {device_id} is not set (reset_device without set_device)")
+        state.refcount -= 1
+        if state.refcount == 0:
+            del sim.devices[device_id]
+            del sim.contexts[state.default_context]
+
+    @acl_function("", outputs=(0,))
+    def get_device(self):
+        return self._sim.current_context().device
+
+    @acl_function("", outputs=(0,))
+    def get_device_count(self):
+        return self._sim.config.device_count
+
+    @acl_function("", outputs=(0,))
+    def get_run_mode(self):
+        return ACL_HOST
+
+    @acl_function("i", outputs=(0,))
+    def create_context(self, device_id):
+        sim = self._sim
+        sim.check_device_id(device_id)
+        context = Context(sim.new_handle(), device_id, default=False)
+        sim.contexts[context.handle] = context
+        sim.bind(context.handle)
+        return context.handle
+
+    @acl_function("k")
+    def destroy_context(self, context):
+        found = self._sim.lookup(self._sim.contexts, context, "context")
+        if found.default:
+            raise AclFail(INVALID_PARAM, f"context {context:#x} is device {found.device}'s default context, "
+                                         f"which reset_device releases; destroy_context cannot")
+        del self._sim.contexts[context]
+
+    @acl_function("k")
+    def set_context(self, context):
+        self._sim.lookup(self._sim.contexts, context, "context")
+        self._sim.bind(context)
+
+    @acl_function("", outputs=(0,))
+    def get_context(self):
+        return self._sim.current_context().handle
+
+    # --- streams --------------------------------------------------------------------------------
+
+    @acl_function("", outputs=(0,))
+    def create_stream(self):
+        context = self._sim.current_context()
+        stream = Stream(self._sim.new_handle(), context.handle)
+        self._sim.streams[stream.handle] = stream
+        return stream.handle
+
+    @acl_function("k", locked=False)
+    def destroy_stream(self, stream):
+        with self._sim.lock:
+            found = self._sim.stream(stream, self._sim.current_context())
+            del self._sim.streams[stream]
+        found.stop()
+
+    @acl_function("k", locked=False)
+    def synchronize_stream(self, stream):
+        with self._sim.lock:
+            found = self._sim.stream(stream, self._sim.current_context())
+        found.synchronize()
+
+    @acl_function("ki", locked=False)
+    def synchronize_stream_with_timeout(self, stream, timeout_ms):
+        with self._sim.lock:
+            found = self._sim.stream(stream, self._sim.current_context())
+        found.synchronize(None if timeout_ms < 0 else timeout_ms / 1000.0)
+
+    @acl_function("", locked=False)
+    def synchronize_device(self):
+        with self._sim.lock:
+            device = self._sim.current_context().device
+            contexts = {h for h, c in self._sim.contexts.items() if c.device == device}
+            streams = [s for s in self._sim.streams.values() if s.context in contexts]
+        for stream in streams:
+            stream.synchronize()
+
+    # --- memory ---------------------------------------------------------------------------------
+
+    @acl_function("ki", outputs=(0,))
+    def malloc(self, size, policy):
+        sim = self._sim
+        device = sim.current_context().device
+        flags = sum(f for f in MALLOC_FLAGS if policy & f)
+        if size == 0:
+            raise AclFail(INVALID_PARAM, "size 0")
+        if policy - flags not in MALLOC_POLICIES:
+            raise AclFail(INVALID_PARAM, f"policy {policy} is not an aclrtMemMallocPolicy "
+                                         f"({', '.join(f'{k} {v}' for k, v in MALLOC_POLICIES.items())})")
+        free = sim.config.device_memory - sim.device_used(device)
+        if size > free:
+            raise AclFail(MEMORY_ALLOCATION, f"{size} bytes requested, device {device} has {free} free")
+        return sim.device_memory.allocate(size, device).addr
+
+    @acl_function("k")
+    def free(self, dev_ptr):
+        self._sim.current_context()
+        self._sim.device_memory.free(dev_ptr)
+
+    @acl_function("k", outputs=(0,))
+    def malloc_host(self, size):
+        self._sim.current_context()
+        if size == 0:
+            raise AclFail(INVALID_PARAM, "size 0")
+        return self._sim.host_memory.allocate(size).addr
+
+    @acl_function("k")
+    def free_host(self, host_ptr):
+        self._sim.current_context()
+        self._sim.host_memory.free(host_ptr)
+
+    @acl_function("i", outputs=(0, 0))
+    def get_mem_info(self, attr):
+        device = self._sim.current_context().device
+        total = self._sim.config.device_memory
+        return total - self._sim.device_used(device), total
+
+    def _fill(self, dev_ptr, max_count, value, count):
+        """Check a memset; return the work that performs it."""
+        if count > max_count:
+            raise AclFail(INVALID_PARAM, f"count {count} exceeds max_count {max_count}")
+        device = is_device_address(dev_ptr)
+        self._sim.check_range(dev_ptr, count, device, "memset destination")
+        data = bytes([value & 0xFF]) * count
+
+        def work():
+            with self._sim.lock:
+                self._sim.check_device()
+                self._sim.write(dev_ptr, data, device, "memset destination")
+
+        return work
+
+    @acl_function("kkik")
+    def memset(self, dev_ptr, max_count, value, count):
+        self._sim.current_context()
+        self._fill(dev_ptr, max_count, value, count)()
+
+    @acl_function("kkikk")
+    def memset_async(self, dev_ptr, max_count, value, count, stream):
+        found = self._sim.stream(stream, self._sim.current_context())
+        found.submit("memset_async", self._fill(dev_ptr, max_count, value, count))
+
+    def _copy(self, dst, dest_max, src, count, kind, pinned: bool):
+        """Check a copy at call time; return the work that performs it."""
+        sim = self._sim
+        if kind == ACL_MEMCPY_DEFAULT:
+            kind_sides = (is_device_address(src), is_device_address(dst))
+        elif kind in _SIDES:
+            kind_sides = _SIDES[kind]
+        else:
+            raise AclFail(INVALID_PARAM, f"kind {kind} is not an aclrtMemcpyKind ({MEMCPY_KINDS})")
+        src_device, dst_device = kind_sides
+        if count > dest_max:
+            raise AclFail(INVALID_PARAM, f"count {count} exceeds the destination capacity dest_max {dest_max}")
+        label = MEMCPY_KINDS[kind]
+        sim.check_range(src, count, src_device, f"{label} source")
+        sim.check_range(dst, count, dst_device, f"{label} destination")
+        if pinned:
+            for addr, device, side in ((src, src_device, "source"), (dst, dst_device, "destination")):
+                if not device:
+                    sim.host_memory.check_pinned(addr, count, f"{label} {side}")
+
+        def work():
+            with sim.lock:
+                sim.check_device()
+                data = sim.read(src, count, src_device, f"{label} source")
+                sim.write(dst, data, dst_device, f"{label} destination")
+
+        return work
+
+    @acl_function("kkkki")
+    def memcpy(self, dst, dest_max, src, count, kind):
+        self._sim.current_context()
+        self._copy(dst, dest_max, src, count, kind, pinned=False)()
+
+    @acl_function("kkkkik")
+    def memcpy_async(self, dst, dest_max, src, count, kind, stream):
+        found = self._sim.stream(stream, self._sim.current_context())
+        found.submit("memcpy_async", self._copy(dst, dest_max, src, count, kind, pinned=True))
+
+    # --- events ---------------------------------------------------------------------------------
+
+    @acl_function("", outputs=(0,))
+    def create_event(self):
+        context = self._sim.current_context()
+        event = Event(self._sim.new_handle(), context.handle)
+        self._sim.events[event.handle] = event
+        return event.handle
+
+    @acl_function("kk")
+    def record_event(self, event, stream):
+        found = self._sim.lookup(self._sim.events, event, "event")
+        target = self._sim.stream(stream, self._sim.current_context())
+        found.arm()
+        target.submit("record_event", found.fire)
+
+    @acl_function("k", locked=False)
+    def synchronize_event(self, event):
+        with self._sim.lock:
+            found = self._sim.lookup(self._sim.events, event, "event")
+        if found.recorded:
+            found.done.wait()
+
+    @acl_function("k")
+    def destroy_event(self, event):
+        self._sim.lookup(self._sim.events, event, "event")
+        del self._sim.events[event]
+
+    @acl_function("kk", outputs=(0.0,))
+    def event_elapsed_time(self, start, end):
+        first = self._sim.lookup(self._sim.events, start, "event")
+        last = self._sim.lookup(self._sim.events, end, "event")
+        for event in (first, last):
+            if not (event.recorded and event.done.is_set()):
+                raise AclFail(BAD_HANDLE, f"event {event.handle:#x} has not completed (record it and "
+                                          f"synchronize its stream first)")
+        return (last.time - first.time) * 1000.0
+

@@ -1,0 +1,148 @@
+"""Simulated device memory and real pinned host memory.
+
+Device memory lives in Python bytearrays behind addresses in a range the host cannot
+dereference (x86-64 non-canonical addresses: touching one through ctypes faults at once),
+so only memcpy/memset/execute can move data in or out. Addresses are never reused, so a
+use after free is always recognised. Host memory from ``malloc_host`` is real, 64-byte aligned
+memory whose address the caller may wrap with ctypes/numpy.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+from dataclasses import dataclass
+
+from ..engines.acl_constants import ret_code
+from .signature import AclFail
+
+DEVICE_BASE = 0x4000_0000_0000_0000
+DEVICE_SPAN = 1 << 60
+_PAGE = 4096
+HOST_ALIGN = 64
+
+INVALID_PARAM = ret_code("ACL_ERROR_INVALID_PARAM")
+
+
+def is_device_address(addr: int) -> bool:
+    return DEVICE_BASE <= addr < DEVICE_BASE + DEVICE_SPAN
+
+
+@dataclass
+class DeviceBlock:
+    addr: int
+    size: int
+    device: int
+    data: bytearray
+
+
+@dataclass
+class HostBlock:
+    addr: int
+    size: int
+    raw: ctypes.Array
+
+
+class DeviceMemory:
+    """Every device allocation ever made (live ones keep their bytes)."""
+
+    def __init__(self) -> None:
+        self._next = DEVICE_BASE
+        self._starts: list[int] = []
+        self._sizes: list[int] = []
+        self.live: dict[int, DeviceBlock] = {}
+
+    def allocate(self, size: int, device: int) -> DeviceBlock:
+        addr = self._next
+        self._next += (size + _PAGE - 1) // _PAGE * _PAGE + _PAGE  # a guard page between blocks
+        # Fresh device memory holds garbage, not zeros: reading it before writing shows up.
+        block = DeviceBlock(addr, size, device, bytearray(b"\xa5") * size)
+        self._starts.append(addr)
+        self._sizes.append(size)
+        self.live[addr] = block
+        return block
+
+    def _history(self, addr: int) -> tuple[int, int] | None:
+        """(start, size) of the allocation, live or freed, that contains ``addr``."""
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0 and addr < self._starts[i] + max(self._sizes[i], 1):
+            return self._starts[i], self._sizes[i]
+        return None
+
+    def free(self, addr: int) -> DeviceBlock:
+        block = self.live.pop(addr, None)
+        if block is not None:
+            return block
+        known = self._history(addr)
+        if known and known[0] == addr:
+            raise AclFail(INVALID_PARAM, f"double free of device address {addr:#x} ({known[1]} bytes)")
+        if known:
+            raise AclFail(INVALID_PARAM, f"{addr:#x} is inside the allocation at {known[0]:#x}, not its start")
+        raise AclFail(INVALID_PARAM, f"{addr:#x} was never returned by acl.rt.malloc")
+
+    def locate(self, addr: int, count: int, what: str) -> tuple[DeviceBlock, int]:
+        """The live block holding ``count`` bytes at ``addr`` and the offset into it."""
+        known = self._history(addr)
+        if known is None:
+            raise AclFail(INVALID_PARAM, f"{what}: device address {addr:#x} is not in any allocation")
+        start, size = known
+        block = self.live.get(start)
+        if block is None:
+            raise AclFail(INVALID_PARAM, f"{what}: device address {addr:#x} is in the allocation at {start:#x}, "
+                                         f"which was freed (use after free)")
+        offset = addr - start
+        if offset + count > size:
+            raise AclFail(INVALID_PARAM, f"{what}: {count} bytes at {addr:#x} run past the end of the "
+                                         f"{size}-byte allocation at {start:#x} (offset {offset})")
+        return block, offset
+
+    def used(self, device: int) -> int:
+        return sum(b.size for b in self.live.values() if b.device == device)
+
+
+class HostMemory:
+    """Live ``malloc_host`` blocks (real memory) and the addresses already freed."""
+
+    def __init__(self) -> None:
+        self.live: dict[int, HostBlock] = {}
+        self._freed: set[int] = set()
+
+    def allocate(self, size: int) -> HostBlock:
+        raw = (ctypes.c_char * (size + HOST_ALIGN))()
+        addr = (ctypes.addressof(raw) + HOST_ALIGN - 1) // HOST_ALIGN * HOST_ALIGN
+        block = HostBlock(addr, size, raw)
+        self.live[addr] = block
+        self._freed.discard(addr)
+        return block
+
+    def free(self, addr: int) -> None:
+        if self.live.pop(addr, None) is not None:
+            self._freed.add(addr)
+            return
+        if addr in self._freed:
+            raise AclFail(INVALID_PARAM, f"double free of host address {addr:#x}")
+        if is_device_address(addr):
+            raise AclFail(INVALID_PARAM, f"{addr:#x} is device memory; free it with acl.rt.free")
+        raise AclFail(INVALID_PARAM, f"{addr:#x} was never returned by acl.rt.malloc_host")
+
+    def find(self, addr: int, count: int) -> HostBlock | None:
+        """The live block holding ``count`` bytes at ``addr``."""
+        for block in self.live.values():
+            if block.addr <= addr and addr + count <= block.addr + block.size:
+                return block
+        return None
+
+    def check_pinned(self, addr: int, count: int, what: str) -> None:
+        if self.find(addr, count) is None:
+            inside = next((b for b in self.live.values() if b.addr <= addr < b.addr + b.size), None)
+            detail = (f"runs past the end of the {inside.size}-byte pinned block at {inside.addr:#x}" if inside
+                      else "is not memory from acl.rt.malloc_host (asynchronous copies need pinned host memory)")
+            raise AclFail(INVALID_PARAM, f"{what}: host range {addr:#x}+{count} {detail}")
+
+
+def read_host(addr: int, count: int) -> bytes:
+    return ctypes.string_at(addr, count)
+
+
+def write_host(addr: int, data: bytes) -> None:
+    ctypes.memmove(addr, data, len(data))

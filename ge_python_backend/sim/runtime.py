@@ -1,0 +1,316 @@
+"""The simulator's state: init, devices, per-thread contexts, handles, memory, the ledger.
+
+``Simulator`` owns everything; the ``acl``-shaped namespaces (``api.py``) only parse arguments
+and call into it. One lock guards the state; stream workers take it briefly, and nothing
+blocks (ONNX Runtime, modelled device time, waits) while holding it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import logging
+import os
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..engines.acl_constants import ret_code
+from .faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultPlan, FaultState
+from .memory import DeviceMemory, HostMemory, is_device_address, read_host, write_host
+from .models import DataBuffer, Dataset, LoadedModel, ModelDesc
+from .signature import AclFail, Signature, shape_result
+from .streams import Event, Stream
+
+LOG = logging.getLogger(__name__)
+LEDGER_ENV = "GE_ACL_SIM_LEDGER_FILE"
+
+INVALID_PARAM = ret_code("ACL_ERROR_INVALID_PARAM")
+UNINITIALIZED = ret_code("ACL_ERROR_UNINITIALIZE")
+CONTEXT_NULL = ret_code("ACL_ERROR_RT_CONTEXT_NULL")
+STREAM_CONTEXT = ret_code("ACL_ERROR_RT_STREAM_CONTEXT")
+MODEL_CONTEXT = ret_code("ACL_ERROR_RT_MODEL_CONTEXT")
+INVALID_DEVICE = ret_code("ACL_ERROR_RT_INVALID_DEVICEID")
+BAD_HANDLE = ret_code("ACL_ERROR_RT_PARAM_INVALID")
+INVALID_MODEL = ret_code("ACL_ERROR_INVALID_MODEL_ID")
+
+_HANDLE_BASE = 0x5A00_0000_0000
+
+
+@dataclass
+class SimConfig:
+    """Simulated hardware and modelled device time (a functional model, not a performance one)."""
+
+    device_count: int = 8
+    device_memory: int = 32 << 30
+    #: Fixed device time of one execution, in ms.
+    device_ms: float = 0.0
+    #: Device time per row of the batch axis, in ms.
+    row_ms: float = 0.0
+
+
+@dataclass
+class Context:
+    handle: int
+    device: int
+    default: bool
+
+
+@dataclass
+class DeviceState:
+    refcount: int
+    default_context: int
+
+
+class Simulator:
+    """A functional stand-in for the CANN runtime behind ``import acl``."""
+
+    def __init__(self, config: SimConfig | None = None) -> None:
+        from .api import build_module
+
+        self.config = config or SimConfig()
+        self.lock = threading.RLock()
+        self._tls = threading.local()
+        self._handles = itertools.count(_HANDLE_BASE, 0x40)
+        self._model_ids = itertools.count(0)
+        self.faults = FaultState()
+        self.calls: Counter[str] = Counter()
+        self.sessions: dict[str, Any] = {}
+        self._clear_state()
+        self.initialized = False
+        self.init_config: str | None = None
+        self.acl = build_module(self)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def _clear_state(self) -> None:
+        self.devices: dict[int, DeviceState] = {}
+        self.contexts: dict[int, Context] = {}
+        self.streams: dict[int, Stream] = {}
+        self.events: dict[int, Event] = {}
+        self.device_memory = DeviceMemory()
+        self.host_memory = HostMemory()
+        self.models: dict[int, LoadedModel] = {}
+        self.descs: dict[int, ModelDesc] = {}
+        self.datasets: dict[int, Dataset] = {}
+        self.buffers: dict[int, DataBuffer] = {}
+
+    def configure(self, *, faults: FaultPlan | str | None = None, device_ms: float | None = None,
+                  row_ms: float | None = None, device_count: int | None = None,
+                  device_memory: int | None = None) -> None:
+        """Change the simulated hardware. ``faults`` installs a new plan (fresh counters, device back)."""
+        with self.lock:
+            if faults is not None:
+                plan = FaultPlan.parse(faults) if isinstance(faults, str) else faults
+                self.faults = FaultState(plan)
+            for name, value in (("device_ms", device_ms), ("row_ms", row_ms), ("device_count", device_count),
+                                ("device_memory", device_memory)):
+                if value is not None:
+                    setattr(self.config, name, value)
+
+    def lose_device(self, reason: str = "lost (Simulator.lose_device)") -> None:
+        """From now on every device call fails, until a new fault plan is installed."""
+        self.faults.lose_device(reason)
+
+    def finalize(self) -> None:
+        """Tear everything down like acl.finalize; leftovers are logged and written to the ledger file."""
+        with self.lock:
+            leftovers = self.live()
+            streams = list(self.streams.values())
+            self._clear_state()
+            self.initialized = False
+            self.init_config = None
+        if leftovers:
+            LOG.warning("acl.finalize (simulated) with %d live resource(s): %s", len(leftovers), "; ".join(leftovers))
+            self.set_error(f"acl.finalize: {len(leftovers)} resource(s) were still alive: {'; '.join(leftovers)}")
+        self.write_ledger("finalize", leftovers)
+        for stream in streams:
+            stream.stop()
+
+    def reset(self) -> None:
+        """Back to a fresh, uninitialised simulator with default settings (for tests)."""
+        if self.initialized:
+            self.finalize()
+        with self.lock:
+            self.config = SimConfig()
+            self.faults = FaultState()
+            self.calls.clear()
+
+    def write_ledger(self, when: str, live: list[str]) -> None:
+        path = os.environ.get(LEDGER_ENV)
+        if not path:
+            return
+        line = json.dumps({"pid": os.getpid(), "when": when, "live": live})
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+    def at_exit(self) -> None:
+        if self.initialized:
+            self.write_ledger("exit", self.live())
+
+    # --- calls ----------------------------------------------------------------------------------
+
+    def call(self, short: str, qualified: str, signature: Signature, body: Callable[[], Any]) -> Any:
+        """Run one API function body with the common checks; shape its result; record failures."""
+        produced = None
+        try:
+            if signature.needs_init and not self.initialized:
+                raise AclFail(UNINITIALIZED, "acl.init has not been called (or acl.finalize already ran)")
+            self.calls[short] += 1
+            if short in DEVICE_CALLS:
+                self._device_checks(short)
+            if signature.locked:
+                with self.lock:
+                    produced = body()
+            else:
+                produced = body()
+            ret = 0
+        except AclFail as exc:
+            ret = exc.ret
+            self.set_error(f"{qualified}: {exc.message}")
+        return shape_result(signature, produced, ret)
+
+    def _device_checks(self, short: str) -> None:
+        if self.faults.device_lost:
+            raise AclFail(DEVICE_LOST_RET, f"the device is gone: {self.faults.device_lost}")
+        fault = self.faults.check(short)
+        if fault is not None:
+            what = "device lost" if fault.lose_device else "failure"
+            raise AclFail(fault.code, f"injected {what} (fault {fault})")
+
+    def check_device(self) -> None:
+        """For work already queued on a stream: fail once the device is lost."""
+        if self.faults.device_lost:
+            raise AclFail(DEVICE_LOST_RET, f"the device is gone: {self.faults.device_lost}")
+
+    def set_error(self, message: str) -> None:
+        self._tls.error = message
+
+    def take_error(self) -> str | None:
+        message = getattr(self._tls, "error", None)
+        self._tls.error = None
+        return message
+
+    def new_handle(self) -> int:
+        return next(self._handles)
+
+    def new_model_id(self) -> int:
+        return next(self._model_ids)
+
+    # --- devices and contexts -----------------------------------------------------------------
+
+    def check_device_id(self, device: int) -> None:
+        if not 0 <= device < self.config.device_count:
+            raise AclFail(INVALID_DEVICE, f"device {device} does not exist; the simulator has devices "
+                                          f"0..{self.config.device_count - 1}")
+
+    def bind(self, context: int | None) -> None:
+        self._tls.context = context
+
+    def current_context(self) -> Context:
+        handle = getattr(self._tls, "context", None)
+        if handle is None:
+            raise AclFail(CONTEXT_NULL, f"thread {threading.current_thread().name!r} has no current context; "
+                                        f"call acl.rt.set_context or acl.rt.set_device in this thread first")
+        context = self.contexts.get(handle)
+        if context is None:
+            raise AclFail(CONTEXT_NULL, f"thread {threading.current_thread().name!r}: its current context "
+                                        f"{handle:#x} was destroyed (or its device reset)")
+        return context
+
+    def stream(self, handle: int, context: Context) -> Stream:
+        stream = self.streams.get(handle)
+        if stream is None:
+            raise AclFail(BAD_HANDLE, f"stream {handle:#x} does not exist (never created or destroyed)")
+        if stream.context != context.handle:
+            raise AclFail(STREAM_CONTEXT, f"stream {handle:#x} belongs to context {stream.context:#x}, the "
+                                          f"calling thread's current context is {context.handle:#x}")
+        return stream
+
+    def model(self, model_id: int, context: Context | None = None) -> LoadedModel:
+        model = self.models.get(model_id)
+        if model is None:
+            raise AclFail(INVALID_MODEL, f"model id {model_id} is not loaded")
+        if context is not None and model.context != context.handle:
+            raise AclFail(MODEL_CONTEXT, f"model {model_id} was loaded in context {model.context:#x}, the "
+                                         f"calling thread's current context is {context.handle:#x}")
+        return model
+
+    def lookup(self, table: dict[int, Any], handle: int, kind: str) -> Any:
+        found = table.get(handle)
+        if found is None:
+            raise AclFail(INVALID_PARAM, f"{kind} {handle:#x} does not exist (never created or destroyed)")
+        return found
+
+    # --- memory ---------------------------------------------------------------------------------
+
+    def device_used(self, device: int) -> int:
+        models = sum(m.work_size + m.weight_size for m in self.models.values() if m.device == device)
+        return self.device_memory.used(device) + models
+
+    def read(self, addr: int, count: int, device: bool, what: str) -> bytes:
+        """``count`` bytes at ``addr`` of device memory or (any) host memory."""
+        if device:
+            if not is_device_address(addr):
+                raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is host memory, device memory was expected")
+            block, offset = self.device_memory.locate(addr, count, what)
+            return bytes(block.data[offset:offset + count])
+        if is_device_address(addr):
+            raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is device memory, host memory was expected")
+        return read_host(addr, count)
+
+    def write(self, addr: int, data: bytes, device: bool, what: str) -> None:
+        if device:
+            if not is_device_address(addr):
+                raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is host memory, device memory was expected")
+            block, offset = self.device_memory.locate(addr, len(data), what)
+            block.data[offset:offset + len(data)] = data
+            return
+        if is_device_address(addr):
+            raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is device memory, host memory was expected")
+        write_host(addr, data)
+
+    def check_range(self, addr: int, count: int, device: bool, what: str) -> None:
+        """At call time: the range exists (device) or is not device memory (host)."""
+        if device:
+            if not is_device_address(addr):
+                raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is host memory, device memory was expected")
+            self.device_memory.locate(addr, count, what)
+        elif is_device_address(addr):
+            raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is device memory, host memory was expected")
+        elif addr == 0:
+            raise AclFail(INVALID_PARAM, f"{what}: NULL host address")
+
+    # --- ledger ---------------------------------------------------------------------------------
+
+    def live(self) -> list[str]:
+        """Every resource still held: empty when a program released everything it made."""
+        with self.lock:
+            found = [f"device {d} set (count {s.refcount})" for d, s in sorted(self.devices.items())]
+            found += [f"context {c.handle:#x} (device {c.device})" for c in self.contexts.values() if not c.default]
+            found += [f"stream {s.handle:#x} (context {s.context:#x})" for s in self.streams.values()]
+            found += [f"event {e.handle:#x}" for e in self.events.values()]
+            found += [f"device malloc {b.addr:#x} ({b.size} bytes, device {b.device})"
+                      for b in self.device_memory.live.values()]
+            found += [f"host malloc {b.addr:#x} ({b.size} bytes)" for b in self.host_memory.live.values()]
+            found += [f"model {m.model_id} ({m.path})" for m in self.models.values()]
+            found += [f"model desc {d.handle:#x}" for d in self.descs.values()]
+            found += [f"dataset {d.handle:#x} ({len(d.buffers)} buffer(s))" for d in self.datasets.values()]
+            found += [f"data buffer {b.handle:#x} (address {b.addr:#x}, {b.size} bytes)" for b in self.buffers.values()]
+            return found
+
+
+_PROCESS_SIMULATOR: Simulator | None = None
+_PROCESS_LOCK = threading.Lock()
+
+
+def process_simulator() -> Simulator:
+    """The one simulator of this process (created on first use)."""
+    global _PROCESS_SIMULATOR
+    with _PROCESS_LOCK:
+        if _PROCESS_SIMULATOR is None:
+            _PROCESS_SIMULATOR = Simulator()
+            atexit.register(_PROCESS_SIMULATOR.at_exit)
+        return _PROCESS_SIMULATOR
