@@ -1,0 +1,560 @@
+"""The acl engine: a CANN offline model (.om) on an Ascend NPU through pyACL (``import acl``).
+
+With ``acl-sim`` (or ``GE_ACL_SIMULATOR=1``) the same code runs against the pyACL simulator in
+``ge_python_backend.sim``. pyACL is imported lazily, only when an engine opens.
+
+Each slot loads its own copy of the model (one model_id must never execute on two streams at
+once, pyacl.md §8.5) and owns a stream, device buffers of the largest gear, pinned host staging
+buffers, prebuilt datasets and four timing events; nothing is allocated on the execute path.
+See ACL.md in this package for the pyACL calls of each phase.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import ConfigError, EngineError
+from ..params import Parameter, parse_bool, parse_float
+from ..specs import format_shape, numpy_dtype
+from .acl_constants import (
+    ACL_DYNAMIC_TENSOR_NAME,
+    ACL_MEM_MALLOC_HUGE_FIRST,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+    ACL_SUCCESS,
+    data_type,
+    format_name,
+)
+from .acl_layout import LayoutTensor, ModelLayout, Shape
+from .acl_runtime import AclError, AclRuntime, acl_module, check, check_handle, recent_message
+from .base import Engine, PhaseTimes, Shapes, Slot
+
+LOG = logging.getLogger(__name__)
+
+SIMULATOR_ENV = "GE_ACL_SIMULATOR"
+#: get_dynamic_hw / get_input_dynamic_gear_count / get_input_dynamic_dims take a reserved index: -1.
+_RESERVED_INDEX = -1
+
+
+def _parse_faults(raw: str):
+    from ..sim.faults import FaultPlan
+
+    return FaultPlan.parse(raw)
+
+
+PARAMETERS = (
+    Parameter(
+        "acl_sim_faults",
+        _parse_faults,
+        None,
+        "faults such as 'execute_async:3=507011, malloc:2, memcpy_async:9=lost' (FUNCTION:N[=RET|=lost])",
+        "acl-sim only: fail the Nth call of a pyACL function, or lose the device",
+    ),
+    Parameter(
+        "acl_sim_device_ms",
+        parse_float(0.0),
+        None,
+        "milliseconds >= 0",
+        "acl-sim only: modelled device time of every execution (the stream is busy that long)",
+    ),
+    Parameter(
+        "acl_sim_row_ms",
+        parse_float(0.0),
+        None,
+        "milliseconds >= 0",
+        "acl-sim only: modelled device time per batch row, added to acl_sim_device_ms",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class _ModelPlan:
+    """What every slot needs to know about the model, read once from the first copy's desc."""
+
+    layout: ModelLayout
+    #: index of ascend_mbatch_shape_data, None for a static model
+    dynamic_index: int | None
+    #: model input index of each client input (layout.inputs order)
+    input_indexes: tuple[int, ...]
+    input_sizes: tuple[int, ...]
+    output_sizes: tuple[int, ...]
+
+
+@dataclass
+class _Buffer:
+    """One model input or output: its device buffer and (for client tensors) its pinned host twin."""
+
+    name: str
+    dtype: np.dtype | None
+    capacity: int
+    device: int = 0
+    host: int = 0
+
+
+def _refuse_unservable(tensors: list[LayoutTensor], kind: str) -> None:
+    for tensor in tensors:
+        if not tensor.data_type.triton:
+            raise ConfigError(
+                f"model {kind} {tensor.name!r} has type ACL_{tensor.data_type.name} ({tensor.data_type.code}), "
+                f"which cannot be served: it {tensor.data_type.unsupported}"
+            )
+
+
+def _input_tensor(acl: Any, desc: int, index: int) -> LayoutTensor:
+    dims, ret = acl.mdl.get_input_dims(desc, index)
+    check(acl, ret, "acl.mdl.get_input_dims", f"reading input {index}")
+    name = acl.mdl.get_input_name_by_index(desc, index)
+    code = acl.mdl.get_input_data_type(desc, index)
+    fmt = acl.mdl.get_input_format(desc, index)
+    size = acl.mdl.get_input_size_by_index(desc, index)
+    return LayoutTensor(name or dims["name"], data_type(code), format_name(fmt), _shape(dims), size)
+
+
+def _output_tensor(acl: Any, desc: int, index: int) -> LayoutTensor:
+    dims, ret = acl.mdl.get_output_dims(desc, index)
+    check(acl, ret, "acl.mdl.get_output_dims", f"reading output {index}")
+    name = acl.mdl.get_output_name_by_index(desc, index)
+    code = acl.mdl.get_output_data_type(desc, index)
+    fmt = acl.mdl.get_output_format(desc, index)
+    size = acl.mdl.get_output_size_by_index(desc, index)
+    return LayoutTensor(name or dims["name"], data_type(code), format_name(fmt), _shape(dims), size)
+
+
+def _shape(dims: Mapping[str, Any]) -> Shape:
+    return tuple(int(d) for d in dims["dims"][: dims["dimCount"]])
+
+
+def _gears(acl: Any, desc: int) -> tuple[str, tuple[Shape, ...]]:
+    """The gear kind and gears of a model that has ascend_mbatch_shape_data."""
+    batch, ret = acl.mdl.get_dynamic_batch(desc)
+    check(acl, ret, "acl.mdl.get_dynamic_batch")
+    if batch["batchCount"]:
+        return "batch", tuple((int(b),) for b in batch["batch"][: batch["batchCount"]])
+    hw, ret = acl.mdl.get_dynamic_hw(desc, _RESERVED_INDEX)
+    check(acl, ret, "acl.mdl.get_dynamic_hw")
+    if hw["hwCount"]:
+        return "hw", tuple((int(h), int(w)) for h, w in hw["hw"][: hw["hwCount"]])
+    count, ret = acl.mdl.get_input_dynamic_gear_count(desc, _RESERVED_INDEX)
+    check(acl, ret, "acl.mdl.get_input_dynamic_gear_count")
+    if count:
+        gears, ret = acl.mdl.get_input_dynamic_dims(desc, _RESERVED_INDEX, count)
+        check(acl, ret, "acl.mdl.get_input_dynamic_dims")
+        return "dims", tuple(_shape(g) for g in gears)
+    raise ConfigError(f"the model has the input {ACL_DYNAMIC_TENSOR_NAME!r} but reports no batch, HW or dims gears")
+
+
+class AclSlot(Slot):
+    """One model copy with its stream, buffers, datasets and events."""
+
+    def __init__(self, index: int, acl: Any, model_path: str, plan: _ModelPlan | None) -> None:
+        self.index = index
+        self.last_times = PhaseTimes()
+        self._acl = acl
+        self._stream = 0
+        self._events: list[int] = []
+        self._model_id: int | None = None
+        self._desc = 0
+        self._datasets: list[int] = []
+        self._data_buffers: list[int] = []
+        self._device_ptrs: list[int] = []
+        self._host_ptrs: list[int] = []
+        self._inputs: list[_Buffer] = []
+        self._outputs: list[_Buffer] = []
+        self._input_views: dict[int, dict[str, np.ndarray]] = {}
+        self._output_views: dict[tuple[Shape, ...], dict[str, np.ndarray]] = {}
+        self._staged: tuple[int, list[int]] | None = None
+        try:
+            self._open(model_path, plan)
+        except BaseException:
+            self.release()
+            raise
+
+    # --- setup ----------------------------------------------------------------------------------
+
+    def _open(self, model_path: str, plan: _ModelPlan | None) -> None:
+        acl = self._acl
+        stream, ret = acl.rt.create_stream()
+        check(acl, ret, "acl.rt.create_stream", f"opening slot {self.index}")
+        self._stream = stream
+        for _ in range(4):
+            event, ret = acl.rt.create_event()
+            check(acl, ret, "acl.rt.create_event")
+            self._events.append(event)
+        model_id, ret = acl.mdl.load_from_file(model_path)
+        check(acl, ret, "acl.mdl.load_from_file", f"loading {model_path} (copy {self.index})")
+        self._model_id = model_id
+        desc = acl.mdl.create_desc()
+        self._desc = check_handle(acl, desc, "acl.mdl.create_desc")
+        ret = acl.mdl.get_desc(desc, model_id)
+        check(acl, ret, "acl.mdl.get_desc")
+        draft = plan or self._read_plan()
+        self._input_dataset = self._build_dataset("input", draft)
+        self._output_dataset = self._build_dataset("output", draft)
+        self.plan = plan or self._probe_gears(draft)
+
+    def _read_plan(self) -> _ModelPlan:
+        """The model's tensors and gears from the desc (output shapes per gear still unknown)."""
+        acl, desc = self._acl, self._desc
+        count = acl.mdl.get_num_inputs(desc)
+        index, ret = acl.mdl.get_input_index_by_name(desc, ACL_DYNAMIC_TENSOR_NAME)
+        dynamic_index = index if ret == ACL_SUCCESS else None
+        if dynamic_index is None:  # "no such input" is the documented answer for a static model
+            LOG.debug("no %s input (%s): static model", ACL_DYNAMIC_TENSOR_NAME, recent_message(acl))
+        input_indexes = tuple(i for i in range(count) if i != dynamic_index)
+        inputs = [_input_tensor(acl, desc, i) for i in input_indexes]
+        outputs = [_output_tensor(acl, desc, i) for i in range(acl.mdl.get_num_outputs(desc))]
+        _refuse_unservable(inputs, "input")
+        _refuse_unservable(outputs, "output")
+        kind, gears = _gears(acl, desc) if dynamic_index is not None else ("", ())
+        input_sizes = tuple(acl.mdl.get_input_size_by_index(desc, i) for i in range(count))
+        return _ModelPlan(
+            ModelLayout(tuple(inputs), tuple(outputs), kind, gears),
+            dynamic_index,
+            input_indexes,
+            input_sizes,
+            tuple(t.size for t in outputs),
+        )
+
+    def _build_dataset(self, kind: str, plan: _ModelPlan) -> int:
+        """A dataset with one device buffer per tensor (largest gear); pinned host twins for client tensors."""
+        acl = self._acl
+        dataset = acl.mdl.create_dataset()
+        self._datasets.append(check_handle(acl, dataset, "acl.mdl.create_dataset"))
+        if kind == "input":
+            names = {i: t for i, t in zip(plan.input_indexes, plan.layout.inputs)}
+            tensors = [names.get(i) for i in range(len(plan.input_sizes))]
+            sizes, buffers = plan.input_sizes, self._inputs
+        else:
+            tensors, sizes, buffers = list(plan.layout.outputs), plan.output_sizes, self._outputs
+        for tensor, size in zip(tensors, sizes):
+            name = tensor.name if tensor else ACL_DYNAMIC_TENSOR_NAME
+            what = f"allocating {kind} {name!r} ({size} bytes) of slot {self.index}"
+            device, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
+            check(acl, ret, "acl.rt.malloc", what)
+            self._device_ptrs.append(device)
+            data_buffer = acl.create_data_buffer(device, size)
+            self._data_buffers.append(check_handle(acl, data_buffer, "acl.create_data_buffer", what))
+            _, ret = acl.mdl.add_dataset_buffer(dataset, data_buffer)
+            check(acl, ret, "acl.mdl.add_dataset_buffer", what)
+            if tensor is None:
+                continue
+            host, ret = acl.rt.malloc_host(size)
+            check(acl, ret, "acl.rt.malloc_host", what)
+            self._host_ptrs.append(host)
+            buffers.append(_Buffer(name, numpy_dtype(tensor.data_type.triton), size, device, host))
+        return dataset
+
+    def _probe_gears(self, draft: _ModelPlan) -> _ModelPlan:
+        """Each gear's output shapes: set the gear, then ask get_cur_output_dims (no execution)."""
+        layout = draft.layout
+        gear_outputs = []
+        for g in range(layout.gear_count):
+            if layout.kind:
+                self._set_gear(draft, g)
+            gear_outputs.append(self._current_output_shapes(len(layout.outputs)))
+        final = ModelLayout(layout.inputs, layout.outputs, layout.kind, layout.gears, tuple(gear_outputs))
+        return _ModelPlan(final, draft.dynamic_index, draft.input_indexes, draft.input_sizes, draft.output_sizes)
+
+    def _set_gear(self, plan: _ModelPlan, g: int) -> None:
+        acl, layout = self._acl, plan.layout
+        gear, model_id, dataset, index = layout.gears[g], self._model_id, self._input_dataset, plan.dynamic_index
+        if layout.kind == "batch":
+            ret = acl.mdl.set_dynamic_batch_size(model_id, dataset, index, gear[0])
+            check(acl, ret, "acl.mdl.set_dynamic_batch_size", f"selecting batch {gear[0]}")
+        elif layout.kind == "hw":
+            ret = acl.mdl.set_dynamic_hw_size(model_id, dataset, index, gear[0], gear[1])
+            check(acl, ret, "acl.mdl.set_dynamic_hw_size", f"selecting {gear[0]}x{gear[1]}")
+        else:
+            dims = {"dimCount": len(gear), "name": "", "dims": list(gear)}
+            ret = acl.mdl.set_input_dynamic_dims(model_id, dataset, index, dims)
+            check(acl, ret, "acl.mdl.set_input_dynamic_dims", f"selecting dims {list(gear)}")
+
+    def _current_output_shapes(self, count: int) -> tuple[Shape, ...]:
+        acl, shapes = self._acl, []
+        for j in range(count):
+            dims, ret = acl.mdl.get_cur_output_dims(self._desc, j)
+            check(acl, ret, "acl.mdl.get_cur_output_dims", f"reading output {j}'s shape")
+            shapes.append(_shape(dims))
+        return tuple(shapes)
+
+    @property
+    def device_bytes(self) -> int:
+        return sum(self.plan.input_sizes) + sum(self.plan.output_sizes)
+
+    @property
+    def host_bytes(self) -> int:
+        return sum(b.capacity for b in self._inputs + self._outputs)
+
+    # --- execution ------------------------------------------------------------------------------
+
+    def inputs(self, shapes: Shapes) -> dict[str, np.ndarray]:
+        """Views of the pinned input buffers in exactly ``shapes`` (no pyACL call: any thread)."""
+        layout = self.plan.layout
+        try:
+            g = layout.find_gear(shapes)
+        except ValueError as exc:
+            raise EngineError(str(exc)) from None
+        views = self._input_views.get(g)
+        if views is None:
+            views = {}
+            for buffer, shape in zip(self._inputs, layout.input_shapes(g).values()):
+                views[buffer.name] = _view(buffer, shape)
+            self._input_views[g] = views
+        self._staged = (g, [v.nbytes for v in views.values()])
+        return dict(views)
+
+    def run(self) -> dict[str, np.ndarray]:
+        """Copy in, select the gear, execute, copy out, all on this slot's stream; then wait."""
+        if self._staged is None:
+            raise EngineError(f"slot {self.index}: run() without inputs() first")
+        acl, stream = self._acl, self._stream
+        g, sizes = self._staged
+        start, copied_in, executed, copied_out = self._events
+        try:
+            ret = acl.rt.record_event(start, stream)
+            check(acl, ret, "acl.rt.record_event")
+            for buffer, size in zip(self._inputs, sizes):
+                ret = acl.rt.memcpy_async(buffer.device, buffer.capacity, buffer.host, size,
+                                          ACL_MEMCPY_HOST_TO_DEVICE, stream)
+                check(acl, ret, "acl.rt.memcpy_async", f"copying input {buffer.name!r} to the device")
+            ret = acl.rt.record_event(copied_in, stream)
+            check(acl, ret, "acl.rt.record_event")
+            if self.plan.layout.kind:
+                self._set_gear(self.plan, g)
+            ret = acl.mdl.execute_async(self._model_id, self._input_dataset, self._output_dataset, stream)
+            check(acl, ret, "acl.mdl.execute_async", f"running {self.plan.layout.gear_label(g)}")
+            ret = acl.rt.record_event(executed, stream)
+            check(acl, ret, "acl.rt.record_event")
+            shapes = self._current_output_shapes(len(self._outputs))
+            for buffer, shape in zip(self._outputs, shapes):
+                size = _byte_size(buffer, shape)
+                ret = acl.rt.memcpy_async(buffer.host, buffer.capacity, buffer.device, size,
+                                          ACL_MEMCPY_DEVICE_TO_HOST, stream)
+                check(acl, ret, "acl.rt.memcpy_async", f"copying output {buffer.name!r} to the host")
+            ret = acl.rt.record_event(copied_out, stream)
+            check(acl, ret, "acl.rt.record_event")
+            ret = acl.rt.synchronize_stream(stream)
+            check(acl, ret, "acl.rt.synchronize_stream", f"running {self.plan.layout.gear_label(g)}")
+        except AclError:
+            self._drain()
+            raise
+        self.last_times = PhaseTimes(
+            host_to_device=self._elapsed(start, copied_in),
+            execute=self._elapsed(copied_in, executed),
+            device_to_host=self._elapsed(executed, copied_out),
+        )
+        return self._outputs_as(shapes)
+
+    def _elapsed(self, first: int, last: int) -> float:
+        ms, ret = self._acl.rt.event_elapsed_time(first, last)
+        check(self._acl, ret, "acl.rt.event_elapsed_time")
+        return ms / 1000.0
+
+    def _outputs_as(self, shapes: tuple[Shape, ...]) -> dict[str, np.ndarray]:
+        views = self._output_views.get(shapes)
+        if views is None:
+            views = {b.name: _view(b, s) for b, s in zip(self._outputs, shapes)}
+            self._output_views[shapes] = views
+        return dict(views)
+
+    def _drain(self) -> None:
+        """After a failure: wait for whatever was queued, so the slot's buffers are quiet again."""
+        acl = self._acl
+        ret = acl.rt.synchronize_stream(self._stream)
+        if ret != ACL_SUCCESS:
+            LOG.debug("slot %d: draining the stream after a failure: %s", self.index,
+                      AclError("acl.rt.synchronize_stream", ret, recent_message(acl)))
+
+    # --- teardown -------------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Free everything in pyacl.md §10 order; log (never raise) failures. Idempotent."""
+        acl = self._acl
+        self._input_views.clear()
+        self._output_views.clear()
+        if self._stream:
+            ret = acl.rt.synchronize_stream(self._stream)
+            _logged(acl, ret, "acl.rt.synchronize_stream")
+        for data_buffer in self._data_buffers:
+            ret = acl.destroy_data_buffer(data_buffer)
+            _logged(acl, ret, "acl.destroy_data_buffer")
+        for device in self._device_ptrs:
+            ret = acl.rt.free(device)
+            _logged(acl, ret, "acl.rt.free")
+        for host in self._host_ptrs:
+            ret = acl.rt.free_host(host)
+            _logged(acl, ret, "acl.rt.free_host")
+        for dataset in self._datasets:
+            ret = acl.mdl.destroy_dataset(dataset)
+            _logged(acl, ret, "acl.mdl.destroy_dataset")
+        if self._model_id is not None:
+            ret = acl.mdl.unload(self._model_id)
+            _logged(acl, ret, "acl.mdl.unload")
+        if self._desc:
+            ret = acl.mdl.destroy_desc(self._desc)
+            _logged(acl, ret, "acl.mdl.destroy_desc")
+        for event in self._events:
+            ret = acl.rt.destroy_event(event)
+            _logged(acl, ret, "acl.rt.destroy_event")
+        if self._stream:
+            ret = acl.rt.destroy_stream(self._stream)
+            _logged(acl, ret, "acl.rt.destroy_stream")
+        self._data_buffers, self._device_ptrs, self._host_ptrs, self._datasets, self._events = [], [], [], [], []
+        self._inputs, self._outputs = [], []
+        self._model_id, self._desc, self._stream, self._staged = None, 0, 0, None
+
+
+def _view(buffer: _Buffer, shape: Shape) -> np.ndarray:
+    """A numpy array of ``shape`` over the pinned host buffer (no copy)."""
+    nbytes = _byte_size(buffer, shape)
+    raw = (ctypes.c_uint8 * nbytes).from_address(buffer.host)
+    return np.frombuffer(raw, dtype=buffer.dtype).reshape(shape)
+
+
+def _byte_size(buffer: _Buffer, shape: Shape) -> int:
+    nbytes = int(np.prod(shape, dtype=np.int64)) * buffer.dtype.itemsize
+    if nbytes > buffer.capacity:
+        raise EngineError(f"{buffer.name!r} of shape {format_shape(shape)} needs {nbytes} bytes, "
+                          f"its buffer holds {buffer.capacity}")
+    return nbytes
+
+
+def _logged(acl: Any, ret: int, function: str) -> None:
+    if ret != ACL_SUCCESS:
+        LOG.warning("teardown: %s", AclError(function, ret, recent_message(acl)))
+
+
+class AclEngine(Engine):
+    """An .om model on one device, with ``slots`` model copies that can run concurrently."""
+
+    def __init__(self, model_path: str | Path, *, acl: Any, simulated: bool, device_id: int = 0, slots: int = 1):
+        if slots < 1:
+            raise ConfigError(f"streams must be >= 1, got {slots}")
+        self.name = "acl-sim" if simulated else "acl"
+        self._acl = acl
+        self._device_id = device_id
+        self._runtime = AclRuntime.of(acl)
+        self._lock = threading.Lock()
+        self._started = False
+        self._context = 0
+        self._slots: list[AclSlot] = []
+        self._model_bytes = (0, 0)
+        path = str(model_path)
+        try:
+            self._runtime.start(self, device_id)
+            self._started = True
+            context, ret = acl.rt.create_context(device_id)
+            check(acl, ret, "acl.rt.create_context", f"opening device {device_id}")
+            self._context = context
+            work, weight, ret = acl.mdl.query_size(path)
+            check(acl, ret, "acl.mdl.query_size", f"reading {path}")
+            self._model_bytes = (work, weight)
+            first = AclSlot(0, acl, path, None)
+            self._slots.append(first)
+            self._slots.extend(AclSlot(i, acl, path, first.plan) for i in range(1, slots))
+        except BaseException:
+            self.close()
+            raise
+        self.layout = first.plan.layout
+        soc = acl.get_soc_name()
+        self.spec = self.layout.spec("acl", {"engine": self.name, "device_id": str(device_id), "soc_name": soc or ""})
+
+    @property
+    def slots(self) -> tuple[Slot, ...]:
+        return tuple(self._slots)
+
+    def bind_thread(self) -> None:
+        """Make this engine's context current in the calling thread (pyacl.md §8.2)."""
+        acl = self._acl
+        ret = acl.rt.set_context(self._context)
+        check(acl, ret, "acl.rt.set_context", "binding a thread to the engine's context")
+
+    def close(self) -> None:
+        """Release slots, context and device (pyacl.md §10); safe from any thread, idempotent."""
+        with self._lock:
+            acl = self._acl
+            if self._context:
+                ret = acl.rt.set_context(self._context)
+                _logged(acl, ret, "acl.rt.set_context")
+            for slot in reversed(self._slots):
+                slot.release()
+            self._slots = []
+            if self._context:
+                ret = acl.rt.destroy_context(self._context)
+                _logged(acl, ret, "acl.rt.destroy_context")
+                self._context = 0
+            if self._started:
+                self._started = False
+                self._runtime.stop(self, self._device_id)
+
+    def describe(self) -> str:
+        count = len(self._slots)
+        if not count:
+            return f"{self.name} engine (closed)"
+        work, weight = self._model_bytes
+        buffers = self._slots[0].device_bytes
+        per_slot = work + weight + buffers
+        return (
+            f"{self.name} engine on device {self._device_id}: {count} slot(s), each a model copy with its own "
+            f"stream; device memory {_size_text(per_slot * count)} = {count} x (work {_size_text(work)} + weights "
+            f"{_size_text(weight)} + I/O buffers {_size_text(buffers)}); pinned host memory "
+            f"{_size_text(self._slots[0].host_bytes * count)}"
+        )
+
+
+def _size_text(nbytes: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift:
+            return f"{nbytes / (1 << shift):.1f} {unit}"
+    return f"{nbytes} B"
+
+
+def _simulator_requested(name: str) -> bool:
+    if name == "acl-sim":
+        return True
+    raw = os.environ.get(SIMULATOR_ENV, "")
+    if not raw:
+        return False
+    try:
+        wanted = parse_bool(raw)
+    except ValueError:
+        raise ConfigError(f"environment variable {SIMULATOR_ENV}={raw!r}; accepted: 1/0, true/false, yes/no, on/off") from None
+    if wanted:
+        LOG.warning(
+            "!!! %s=%s: engine 'acl' runs on the pyACL SIMULATOR (ONNX Runtime on the CPU), NOT on an Ascend NPU !!!",
+            SIMULATOR_ENV, raw,
+        )
+    return wanted
+
+
+def _configure_simulator(options: Mapping[str, Any], simulated: bool) -> None:
+    given = {p.name: options.get(p.name) for p in PARAMETERS if options.get(p.name) is not None}
+    if not given:
+        return
+    if not simulated:
+        raise ConfigError(
+            f"parameter {sorted(given)[0]!r} applies only to the simulator (engine 'acl-sim' or "
+            f"{SIMULATOR_ENV}=1), not to engine 'acl' on an NPU"
+        )
+    from ..sim import configure
+
+    configure(faults=given.get("acl_sim_faults"), device_ms=given.get("acl_sim_device_ms"),
+              row_ms=given.get("acl_sim_row_ms"))
+
+
+def open_engine(model_path: Path, *, name: str = "acl", device_id: int, slots: int,
+                options: Mapping[str, Any]) -> AclEngine:
+    """Open ``model_path`` (an .om; a sim-OM for acl-sim) with ``slots`` streams on ``device_id``."""
+    if name not in ("acl", "acl-sim"):
+        raise ConfigError(f"engine {name!r} is not an acl engine (expected 'acl' or 'acl-sim')")
+    simulated = _simulator_requested(name)
+    _configure_simulator(options, simulated)
+    return AclEngine(model_path, acl=acl_module(simulated), simulated=simulated, device_id=device_id, slots=slots)
