@@ -121,14 +121,21 @@ def split_rows(rows: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
 
     Returned largest first; their sum minus ``rows`` is the padding.
     """
-    best: list[tuple[int, int, tuple[int, ...]]] = [(0, 0, ())]
+    # best[r] = (calls, padded total, size chosen last) for covering r rows.
+    best: list[tuple[int, int, int]] = [(0, 0, 0)]
     for covered in range(1, rows + 1):
-        candidates = []
-        for size in sizes:
-            calls, total, parts = best[max(0, covered - size)]
-            candidates.append((calls + 1, total + size, parts + (size,)))
-        best.append(min(candidates, key=lambda c: (c[0], c[1])))
-    return tuple(sorted(best[rows][2], reverse=True))
+        best.append(
+            min(
+                (best[max(0, covered - size)][0] + 1, best[max(0, covered - size)][1] + size, size)
+                for size in sizes
+            )
+        )
+    chosen, left = [], rows
+    while left > 0:
+        size = best[left][2]
+        chosen.append(size)
+        left = max(0, left - size)
+    return tuple(sorted(chosen, reverse=True))
 
 
 def engine_batches(rows: int, profile: Profile) -> tuple[int, ...]:
@@ -138,10 +145,7 @@ def engine_batches(rows: int, profile: Profile) -> tuple[int, ...]:
             return (rows,)
         full, rest = divmod(rows, profile.limit)
         return (profile.limit,) * full + ((rest,) if rest else ())
-    largest = profile.batch_sizes[-1]
-    full, rest = divmod(rows, largest)
-    tail = split_rows(rest, profile.batch_sizes) if rest else ()
-    return (largest,) * full + tail
+    return split_rows(rows, profile.batch_sizes)
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def find_tritonserver() -> TritonInstall:
     on_path = shutil.which("tritonserver")
     if on_path:
         binary = Path(on_path).resolve()
-        return TritonInstall(binary, binary.parent.parent / "backends", None)
+        return TritonInstall(binary, binary.parent.parent / "backends", binary.parent.parent / "lib")
     try:
         import pytriton
     except ImportError:
@@ -90,9 +90,18 @@ def _link(source: Path, target: Path) -> None:
     target.symlink_to(source)
 
 
+def _copy(source: Path, target: Path) -> None:
+    if not (target.is_file() and target.stat().st_size == source.stat().st_size):
+        shutil.copy2(source, target)
+
+
 def prepare_backends(install: TritonInstall, workspace: Path) -> Path:
     """A backends folder for ``install``: its backends linked in, the Python stub for this
-    interpreter next to the Python backend, and the ``ge`` backend."""
+    interpreter next to the Python backend, and the ``ge`` backend.
+
+    The Python backend's files are copied, not linked: Triton refuses a backend library whose
+    real path lies outside the backend directory (which Python-based backends such as ``ge``
+    resolve through ``python/``)."""
     backends = workspace / "backends"
     backends.mkdir(parents=True, exist_ok=True)
     for entry in install.backends.iterdir():
@@ -101,15 +110,15 @@ def prepare_backends(install: TritonInstall, workspace: Path) -> Path:
     python = backends / "python"
     python.mkdir(exist_ok=True)
     for entry in (install.backends / "python").iterdir():
-        if entry.name != "__pycache__":
-            _link(entry, python / entry.name)
+        if entry.is_file():
+            _copy(entry, python / entry.name)
     stub = python / "triton_python_backend_stub"
     if not stub.exists():
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
         bundled = install.binary.parent.parent / "python_backend_stubs" / version / "triton_python_backend_stub"
         if not bundled.is_file():
             raise ServerError(f"no Python backend stub for Python {version} (looked for {bundled})")
-        _link(bundled, stub)
+        _copy(bundled, stub)
     write_ge_backend(backends)
     return backends
 

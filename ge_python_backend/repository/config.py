@@ -52,15 +52,18 @@ def check_server_compatible(message: Message, source: str = "config") -> None:
     for field, value in message.ListFields():
         if field.name in _NEWER_FIELDS.get(message.DESCRIPTOR.full_name, ()):
             raise ConfigError(f"{source}: field {field.name!r} is not known to tritonserver 2.51; remove it")
-        if field.type != field.TYPE_MESSAGE:
-            continue
-        if field.label == field.LABEL_REPEATED:
-            values = value.values() if hasattr(value, "values") and callable(value.values) else value
-            for item in values:
-                if isinstance(item, Message):
-                    check_server_compatible(item, source)
-        else:
-            check_server_compatible(value, source)
+        for child in _child_messages(field, value):
+            check_server_compatible(child, source)
+
+
+def _child_messages(field, value) -> list[Message]:
+    entry = field.message_type
+    if entry is None:
+        return []
+    if entry.GetOptions().map_entry:
+        return list(value.values()) if entry.fields_by_name["value"].message_type else []
+    repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+    return list(value) if repeated else [value]
 
 
 def format_config(config: Any) -> str:

@@ -1,0 +1,55 @@
+"""tritonclient helpers: many concurrent requests over HTTP or gRPC, results in order."""
+
+from __future__ import annotations
+
+import queue
+from typing import Mapping, Sequence
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+
+
+def _inputs(module, arrays: Mapping[str, np.ndarray]):
+    result = []
+    for name, array in arrays.items():
+        tensor = module.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+        tensor.set_data_from_numpy(array)
+        result.append(tensor)
+    return result
+
+
+def infer_many(protocol: str, url: str, model: str, requests: Sequence[Mapping[str, np.ndarray]], concurrency: int = 32):
+    """Send every request concurrently; return a list of (outputs dict | None, error | None)."""
+    if protocol == "http":
+        client = httpclient.InferenceServerClient(url, concurrency=concurrency)
+        pending = [client.async_infer(model, _inputs(httpclient, r)) for r in requests]
+        results = []
+        for job in pending:
+            try:
+                result = job.get_result()
+                names = [o["name"] for o in result.get_response()["outputs"]]
+                results.append(({n: result.as_numpy(n) for n in names}, None))
+            except InferenceServerException as exc:
+                results.append((None, exc))
+        client.close()
+        return results
+    client = grpcclient.InferenceServerClient(url)
+    done: queue.Queue = queue.Queue()
+    for index, arrays in enumerate(requests):
+        client.async_infer(model, _inputs(grpcclient, arrays), callback=lambda result, error, i=index: done.put((i, result, error)))
+    results = [None] * len(requests)
+    for _ in requests:
+        index, result, error = done.get(timeout=120)
+        if error is not None:
+            results[index] = (None, error)
+        else:
+            names = [o.name for o in result.get_response().outputs]
+            results[index] = ({n: result.as_numpy(n) for n in names}, None)
+    client.close()
+    return results
+
+
+def url(server, protocol: str) -> str:
+    return server.http_address if protocol == "http" else server.grpc_address

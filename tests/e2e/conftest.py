@@ -1,0 +1,38 @@
+"""One real tritonserver (from nvidia-pytriton) for the end-to-end tests of this folder."""
+
+from __future__ import annotations
+
+import pytest
+
+import repos
+from ge_python_backend.server import TritonServer
+from ge_python_backend.testing import models
+
+
+@pytest.fixture(scope="session")
+def e2e_repo(tmp_path_factory):
+    """The models every end-to-end test may use, with the ONNX files they came from."""
+    repo = tmp_path_factory.mktemp("repo")
+    sources = tmp_path_factory.mktemp("sources")
+    files = {
+        "linear": models.linear(sources / "linear.onnx"),
+        "two_inputs": models.two_inputs(sources / "two_inputs.onnx"),
+    }
+    repos.generated(repo, files["linear"], "linear")
+    repos.generated(repo, files["linear"], "linear_s2", streams=2)
+    repos.generated(repo, files["two_inputs"], "pair", max_batch_size=0)
+    repos.generated(repo, files["linear"], "linear_ge", backend="ge")
+    _, files["hooked"] = repos.hooked_classifier(repo)
+    return repo, files
+
+
+@pytest.fixture(scope="session")
+def server(e2e_repo):
+    repo, _ = e2e_repo
+    with TritonServer(repo) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def sources(e2e_repo):
+    return e2e_repo[1]

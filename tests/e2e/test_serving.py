@@ -1,0 +1,84 @@
+"""The request path through a real tritonserver, over HTTP and gRPC, against ONNX Runtime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.http as httpclient
+
+from clients import infer_many, url
+from models.hooked_classifier import decode, top_k
+
+pytestmark = pytest.mark.e2e
+PROTOCOLS = ["grpc", "http"]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("model", ["linear", "linear_s2", "linear_ge"])
+def test_mixed_concurrent_requests_match_onnxruntime(server, sources, protocol, model):
+    session = ort.InferenceSession(str(sources["linear"]))
+    rng = np.random.default_rng(hash((protocol, model)) % 2**32)
+    requests = [{"x": rng.standard_normal((int(rng.integers(1, 9)), 4)).astype(np.float32)} for _ in range(200)]
+    results = infer_many(protocol, url(server, protocol), model, requests)
+    for request, (outputs, error) in zip(requests, results):
+        assert error is None, error
+        logits, probs = session.run(None, request)
+        assert np.abs(outputs["logits"] - logits).max() <= 1e-5
+        assert np.abs(outputs["probs"] - probs).max() <= 1e-5
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_bad_requests_among_good_ones_fail_alone(server, sources, protocol):
+    session = ort.InferenceSession(str(sources["linear"]))
+    rng = np.random.default_rng(7)
+    good = [{"x": rng.standard_normal((2, 4)).astype(np.float32)} for _ in range(20)]
+    bad = [{"x": np.ones((2, 4), np.float64)}, {"x": np.ones((2, 5), np.float32)}, {"x": np.ones((9, 4), np.float32)}]
+    requests = good[:10] + bad + good[10:]
+    results = infer_many(protocol, url(server, protocol), "linear", requests)
+    errors = [error for _, error in results[10:13]]
+    assert all(e is not None for e in errors)
+    if protocol == "http":
+        assert all(e.status() == "400" for e in errors)
+    else:
+        assert all(e.status() == "StatusCode.INVALID_ARGUMENT" for e in errors)
+    assert "FP64" in errors[0].message() and "FP32" in errors[0].message()
+    assert "Expected [-1,4], got [2,5]" in errors[1].message()
+    assert "batch-size must be <= 8" in errors[2].message()
+    for request, (outputs, error) in zip(good, results[:10] + results[13:]):
+        assert error is None
+        np.testing.assert_allclose(outputs["probs"], session.run(None, request)[1], atol=1e-5)
+    assert httpclient.InferenceServerClient(server.http_address).is_server_ready()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_subclass_hooks_serve_label_strings(server, sources, protocol):
+    session = ort.InferenceSession(str(sources["hooked"]))
+    rng = np.random.default_rng(11)
+    images = [rng.integers(0, 256, (int(rng.integers(1, 4)), 8, 8, 3), dtype=np.uint8) for _ in range(40)]
+    requests = [{"IMAGE": np.array([[img.tobytes()] for img in batch], dtype=np.object_)} for batch in images]
+    requests.append({"IMAGE": np.array([[b"not an image"]], dtype=np.object_)})
+    results = infer_many(protocol, url(server, protocol), "hooked", requests)
+    for request, (outputs, error) in zip(requests[:-1], results[:-1]):
+        assert error is None, error
+        (logits,) = session.run(None, {"image": decode(request["IMAGE"], 8)})
+        labels, scores = top_k(logits, 3, [f"class_{i}" for i in range(10)])
+        assert outputs["LABELS"].tolist() == labels.tolist()
+        np.testing.assert_allclose(outputs["SCORES"], scores, atol=1e-5)
+    error = results[-1][1]
+    assert error is not None and "IMAGE[0] has 12 bytes; expected 192 (8x8 RGB)" in error.message()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_no_batching_model_runs_each_request_alone(server, sources, protocol):
+    session = ort.InferenceSession(str(sources["two_inputs"]))
+    rng = np.random.default_rng(5)
+    requests = []
+    for _ in range(30):
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 6)))
+        requests.append({n: rng.standard_normal(shape).astype(np.float32) for n in ("a", "b")})
+    for request, (outputs, error) in zip(requests, infer_many(protocol, url(server, protocol), "pair", requests)):
+        assert error is None, error
+        total, count = session.run(None, request)
+        np.testing.assert_allclose(outputs["sum"], total, atol=1e-6)
+        np.testing.assert_array_equal(outputs["count"], count)

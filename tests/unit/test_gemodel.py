@@ -1,0 +1,124 @@
+"""GEModel in-process (fake pb_utils): outputs equal ONNX Runtime's, loads fail clearly."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import repos
+from ge_python_backend.model import GEModel
+from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb
+
+
+class TritonPythonModel(GEModel):
+    pass
+
+
+def load_model_class(model_dir):
+    spec = importlib.util.spec_from_file_location(f"model_{model_dir.name}", model_dir / "1" / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.TritonPythonModel
+
+
+def request(requested=(), **arrays):
+    return pb.InferenceRequest([pb.Tensor(n, a) for n, a in arrays.items()], requested_output_names=requested)
+
+
+def test_generated_folder_matches_onnxruntime_on_random_batches(tmp_path, onnx_dir):
+    folder = repos.generated(tmp_path, onnx_dir / "linear.onnx", "linear")
+    session = ort.InferenceSession(str(onnx_dir / "linear.onnx"))
+    rng = np.random.default_rng(1)
+    with ModelHarness(load_model_class(folder), folder) as model:
+        for _ in range(5):
+            xs = [rng.standard_normal((int(rng.integers(1, 9)), 4)).astype(np.float32) for _ in range(6)]
+            responses = model.infer([request(x=x) for x in xs])
+            for x, response in zip(xs, responses):
+                assert not response.has_error()
+                logits, probs = session.run(None, {"x": x})
+                got = {t.name(): t.as_numpy() for t in response.output_tensors()}
+                np.testing.assert_allclose(got["logits"], logits, atol=1e-5)
+                np.testing.assert_allclose(got["probs"], probs, atol=1e-5)
+
+
+def test_only_requested_outputs_are_returned(tmp_path, onnx_dir):
+    folder = repos.generated(tmp_path, onnx_dir / "linear.onnx", "linear")
+    with ModelHarness(TritonPythonModel, folder) as model:
+        (response,) = model.infer([request(("probs",), x=np.ones((2, 4), np.float32))])
+        assert [t.name() for t in response.output_tensors()] == ["probs"]
+
+
+def test_bad_request_in_a_batch_gets_invalid_arg_alone(tmp_path, onnx_dir):
+    folder = repos.generated(tmp_path, onnx_dir / "linear.onnx", "linear")
+    with ModelHarness(TritonPythonModel, folder) as model:
+        good = np.ones((1, 4), np.float32)
+        responses = model.infer([request(x=good), request(x=np.ones((1, 4), np.int32)), request(x=good)])
+        assert [r.has_error() for r in responses] == [False, True, False]
+        assert responses[1].error().code() == pb.TritonError.INVALID_ARG
+        assert responses[1].error().message() == "input 'x' has data type INT32; the model expects FP32"
+
+
+def test_hooks_turn_bytes_into_tensors_and_logits_into_label_strings(tmp_path):
+    folder, onnx_file = repos.hooked_classifier(tmp_path)
+    from models.hooked_classifier import decode, top_k
+
+    session = ort.InferenceSession(str(onnx_file))
+    rng = np.random.default_rng(2)
+    images = [rng.integers(0, 256, (b, 8, 8, 3), dtype=np.uint8) for b in (1, 3, 2)]
+    with ModelHarness(load_model_class(folder), folder) as model:
+        blobs = [np.array([[img.tobytes()] for img in batch], dtype=np.object_) for batch in images]
+        bad = np.array([[b"short"]], dtype=np.object_)
+        responses = model.infer([request(IMAGE=b) for b in blobs] + [request(IMAGE=bad)])
+    for batch, blob, response in zip(images, blobs, responses):
+        (logits,) = session.run(None, {"image": decode(blob, 8)})
+        labels, scores = top_k(logits, 3, [f"class_{i}" for i in range(10)])
+        got = {t.name(): t.as_numpy() for t in response.output_tensors()}
+        assert got["LABELS"].tolist() == labels.tolist()
+        np.testing.assert_allclose(got["SCORES"], scores, atol=1e-5)
+    assert responses[-1].error().message() == "IMAGE[0] has 5 bytes; expected 192 (8x8 RGB)"
+
+
+@pytest.mark.parametrize(
+    "parameter, value, message",
+    [
+        ("bogus", "1", "unknown parameter 'bogus' (value '1'); accepted parameters: device_id, device_ids, engine,"),
+        ("streams", "0", "parameter 'streams' has value '0' (must be >= 1); accepted: an integer from 1 to 64"),
+        ("engine", "tpu", "parameter 'engine' has value 'tpu'; accepted: auto | onnxruntime | acl | acl-sim"),
+        ("model_file", "nope.onnx", "model file"),
+    ],
+)
+def test_bad_parameters_fail_the_load_naming_them(tmp_path, onnx_dir, parameter, value, message):
+    folder = repos.generated(tmp_path, onnx_dir / "linear.onnx", "linear")
+    config = folder / "config.pbtxt"
+    config.write_text(config.read_text() + f'parameters {{ key: "{parameter}" value {{ string_value: "{value}" }} }}\n')
+    with pytest.raises(pb.TritonModelException, match="^model 'linear': ") as failure:
+        ModelHarness(TritonPythonModel, folder).__enter__()
+    assert message in str(failure.value)
+
+
+def test_config_that_contradicts_the_model_fails_the_load(tmp_path, onnx_dir):
+    folder = repos.generated(tmp_path, onnx_dir / "linear.onnx", "linear")
+    config = folder / "config.pbtxt"
+    config.write_text(config.read_text().replace("dims: 4", "dims: 5", 1))
+    with pytest.raises(pb.TritonModelException, match=r"input 'x': config dims \[5\] do not match the model's \[4\]"):
+        ModelHarness(TritonPythonModel, folder).__enter__()
+
+
+def test_max_batch_size_zero_runs_each_request_alone(tmp_path, onnx_dir):
+    folder = repos.generated(tmp_path, onnx_dir / "two_inputs.onnx", "pair", max_batch_size=0)
+    session = ort.InferenceSession(str(onnx_dir / "two_inputs.onnx"))
+    rng = np.random.default_rng(3)
+    with ModelHarness(TritonPythonModel, folder) as model:
+        pairs = [
+            (rng.standard_normal((b, n)).astype(np.float32), rng.standard_normal((b, n)).astype(np.float32))
+            for b, n in ((2, 5), (1, 3), (4, 5))
+        ]
+        responses = model.infer([request(a=a, b=b) for a, b in pairs])
+    for (a, b), response in zip(pairs, responses):
+        total, count = session.run(None, {"a": a, "b": b})
+        got = {t.name(): t.as_numpy() for t in response.output_tensors()}
+        np.testing.assert_allclose(got["sum"], total, atol=1e-6)
+        np.testing.assert_array_equal(got["count"], count)

@@ -1,0 +1,169 @@
+"""The runner on a deterministic fake engine: every request answered once, errors isolated."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from fakes import DoublingEngine
+from ge_python_backend.errors import EngineError, InputError
+from ge_python_backend.runner import Request, RequestInfo, Runner
+from ge_python_backend.specs import BatchSupport
+
+
+class Answers:
+    """Collects respond() calls and fails a test that sees a request answered twice."""
+
+    def __init__(self, count: int) -> None:
+        self.results: dict[int, tuple] = {}
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._count = count
+
+    def respond(self, index: int):
+        def respond(outputs, error):
+            with self._lock:
+                assert index not in self.results, f"request {index} answered twice"
+                self.results[index] = (outputs, error)
+                if len(self.results) == self._count:
+                    self._done.set()
+
+        return respond
+
+    def wait(self) -> dict[int, tuple]:
+        assert self._done.wait(30), f"only {len(self.results)} of {self._count} requests answered"
+        return self.results
+
+
+def run(engine, arrays, *, batching=True, max_batch_size=8, preprocess=None, postprocess=None, **kwargs):
+    runner = Runner(
+        engine,
+        batching=batching,
+        max_batch_size=max_batch_size,
+        output_types={"y": np.dtype(np.float32)},
+        preprocess=preprocess or (lambda inputs, info: inputs),
+        postprocess=postprocess or (lambda outputs, info: outputs),
+        **kwargs,
+    )
+    answers = Answers(len(arrays))
+    runner.submit([Request(RequestInfo(request_id=str(i)), {"x": a}, answers.respond(i)) for i, a in enumerate(arrays)])
+    results = answers.wait()
+    runner.close()
+    return results
+
+
+def rows(*sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((s, 2)).astype(np.float32) for s in sizes]
+
+
+def test_requests_are_batched_padded_to_gears_and_answered_with_their_own_rows():
+    engine = DoublingEngine(BatchSupport("gears", (1, 2, 4, 8)))
+    arrays = rows(3, 1, 4, 2, 3)  # 13 rows
+    results = run(engine, arrays)
+    assert sorted(engine.batches) == [8, 8]
+    for i, array in enumerate(arrays):
+        outputs, error = results[i]
+        assert error is None
+        np.testing.assert_array_equal(outputs["y"], array * 2)
+
+
+def test_a_request_above_the_largest_gear_is_split_and_reassembled():
+    engine = DoublingEngine(BatchSupport("gears", (1, 2, 4)))
+    arrays = rows(7, 2)
+    results = run(engine, arrays, max_batch_size=8)
+    assert sorted(engine.batches) == [1, 4, 4]
+    for i, array in enumerate(arrays):
+        np.testing.assert_array_equal(results[i][0]["y"], array * 2)
+
+
+def test_bad_requests_fail_alone_with_clear_messages():
+    engine = DoublingEngine(BatchSupport("dynamic"))
+    good = rows(2, 1)
+    arrays = [good[0], np.zeros((1, 2), np.float64), np.zeros((1, 3), np.float32), np.zeros((0, 2), np.float32), good[1]]
+    results = run(engine, arrays)
+    np.testing.assert_array_equal(results[0][0]["y"], good[0] * 2)
+    np.testing.assert_array_equal(results[4][0]["y"], good[1] * 2)
+    messages = [str(results[i][1]) for i in (1, 2, 3)]
+    assert all(isinstance(results[i][1], InputError) for i in (1, 2, 3))
+    assert messages[0] == "input 'x' has data type FP64; the model expects FP32"
+    assert messages[1] == "input 'x' has shape [1,3]; the model expects [-1,2]"
+    assert messages[2] == "input 'x' is empty (shape [0,2])"
+
+
+def test_missing_input_and_batch_above_max():
+    engine = DoublingEngine(BatchSupport("dynamic"))
+    results = run(
+        engine,
+        [np.zeros((1, 2), np.float32), np.zeros((5, 2), np.float32)],
+        max_batch_size=4,
+        preprocess=lambda inputs, info: {} if info.request_id == "0" else inputs,
+    )
+    assert str(results[0][1]) == "missing input 'x' (FP32 [-1,2])"
+    assert str(results[1][1]) == "batch size 5 is above max_batch_size 4"
+
+
+def test_an_engine_failure_fails_only_the_chunk_that_was_running():
+    engine = DoublingEngine(BatchSupport("gears", (1, 2)), slots=1)
+    arrays = rows(2, 2, 2)
+    arrays[1][0, 0] = engine.poison
+    results = run(engine, arrays)
+    assert results[1][0] is None and isinstance(results[1][1], EngineError)
+    assert "poison" in str(results[1][1])
+    for i in (0, 2):
+        np.testing.assert_array_equal(results[i][0]["y"], arrays[i] * 2)
+
+
+def test_a_failing_hook_fails_only_its_request():
+    engine = DoublingEngine(BatchSupport("dynamic"))
+
+    def postprocess(outputs, info):
+        if info.request_id == "1":
+            raise RuntimeError("boom")
+        return outputs
+
+    results = run(engine, rows(1, 1, 1), postprocess=postprocess)
+    assert str(results[1][1]) == "postprocess failed: RuntimeError: boom"
+    assert results[0][1] is None and results[2][1] is None
+
+
+def test_without_batching_each_request_runs_alone():
+    engine = DoublingEngine(BatchSupport("dynamic"))
+    arrays = rows(3, 5, 1)
+    results = run(engine, arrays, batching=False, max_batch_size=0)
+    assert sorted(engine.batches) == [1, 3, 5]
+    for i, array in enumerate(arrays):
+        np.testing.assert_array_equal(results[i][0]["y"], array * 2)
+
+
+def test_nonfinite_inputs_are_refused_when_asked():
+    engine = DoublingEngine(BatchSupport("dynamic"))
+    bad = np.array([[np.nan, 1.0]], np.float32)
+    results = run(engine, [bad, rows(1)[0]], reject_nonfinite=True)
+    assert "contains NaN or Inf" in str(results[0][1])
+    assert results[1][1] is None
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3])
+def test_many_concurrent_submits_on_several_slots_lose_nothing(slots):
+    engine = DoublingEngine(BatchSupport("gears", (1, 2, 4, 8)), slots=slots)
+    runner = Runner(
+        engine,
+        batching=True,
+        max_batch_size=8,
+        output_types={"y": np.dtype(np.float32)},
+        preprocess=lambda i, _: i,
+        postprocess=lambda o, _: o,
+    )
+    rng = np.random.default_rng(slots)
+    arrays = [rng.standard_normal((int(rng.integers(1, 9)), 2)).astype(np.float32) for _ in range(300)]
+    answers = Answers(len(arrays))
+    for start in range(0, len(arrays), 7):
+        batch = range(start, min(start + 7, len(arrays)))
+        runner.submit([Request(RequestInfo(), {"x": arrays[i]}, answers.respond(i)) for i in batch])
+    results = answers.wait()
+    runner.close()
+    for i, array in enumerate(arrays):
+        np.testing.assert_array_equal(results[i][0]["y"], array * 2)
