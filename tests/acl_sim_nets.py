@@ -1,0 +1,85 @@
+"""Tiny ONNX models for the simulator and acl engine tests, plus ONNX Runtime as the reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _save(graph, path: Path) -> Path:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def matmul_add(path: Path) -> Path:
+    """x FP32 [N,4] -> y = x @ W + B FP32 [N,3] and h = fp16(y) FP16 [N,3]."""
+    rng = np.random.default_rng(1)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["xw"]),
+            helper.make_node("Add", ["xw", "B"], ["y"]),
+            helper.make_node("Cast", ["y"], ["h"], to=TensorProto.FLOAT16),
+        ],
+        "matmul_add",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3]),
+         helper.make_tensor_value_info("h", TensorProto.FLOAT16, ["N", 3])],
+        [numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "W"),
+         numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "B")],
+    )
+    return _save(graph, path)
+
+
+def two_inputs(path: Path) -> Path:
+    """a FP32 [N,L], b INT32 [N,L] -> s = a + float(b) [N,L] and m = max over L of a [N,1]."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
+            helper.make_node("Add", ["a", "bf"], ["s"]),
+            helper.make_node("ReduceMax", ["a"], ["m"], axes=[1], keepdims=1),
+        ],
+        "two_inputs",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", "L"]),
+         helper.make_tensor_value_info("b", TensorProto.INT32, ["N", "L"])],
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", "L"]),
+         helper.make_tensor_value_info("m", TensorProto.FLOAT, ["N", 1])],
+    )
+    return _save(graph, path)
+
+
+def conv(path: Path) -> Path:
+    """x FP32 [1,3,H,W] (NCHW) -> c = conv3x3(x) [1,2,H,W] and p = global average of c [1,2,1,1]."""
+    rng = np.random.default_rng(2)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "K"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("GlobalAveragePool", ["c"], ["p"]),
+        ],
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 2, "H", "W"]),
+         helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 2, 1, 1])],
+        [numpy_helper.from_array(rng.standard_normal((2, 3, 3, 3)).astype(np.float32), "K")],
+    )
+    return _save(graph, path)
+
+
+def reference(onnx_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """What ONNX Runtime, called directly on the ONNX file, returns for ``feeds``."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds)))
+
+
+def random_like(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-50, 50, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)

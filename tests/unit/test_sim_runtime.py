@@ -1,0 +1,366 @@
+"""The pyACL simulator used directly, like `import acl`: results, ret codes and refused misuse.
+
+Each test makes its own Simulator, so nothing here touches the process-wide one the engine uses.
+Expected codes come from pyacl.md §5 (written out here, not read from the simulator's tables).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import threading
+
+import numpy as np
+import pytest
+
+import acl_sim_nets as nets
+from ge_python_backend.sim import Simulator, sim_compile
+
+H2D, D2H, HUGE_FIRST = 1, 2, 0
+
+
+@pytest.fixture(scope="module")
+def om_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("simrt")
+    onnx_path = nets.matmul_add(folder / "m.onnx")
+    sim_compile(onnx_path, folder / "batch.om", batch_gears=[1, 2, 4])
+    sim_compile(onnx_path, folder / "static.om", input_shapes={"x": (2, 4)})
+    return {"onnx": onnx_path, "batch": folder / "batch.om", "static": folder / "static.om", "dir": folder}
+
+
+@pytest.fixture
+def sim():
+    simulator = Simulator()
+    yield simulator
+    simulator.reset()
+
+
+@pytest.fixture
+def acl(sim):
+    acl = sim.acl
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    return acl
+
+
+class Rig:
+    """A loaded model with datasets, like an application following pyacl.md §9-§11."""
+
+    def __init__(self, acl, path):
+        self.acl = acl
+        self.context, ret = acl.rt.create_context(0)
+        assert ret == 0
+        self.stream, ret = acl.rt.create_stream()
+        assert ret == 0
+        self.model_id, ret = acl.mdl.load_from_file(str(path))
+        assert ret == 0, acl.get_recent_err_msg()
+        self.desc = acl.mdl.create_desc()
+        assert acl.mdl.get_desc(self.desc, self.model_id) == 0
+        self.inputs, self.outputs = acl.mdl.create_dataset(), acl.mdl.create_dataset()
+        self.in_ptrs = self._fill(self.inputs, acl.mdl.get_num_inputs(self.desc), acl.mdl.get_input_size_by_index)
+        self.out_ptrs = self._fill(self.outputs, acl.mdl.get_num_outputs(self.desc), acl.mdl.get_output_size_by_index)
+        self.dyn_index, ret = acl.mdl.get_input_index_by_name(self.desc, "ascend_mbatch_shape_data")
+        self.dynamic = ret == 0
+
+    def _fill(self, dataset, count, size_of):
+        ptrs = []
+        for i in range(count):
+            size = size_of(self.desc, i)
+            ptr, ret = self.acl.rt.malloc(size, HUGE_FIRST)
+            assert ret == 0
+            buffer = self.acl.create_data_buffer(ptr, size)
+            _, ret = self.acl.mdl.add_dataset_buffer(dataset, buffer)
+            assert ret == 0
+            ptrs.append((ptr, size, buffer))
+        return ptrs
+
+    def release(self):
+        acl = self.acl
+        for ptr, _, buffer in self.in_ptrs + self.out_ptrs:
+            assert acl.destroy_data_buffer(buffer) == 0
+            assert acl.rt.free(ptr) == 0
+        assert acl.mdl.destroy_dataset(self.inputs) == 0
+        assert acl.mdl.destroy_dataset(self.outputs) == 0
+        assert acl.mdl.unload(self.model_id) == 0
+        assert acl.mdl.destroy_desc(self.desc) == 0
+        assert acl.rt.destroy_stream(self.stream) == 0
+        assert acl.rt.destroy_context(self.context) == 0
+
+
+def pinned(acl, array):
+    ptr, ret = acl.rt.malloc_host(max(array.nbytes, 1))
+    assert ret == 0
+    ctypes.memmove(ptr, array.tobytes(), array.nbytes)
+    return ptr
+
+
+# --- results ---------------------------------------------------------------------------------------
+
+
+def test_dynamic_batch_model_computes_what_onnxruntime_computes(sim, acl, om_files):
+    rig = Rig(acl, om_files["batch"])
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    host_in = pinned(acl, x)
+    host_out, _ = acl.rt.malloc_host(64)
+    (dev_x, cap_x, _), = rig.in_ptrs[:1]
+    assert acl.rt.memcpy_async(dev_x, cap_x, host_in, x.nbytes, H2D, rig.stream) == 0
+    assert acl.mdl.set_dynamic_batch_size(rig.model_id, rig.inputs, rig.dyn_index, 2) == 0
+    assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, rig.stream) == 0
+    dims, ret = acl.mdl.get_cur_output_dims(rig.desc, 0)
+    assert (dims["dims"], ret) == ([2, 3], 0)
+    dev_y, cap_y, _ = rig.out_ptrs[0]
+    assert acl.rt.memcpy_async(host_out, 64, dev_y, 24, D2H, rig.stream) == 0
+    assert acl.rt.synchronize_stream(rig.stream) == 0
+    got = np.frombuffer(acl.util.ptr_to_bytes(host_out, 24), np.float32).reshape(2, 3)
+    np.testing.assert_allclose(got, nets.reference(om_files["onnx"], {"x": x})["y"], rtol=1e-6)
+    assert acl.rt.free_host(host_in) == 0 and acl.rt.free_host(host_out) == 0
+    rig.release()
+    assert acl.rt.reset_device(0) == 0
+    assert sim.live() == []
+
+
+def test_desc_reports_gears_and_the_extra_dynamic_input_last(acl, om_files):
+    rig = Rig(acl, om_files["batch"])
+    assert acl.mdl.get_num_inputs(rig.desc) == 2
+    assert (rig.dynamic, rig.dyn_index) == (True, 1)
+    assert acl.mdl.get_input_dims(rig.desc, 0) == ({"name": "x", "dimCount": 2, "dims": [-1, 4]}, 0)
+    assert acl.mdl.get_input_size_by_index(rig.desc, 0) == 4 * 4 * 4  # largest gear
+    assert acl.mdl.get_input_size_by_index(rig.desc, 1) == 4
+    assert acl.mdl.get_input_data_type(rig.desc, 1) == 3 and acl.mdl.get_input_format(rig.desc, 1) == 2
+    assert acl.mdl.get_output_data_type(rig.desc, 1) == 1  # h is FLOAT16
+    assert acl.mdl.get_output_dims(rig.desc, 0) == ({"name": "y", "dimCount": 2, "dims": [4, 3]}, 0)
+    assert acl.mdl.get_dynamic_batch(rig.desc) == ({"batchCount": 3, "batch": [1, 2, 4]}, 0)
+    assert acl.mdl.get_dynamic_hw(rig.desc, -1) == ({"hwCount": 0, "hw": []}, 0)
+    assert acl.mdl.get_input_dims(rig.desc, 5) == ({}, 100000)
+    work, weight, ret = acl.mdl.query_size(str(om_files["batch"]))
+    assert ret == 0 and work > 0 and weight > 0
+
+
+def test_static_model_has_no_dynamic_input(acl, om_files):
+    rig = Rig(acl, om_files["static"])
+    assert not rig.dynamic
+    assert acl.mdl.get_dynamic_batch(rig.desc) == ({"batchCount": 0, "batch": []}, 0)
+    assert acl.mdl.set_dynamic_batch_size(rig.model_id, rig.inputs, 1, 2) == 100019
+
+
+def test_host_memory_is_real_and_aligned(acl):
+    ptr, ret = acl.rt.malloc_host(100)
+    assert ret == 0 and ptr % 64 == 0
+    ctypes.memmove(ptr, b"abc", 3)
+    assert acl.util.ptr_to_bytes(ptr, 3) == b"abc"
+    data = b"xyz"
+    assert ctypes.string_at(acl.util.bytes_to_ptr(data), 3) == b"xyz"
+    with pytest.raises(ValueError):
+        acl.util.bytes_to_ptr(bytearray(b"no"))
+
+
+def test_device_memory_cannot_be_read_by_the_host(acl):
+    ptr, ret = acl.rt.malloc(16, HUGE_FIRST)
+    assert ret == 0
+    with pytest.raises(ValueError, match="device memory"):
+        acl.util.ptr_to_bytes(ptr, 16)
+
+
+def test_synchronous_copy_round_trip_through_device_memory(acl):
+    dev, _ = acl.rt.malloc(8, HUGE_FIRST)
+    source = b"12345678"
+    assert acl.rt.memcpy(dev, 8, acl.util.bytes_to_ptr(source), 8, H2D) == 0
+    back, _ = acl.rt.malloc_host(8)
+    assert acl.rt.memcpy(back, 8, dev, 8, D2H) == 0
+    assert acl.util.ptr_to_bytes(back, 8) == source
+    assert acl.rt.memset(dev, 8, 0x41, 8) == 0
+    assert acl.rt.memcpy(back, 8, dev, 8, D2H) == 0
+    assert acl.util.ptr_to_bytes(back, 8) == b"A" * 8
+
+
+def test_events_measure_stream_work(acl):
+    stream, _ = acl.rt.create_stream()
+    start, _ = acl.rt.create_event()
+    end, _ = acl.rt.create_event()
+    assert acl.rt.event_elapsed_time(start, end)[1] == 107000  # never recorded
+    assert acl.rt.record_event(start, stream) == 0
+    assert acl.rt.record_event(end, stream) == 0
+    assert acl.rt.synchronize_event(end) == 0
+    ms, ret = acl.rt.event_elapsed_time(start, end)
+    assert ret == 0 and ms >= 0.0
+
+
+# --- init / finalize and the ledger ----------------------------------------------------------------
+
+
+def test_init_finalize_codes(sim):
+    acl = sim.acl
+    assert acl.rt.malloc(16, 0) == (0, 100001)
+    assert "acl.init" in acl.get_recent_err_msg()
+    assert acl.get_recent_err_msg() is None  # read once
+    assert acl.finalize() == 100037
+    assert acl.init() == 0
+    assert acl.init() == 100002
+    assert acl.finalize() == 0
+    assert acl.finalize() == 100037
+
+
+def test_finalize_reports_live_resources_to_the_ledger_file(sim, tmp_path, monkeypatch, caplog):
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("GE_ACL_SIM_LEDGER_FILE", str(ledger))
+    acl = sim.acl
+    acl.init()
+    acl.rt.set_device(0)
+    ptr, _ = acl.rt.malloc(32, 0)
+    assert sim.live() == ["device 0 set (count 1)", f"device malloc {ptr:#x} (32 bytes, device 0)"]
+    assert acl.finalize() == 0
+    assert "2 live resource" in caplog.text
+    line = json.loads(ledger.read_text().splitlines()[-1])
+    assert line["live"] == ["device 0 set (count 1)", f"device malloc {ptr:#x} (32 bytes, device 0)"]
+    assert line["pid"] > 0
+    assert sim.live() == []
+
+
+# --- refused misuse --------------------------------------------------------------------------------
+
+
+def test_thread_without_context_is_refused(acl):
+    results = {}
+
+    def worker():
+        results["malloc"] = acl.rt.malloc(16, 0)
+        results["message"] = acl.get_recent_err_msg()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert results["malloc"] == (0, 107002)
+    assert "no current context" in results["message"]
+
+
+def test_contexts_are_per_thread_and_set_context_binds(acl):
+    context, _ = acl.rt.create_context(0)
+    results = {}
+
+    def worker():
+        results["set"] = acl.rt.set_context(context)
+        results["get"] = acl.rt.get_context()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert results == {"set": 0, "get": (context, 0)}
+
+
+def test_stream_from_another_context_is_refused(acl):
+    first, _ = acl.rt.create_context(0)
+    stream, _ = acl.rt.create_stream()
+    acl.rt.create_context(0)  # now current
+    assert acl.rt.synchronize_stream(stream) == 107003
+    acl.rt.set_context(first)
+    assert acl.rt.synchronize_stream(stream) == 0
+
+
+def test_model_from_another_context_is_refused(acl, om_files):
+    rig = Rig(acl, om_files["static"])
+    acl.rt.create_context(0)
+    assert acl.mdl.unload(rig.model_id) == 107004
+    assert acl.mdl.execute(rig.model_id, rig.inputs, rig.outputs) == 107004
+
+
+def test_same_model_on_two_streams_at_once_is_refused(sim, acl, om_files):
+    sim.configure(device_ms=300)
+    rig = Rig(acl, om_files["static"])
+    other, _ = acl.rt.create_stream()
+    assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, rig.stream) == 0
+    assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, other) == 507011
+    assert "already executing on stream" in acl.get_recent_err_msg()
+    assert acl.mdl.execute(rig.model_id, rig.inputs, rig.outputs) == 507011
+    assert acl.rt.synchronize_stream(rig.stream) == 0
+    assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, other) == 0
+    assert acl.rt.synchronize_stream(other) == 0
+
+
+def test_double_free_unknown_pointer_and_use_after_free(acl):
+    ptr, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.free(ptr) == 0
+    assert acl.rt.free(ptr) == 100000
+    assert "double free" in acl.get_recent_err_msg()
+    assert acl.rt.free(ptr + 8) == 100000
+    host, _ = acl.rt.malloc_host(64)
+    assert acl.rt.memcpy(host, 64, ptr, 64, D2H) == 100000
+    assert "use after free" in acl.get_recent_err_msg()
+    assert acl.rt.free_host(host) == 0
+    assert acl.rt.free_host(host) == 100000
+    assert acl.rt.free_host(12345) == 100000
+
+
+def test_copies_over_capacity_or_past_an_allocation_are_refused(acl):
+    dev, _ = acl.rt.malloc(16, 0)
+    host, _ = acl.rt.malloc_host(64)
+    assert acl.rt.memcpy(dev, 16, host, 32, H2D) == 100000  # count > dest_max
+    assert "exceeds the destination capacity" in acl.get_recent_err_msg()
+    assert acl.rt.memcpy(dev, 64, host, 32, H2D) == 100000  # past the 16-byte allocation
+    assert "run past the end" in acl.get_recent_err_msg()
+    assert acl.rt.memcpy(dev, 16, host, 16, D2H) == 100000  # kind says the source is device memory
+    assert acl.rt.memcpy(dev, 16, host, 16, 9) == 100000
+
+
+def test_async_copy_needs_pinned_host_memory(acl):
+    stream, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(16, 0)
+    plain = np.zeros(4, np.float32)
+    assert acl.rt.memcpy_async(dev, 16, plain.ctypes.data, 16, H2D, stream) == 100000
+    assert "malloc_host" in acl.get_recent_err_msg()
+    assert acl.rt.memcpy(dev, 16, plain.ctypes.data, 16, H2D) == 0  # synchronous copies may use any host memory
+    host, _ = acl.rt.malloc_host(8)
+    assert acl.rt.memcpy_async(dev, 16, host, 16, H2D, stream) == 100000  # past the pinned block
+
+
+def test_batch_that_is_not_a_gear_is_refused(acl, om_files):
+    rig = Rig(acl, om_files["batch"])
+    assert acl.mdl.set_dynamic_batch_size(rig.model_id, rig.inputs, rig.dyn_index, 3) == 145013
+    assert acl.mdl.set_dynamic_batch_size(rig.model_id, rig.inputs, rig.dyn_index, 0) == 100000
+    assert acl.mdl.set_dynamic_batch_size(rig.model_id, rig.inputs, 0, 2) == 100000  # wrong index
+
+
+def test_executing_without_a_gear_fails_at_synchronize(acl, om_files):
+    rig = Rig(acl, om_files["batch"])
+    assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, rig.stream) == 0
+    assert acl.rt.synchronize_stream(rig.stream) == 507011
+    assert "not a gear" in acl.get_recent_err_msg()
+
+
+def test_undersized_dataset_buffers_are_refused(acl, om_files):
+    rig = Rig(acl, om_files["static"])
+    small, _ = acl.rt.malloc(8, 0)
+    dataset = acl.mdl.create_dataset()
+    acl.mdl.add_dataset_buffer(dataset, acl.create_data_buffer(small, 8))
+    assert acl.mdl.execute(rig.model_id, dataset, rig.outputs) == 100017
+    assert "needs 32" in acl.get_recent_err_msg()
+    wrong_count = acl.mdl.create_dataset()
+    assert acl.mdl.execute(rig.model_id, wrong_count, rig.outputs) == 100017
+    lying = acl.mdl.create_dataset()  # claims 32 bytes on an 8-byte allocation
+    acl.mdl.add_dataset_buffer(lying, acl.create_data_buffer(small, 32))
+    assert acl.mdl.execute(rig.model_id, lying, rig.outputs) == 100000
+
+
+def test_real_cann_om_is_refused_clearly(acl, tmp_path):
+    fake = tmp_path / "real.om"
+    fake.write_bytes(b"IMOD" + bytes(252))
+    assert acl.mdl.load_from_file(str(fake)) == (0, 100003)
+    assert "only a real Ascend NPU" in acl.get_recent_err_msg()
+    assert acl.mdl.load_from_file(str(tmp_path / "missing.om")) == (0, 100014)
+    assert acl.mdl.query_size(str(fake)) == (0, 0, 100003)
+
+
+def test_arguments_are_positional_only_and_typed_like_the_binding(acl):
+    with pytest.raises(TypeError, match="keyword"):
+        acl.rt.create_context(device_id=0)
+    with pytest.raises(TypeError, match="exactly 2"):
+        acl.rt.malloc(16)
+    with pytest.raises(TypeError, match="must be int"):
+        acl.rt.free(None)
+    with pytest.raises(TypeError, match="must be int"):
+        acl.rt.free(1.0)
+    with pytest.raises(TypeError, match="must be str"):
+        acl.mdl.load_from_file(b"model.om")
+    with pytest.raises(TypeError):
+        acl.init(None)
+    assert acl.rt.malloc(16, 0)[1] == 0
+    assert acl.mdl.get_input_dims(0, -1) == ({}, 100000)  # "k" masks -1 instead of refusing it
