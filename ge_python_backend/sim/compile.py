@@ -31,7 +31,9 @@ INPUT_FORMATS = ("NCHW", "NHWC", "ND")
 
 
 def parse_int_list(text: str, what: str) -> tuple[int, ...]:
-    """``"1,2,4"`` -> (1, 2, 4); ConfigError naming ``what`` otherwise."""
+    """``"1,2,4"`` -> (1, 2, 4) ("" -> ()); ConfigError naming ``what`` otherwise."""
+    if not text.strip():
+        return ()
     try:
         values = tuple(int(p) for p in text.split(","))
     except ValueError:
