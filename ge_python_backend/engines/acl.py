@@ -210,16 +210,21 @@ class AclSlot(Slot):
             LOG.debug("no %s input (%s): static model", ACL_DYNAMIC_TENSOR_NAME, recent_message(acl))
         input_indexes = tuple(i for i in range(count) if i != dynamic_index)
         inputs = [_input_tensor(acl, desc, i) for i in input_indexes]
-        outputs = [_output_tensor(acl, desc, i) for i in range(acl.mdl.get_num_outputs(desc))]
+        output_count = acl.mdl.get_num_outputs(desc)
+        outputs = [_output_tensor(acl, desc, i) for i in range(output_count)]
         _refuse_unservable(inputs, "input")
         _refuse_unservable(outputs, "output")
-        kind, gears = _gears(acl, desc) if dynamic_index is not None else ("", ())
-        input_sizes = tuple(acl.mdl.get_input_size_by_index(desc, i) for i in range(count))
+        sizes = {i: t.size for i, t in zip(input_indexes, inputs)}
+        kind, gears = "", ()
+        if dynamic_index is not None:
+            kind, gears = _gears(acl, desc)
+            dynamic_size = acl.mdl.get_input_size_by_index(desc, dynamic_index)
+            sizes[dynamic_index] = dynamic_size
         return _ModelPlan(
             ModelLayout(tuple(inputs), tuple(outputs), kind, gears),
             dynamic_index,
             input_indexes,
-            input_sizes,
+            tuple(sizes[i] for i in range(count)),
             tuple(t.size for t in outputs),
         )
 
