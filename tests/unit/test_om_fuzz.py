@@ -58,11 +58,14 @@ _LENGTHS = st.sampled_from([0, 1, 2, 7, 8, 255, 256, 0x7FFFFFFF, 0x80000000, 0xF
 
 @st.composite
 def mutated(draw, seeds: list[bytes]) -> bytes:
-    data = bytearray(draw(st.sampled_from(seeds)))
+    data = bytearray(seeds[draw(st.integers(0, len(seeds) - 1))])
     for _ in range(draw(st.integers(1, 4))):
         size = len(data)
-        # favour the structured head of the file (header, tables, protobuf) over bulk payloads
-        position = draw(st.integers(0, max(min(size, 2048) - 1, 0)) | st.integers(0, max(size - 1, 0)))
+        anywhere = st.integers(0, max(size - 1, 0))
+        # favour the structured head of the file (header fields after the magic, tables, protobuf)
+        # over bulk payloads; the magic itself is hit by the whole-file range
+        head = st.integers(12, min(size, 2048) - 1) if size > 12 else anywhere
+        position = draw(head | anywhere)
         kind = draw(st.sampled_from(["flip", "truncate", "splice", "length32", "length64", "insert", "delete"]))
         if kind == "flip" and size:
             data[position] ^= 1 << draw(st.integers(0, 7))
