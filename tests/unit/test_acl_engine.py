@@ -3,9 +3,13 @@ clean teardown (also after a load that fails part-way), threads, faults and conf
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
 import sys
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +17,7 @@ import pytest
 import acl_sim_nets as nets
 from ge_python_backend import sim
 from ge_python_backend.engines.acl import PARAMETERS, AclEngine, open_engine
+from ge_python_backend.engines.acl_constants import data_type_named
 from ge_python_backend.engines.acl_runtime import AclError, acl_module
 from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import parse_parameters
@@ -229,10 +234,6 @@ def test_a_load_failing_at_any_call_leaves_nothing_behind(models, function):
 
 def test_unservable_type_is_refused_at_load_naming_tensor_and_type(models, tmp_path):
     original = load_sim_om(models["batch"][1])
-    from dataclasses import replace
-
-    from ge_python_backend.engines.acl_constants import data_type_named
-
     bf16_input = replace(original.layout.inputs[0], data_type=data_type_named("BF16"))
     layout = replace(original.layout, inputs=(bf16_input,))
     write_sim_om(tmp_path / "bf16.om", replace(original, layout=layout))
@@ -332,3 +333,31 @@ def test_missing_pyacl_is_a_clear_config_error(monkeypatch):
 def test_slots_must_be_positive(models):
     with pytest.raises(ConfigError, match="streams must be >= 1"):
         AclEngine(models["static"][1], acl=sim.get_acl(), simulated=True, slots=0)
+
+
+_EXIT_SCRIPT = """
+import sys
+from ge_python_backend.engines.acl import open_engine
+from ge_python_backend.sim import get_acl
+engine = open_engine(sys.argv[1], name="acl-sim", device_id=0, slots=2, options={})
+if sys.argv[2] == "leak":  # memory the engine does not know about: finalize must report it
+    acl = get_acl()
+    engine.bind_thread()
+    ptr, ret = acl.rt.malloc(128, 0)
+    print(hex(ptr))
+"""
+
+
+@pytest.mark.parametrize("mode", ["clean", "leak"])
+def test_process_exit_closes_engines_finalizes_and_appends_to_the_ledger(models, tmp_path, mode):
+    ledger = tmp_path / "ledger.jsonl"
+    env = {**os.environ, "GE_ACL_SIM_LEDGER_FILE": str(ledger)}
+    done = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT, str(models["batch"][1]), mode], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert len(lines) == 1 and lines[0]["when"] == "finalize" and lines[0]["pid"] > 0
+    if mode == "clean":
+        assert lines[0]["live"] == []
+    else:
+        assert lines[0]["live"] == [f"device malloc {done.stdout.strip()} (128 bytes, device 0)"]
