@@ -94,6 +94,8 @@ def _looks_like_onnx(prefix: bytes) -> bool:
 
 def identify(prefix: bytes) -> str | None:
     """Why ``prefix`` (the first bytes of a file) is not a CANN OM, or None when it may be one."""
+    if not prefix:
+        return "is empty, not a CANN OM"
     if prefix.startswith(SIM_OM_MAGIC):
         return (
             "is a simulated OM made by `ge-triton sim-compile`, not a CANN OM: only the acl-sim engine runs it"
