@@ -16,8 +16,11 @@ import triton_python_backend_utils as pb_utils
 
 from .engines import open_engine, resolve_auto
 from .errors import ConfigError, GEError, InputError
+from .layout import Layout
+from .metrics import TritonMetrics
 from .params import Parameter
 from .runner import Arrays, Request, RequestInfo, Runner
+from .sequences import SequenceStates
 from .settings import ModelSettings, read_settings
 from .specs import TensorSpec, format_shape
 
@@ -48,6 +51,7 @@ class GEModel:
     def initialize(self, args: dict[str, str]) -> None:
         self.engine = None
         self.runner = None
+        self.metrics = None
         try:
             self.settings = read_settings(args, self.extra_parameters)
             self._open()
@@ -109,6 +113,11 @@ class GEModel:
             engine_name, path, device_id=settings.device_id, slots=settings.slots, options=settings.engine_options
         )
         self._check_io()
+        if settings.metrics:
+            self.metrics = TritonMetrics(
+                pb_utils,
+                {"model": settings.model_name, "version": settings.model_version, "instance": settings.instance_name},
+            )
         self.runner = Runner(
             self.engine,
             batching=settings.batching,
@@ -116,21 +125,57 @@ class GEModel:
             output_types={o.name: o.numpy_dtype for o in settings.outputs},
             preprocess=self.preprocess,
             postprocess=self.postprocess,
+            layout=self._layout(),
+            sequences=self._sequence_states(),
             reject_nonfinite=settings.reject_nonfinite,
+            observer=self.metrics,
             log=self.log_error,
         )
+
+    def _layout(self) -> Layout:
+        settings = self.settings
+        axes: dict[str, int | None] = {name: None for name in settings.unbatched_inputs}
+        for pair in settings.sequence_state:
+            axes[pair.input] = axes[pair.output] = settings.sequence_state_batch_axis
+        return Layout(axes)
+
+    def _sequence_states(self) -> SequenceStates | None:
+        settings = self.settings
+        if not settings.sequence_state:
+            return None
+        initial = {}
+        for pair in settings.sequence_state:
+            tensor = self.engine.spec.input(pair.input)
+            self.engine.spec.output(pair.output)
+            shape = list(tensor.shape)
+            axis = settings.sequence_state_batch_axis
+            if axis >= len(shape):
+                raise ConfigError(f"state input {pair.input!r} has rank {len(shape)}; no batch axis {axis}")
+            shape[axis] = 1
+            if any(d < 0 for d in shape):
+                raise ConfigError(
+                    f"state input {pair.input!r} has shape {format_shape(tensor.shape)}: every axis but the batch "
+                    f"axis ({axis}) must be fixed to build its initial value"
+                )
+            value = settings.sequence_state_initial.get(pair.input, 0.0)
+            initial[pair.input] = np.full(shape, value, dtype=tensor.numpy_dtype)
+        return SequenceStates(settings.sequence_state, initial, settings.sequence_idle_timeout)
 
     def _overrides(self, hook: str) -> bool:
         return getattr(type(self), hook) is not getattr(GEModel, hook)
 
     def _check_io(self) -> None:
-        """Without hooks, the config must describe the model's own tensors."""
+        """Without hooks, the config must describe the model's own tensors (state tensors are
+        the model's business, not the client's)."""
         spec = self.engine.spec
         batching = self.settings.batching
+        states = {p.input for p in self.settings.sequence_state}
+        unbatched = set(self.settings.unbatched_inputs)
         if not self._overrides("preprocess"):
             declared = {t.name: t for t in self.settings.inputs}
             for tensor in spec.inputs:
-                _check_tensor("input", tensor, declared.get(tensor.name), batching)
+                if tensor.name not in states:
+                    _check_tensor("input", tensor, declared.get(tensor.name), batching and tensor.name not in unbatched)
         if not self._overrides("postprocess"):
             produced = {t.name: t for t in spec.outputs}
             for tensor in self.settings.outputs:
@@ -166,6 +211,9 @@ class GEModel:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
 
 
 def _check_tensor(kind: str, model_tensor: TensorSpec, config_tensor: TensorSpec | None, batching: bool) -> None:

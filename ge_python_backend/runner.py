@@ -7,8 +7,9 @@ to that slot's worker thread. The worker runs the engine, slices the outputs bac
 runs ``postprocess`` and calls ``respond`` — exactly once per request, with outputs or an error.
 
 ``submit`` returns once every chunk is handed over; it blocks while all slots are busy, which
-is the back-pressure that lets Triton's batcher build the next batch meanwhile.
-Nothing here knows Triton.
+is the back-pressure that lets Triton's batcher build the next batch meanwhile. For stateful
+models it returns only when its requests are answered, since a sequence's next step needs
+this step's state. Nothing here knows Triton.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import numpy as np
 from .batching import Chunk, Profile, choose_profile, gather, plan_group, profiles_for, scatter
 from .engines.base import Engine, Slot
 from .errors import EngineError, GEError, InputError
+from .layout import Layout
+from .sequences import SequenceStates
 from .specs import TensorSpec, dtype_name, format_shape
 
 Arrays = Mapping[str, np.ndarray]
@@ -69,6 +72,12 @@ class Observer:
     def failure(self, kind: str) -> None:
         """A request failed: kind is input, engine, postprocess or internal."""
 
+    def in_flight(self, batches: int) -> None:
+        """The number of batches running on slots changed."""
+
+    def sequences(self, active: int) -> None:
+        """The number of sequences with stored state changed."""
+
 
 Hook = Callable[[dict[str, np.ndarray], RequestInfo], Mapping[str, np.ndarray]]
 
@@ -81,21 +90,17 @@ class _Tracked:
         self.rows = 0
         self.parts_left = 0
         self.outputs: dict[str, np.ndarray] | None = None
-        self._answered = False
+        self.answered = threading.Event()
         self._lock = threading.Lock()
         self._observer = observer
         self._log = log
 
     def _claim(self) -> bool:
         with self._lock:
-            if self._answered:
+            if self.answered.is_set():
                 return False
-            self._answered = True
+            self.answered.set()
             return True
-
-    @property
-    def answered(self) -> bool:
-        return self._answered
 
     def fail(self, error: GEError, kind: str) -> None:
         if self._claim():
@@ -128,6 +133,17 @@ class _Tracked:
             return self.outputs if self.parts_left == 0 else None
 
 
+@dataclass
+class _Item:
+    """A validated request: batch-first arrays of batched inputs, values of unbatched ones."""
+
+    batched: dict[str, np.ndarray]
+    shared: dict[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.batched[name]
+
+
 class Runner:
     """Runs requests on an engine's slots. See the module docstring."""
 
@@ -140,22 +156,28 @@ class Runner:
         output_types: Mapping[str, np.dtype],
         preprocess: Hook,
         postprocess: Hook,
+        layout: Layout | None = None,
+        sequences: SequenceStates | None = None,
         reject_nonfinite: bool = False,
         observer: Observer | None = None,
         log: Callable[[str], None] = lambda message: None,
     ) -> None:
         self._engine = engine
+        self._layout = layout or Layout()
+        self._layout.check(engine.spec)
         self._inputs: tuple[TensorSpec, ...] = engine.spec.inputs
+        self._spec = self._layout.batch_first_spec(engine.spec)
         self._batching = batching
-        self._has_batch_axis = engine.spec.batch.kind != "none"
+        self._has_batch_axis = self._spec.batch.kind != "none"
         self._max_batch_size = max_batch_size
         self._output_types = dict(output_types)
         self._preprocess = preprocess
         self._postprocess = postprocess
+        self._sequences = sequences
         self._reject_nonfinite = reject_nonfinite
         self._observer = observer or Observer()
         self._log = log
-        self.profiles: tuple[Profile, ...] = profiles_for(engine.spec, batching, max_batch_size)
+        self.profiles: tuple[Profile, ...] = profiles_for(self._spec, batching, max_batch_size)
         self._free: queue.Queue[Slot] = queue.Queue()
         for slot in engine.slots:
             self._free.put(slot)
@@ -169,7 +191,20 @@ class Runner:
 
     def submit(self, requests: Sequence[Request]) -> None:
         """Validate, batch and dispatch ``requests``; every one is answered exactly once."""
-        tracked = [_Tracked(r, self._observer, self._log) for r in requests]
+        if self._sequences is None:
+            self._submit([_Tracked(r, self._observer, self._log) for r in requests])
+            return
+        self._observer.sequences(len(self._sequences))
+        if self._sequences.expire():
+            self._observer.sequences(len(self._sequences))
+        for wave in _waves(requests):
+            tracked = [_Tracked(r, self._observer, self._log) for r in wave]
+            self._submit(tracked)
+            for t in tracked:
+                t.answered.wait()
+        self._observer.sequences(len(self._sequences))
+
+    def _submit(self, tracked: list[_Tracked]) -> None:
         try:
             items = self._prepare_all(tracked)
             for members, shapes in self._groups(items):
@@ -179,7 +214,7 @@ class Runner:
             for t in tracked:
                 t.fail(GEError(f"internal error while batching: {type(exc).__name__}: {exc}"), "internal")
 
-    def _prepare_all(self, tracked: list[_Tracked]) -> dict[int, dict[str, np.ndarray]]:
+    def _prepare_all(self, tracked: list[_Tracked]) -> dict[int, _Item]:
         items = {}
         for index, t in enumerate(tracked):
             try:
@@ -190,36 +225,41 @@ class Runner:
                 t.fail(InputError(f"preprocess failed: {type(exc).__name__}: {exc}"), "input")
         return items
 
-    def _prepare(self, t: _Tracked) -> dict[str, np.ndarray]:
-        arrays = self._preprocess(dict(t.request.inputs), t.request.info)
+    def _prepare(self, t: _Tracked) -> _Item:
+        info = t.request.info
+        arrays = self._preprocess(dict(t.request.inputs), info)
         if not isinstance(arrays, Mapping):
             raise InputError(f"preprocess returned {type(arrays).__name__}; it must return a dict of arrays")
-        item = {spec.name: self._validated(spec, arrays) for spec in self._inputs}
+        if self._sequences is not None:
+            arrays = self._sequences.inject(info.correlation_id, info.flags, dict(arrays))
+        item = _Item({}, {})
+        for spec in self._inputs:
+            array = self._validated(spec, arrays)
+            if self._layout.axis(spec.name) is None:
+                item.shared[spec.name] = self._shared_value(spec, array)
+            else:
+                item.batched[spec.name] = self._layout.to_batch_first(spec.name, array)
         if self._has_batch_axis:
-            rows = {name: array.shape[0] for name, array in item.items()}
+            rows = {name: array.shape[0] for name, array in item.batched.items()}
             if len(set(rows.values())) > 1:
                 listed = ", ".join(f"{n} {r}" for n, r in rows.items())
-                raise InputError(f"inputs disagree on the batch size (axis 0): {listed}")
+                raise InputError(f"inputs disagree on the batch size: {listed}")
             t.rows = next(iter(rows.values()))
             if self._batching and t.rows > self._max_batch_size:
                 raise InputError(f"batch size {t.rows} is above max_batch_size {self._max_batch_size}")
         return item
 
     def _validated(self, spec: TensorSpec, arrays: Mapping[str, Any]) -> np.ndarray:
+        client_shape = self._client_shape(spec)
         if spec.name not in arrays or arrays[spec.name] is None:
-            raise InputError(f"missing input {spec.name!r} ({spec.dtype} {format_shape(self._client_shape(spec))})")
+            raise InputError(f"missing input {spec.name!r} ({spec.dtype} {format_shape(client_shape)})")
         array = np.asarray(arrays[spec.name])
         expected = spec.numpy_dtype
         if array.dtype != expected and not (spec.dtype == "BYTES" and array.dtype.kind in "OSU"):
             raise InputError(f"input {spec.name!r} has data type {dtype_name(array.dtype)}; the model expects {spec.dtype}")
-        declared = spec.shape[1:] if self._has_batch_axis else spec.shape
-        shape = array.shape[1:] if self._has_batch_axis else array.shape
-        if self._has_batch_axis and array.ndim == 0:
-            raise InputError(f"input {spec.name!r} is a scalar; the model expects {format_shape(self._client_shape(spec))}")
-        if len(shape) != len(declared) or any(d not in (-1, s) for s, d in zip(shape, declared)):
+        if len(array.shape) != len(client_shape) or any(d not in (-1, s) for s, d in zip(array.shape, client_shape)):
             raise InputError(
-                f"input {spec.name!r} has shape {format_shape(array.shape)}; "
-                f"the model expects {format_shape(self._client_shape(spec))}"
+                f"input {spec.name!r} has shape {format_shape(array.shape)}; the model expects {format_shape(client_shape)}"
             )
         if array.size == 0:
             raise InputError(f"input {spec.name!r} is empty (shape {format_shape(array.shape)})")
@@ -228,24 +268,41 @@ class Runner:
         return array
 
     def _client_shape(self, spec: TensorSpec) -> tuple[int, ...]:
-        """The shape a client sends: the batch axis shown as -1 when batching."""
-        return ((-1,) + spec.shape[1:]) if self._batching else spec.shape
+        """The shape a request must have: the batch axis any size (-1) when the model has one;
+        an unbatched input of a batching model comes with a leading batch axis of its own."""
+        axis = self._layout.axis(spec.name)
+        if axis is None:
+            return ((-1,) + spec.shape) if self._batching else spec.shape
+        if not self._has_batch_axis:
+            return spec.shape
+        shape = list(spec.shape)
+        shape[axis] = -1
+        return tuple(shape)
 
-    def _groups(self, items: dict[int, dict[str, np.ndarray]]):
-        """(members, non-batch shapes) of requests that may share chunks."""
+    def _shared_value(self, spec: TensorSpec, array: np.ndarray) -> np.ndarray:
+        if not self._batching:
+            return array
+        if not (array == array[:1]).all():
+            raise InputError(f"unbatched input {spec.name!r} must be the same for every row of the request")
+        return array[0]
+
+    def _groups(self, items: dict[int, _Item]):
+        """(members, non-batch shapes) of requests that may share chunks: equal non-batch
+        shapes and equal values of unbatched inputs."""
         if not self._batching:
             for index, item in items.items():
                 yield [index], self._non_batch_shapes(item)
             return
         groups: dict[tuple, list[int]] = {}
         for index, item in items.items():
-            key = tuple(sorted(self._non_batch_shapes(item).items()))
-            groups.setdefault(key, []).append(index)
-        for key, members in groups.items():
-            yield members, dict(key)
+            shapes = tuple(sorted(self._non_batch_shapes(item).items()))
+            shared = tuple((n, v.dtype.str, v.shape, v.tobytes()) for n, v in sorted(item.shared.items()))
+            groups.setdefault((shapes, shared), []).append(index)
+        for (shapes, _), members in groups.items():
+            yield members, dict(shapes)
 
-    def _non_batch_shapes(self, item: Mapping[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
-        return {name: a.shape[1:] if self._has_batch_axis else a.shape for name, a in item.items()}
+    def _non_batch_shapes(self, item: _Item) -> dict[str, tuple[int, ...]]:
+        return {name: a.shape[1:] if self._has_batch_axis else a.shape for name, a in item.batched.items()}
 
     def _plan_and_dispatch(self, members, shapes, items, tracked) -> None:
         try:
@@ -262,13 +319,24 @@ class Runner:
         for chunk in chunks:
             self._dispatch(chunk, items, tracked)
 
+    def _stage(self, slot: Slot, chunk: Chunk, items: Mapping[int, _Item]) -> None:
+        """Gather ``chunk`` into ``slot``'s input buffers (unbatched inputs: the shared value)."""
+        shared = items[chunk.parts[0].item].shared
+        shapes = {n: self._layout.engine_shape(n, s) for n, s in chunk.shapes.items()}
+        shapes.update((n, v.shape) for n, v in shared.items())
+        buffers = slot.inputs(shapes)
+        for name, value in shared.items():
+            np.copyto(buffers[name], value, casting="no")
+        batch_first = {n: self._layout.to_batch_first(n, buffers[n]) for n in chunk.shapes}
+        gather(chunk, items, batch_first)
+
     def _dispatch(self, chunk: Chunk, items, tracked: list[_Tracked]) -> None:
-        if all(tracked[p.item].answered for p in chunk.parts):
+        if all(tracked[p.item].answered.is_set() for p in chunk.parts):
             return
         slot = self._free.get()
         started = time.perf_counter()
         try:
-            gather(chunk, items, slot.inputs(chunk.shapes))
+            self._stage(slot, chunk, items)
         except Exception as exc:
             self._free.put(slot)
             self._fail_chunk(chunk, tracked, EngineError(f"could not stage the batch: {exc}"))
@@ -276,6 +344,7 @@ class Runner:
         self._observer.phase("gather", time.perf_counter() - started)
         with self._idle:
             self._in_flight += 1
+            self._observer.in_flight(self._in_flight)
         self._workers.submit(self._run, slot, chunk, tracked)
 
     # -- run: on the slot's worker thread ---------------------------------------------------
@@ -302,26 +371,31 @@ class Runner:
             self._free.put(slot)
             with self._idle:
                 self._in_flight -= 1
+                self._observer.in_flight(self._in_flight)
                 self._idle.notify_all()
 
     def _answer(self, chunk: Chunk, outputs: Arrays, tracked: list[_Tracked]) -> None:
         try:
-            pieces = scatter(chunk, outputs)
+            batch_first = {n: self._layout.to_batch_first(n, a) for n, a in outputs.items()}
+            pieces = scatter(chunk, batch_first)
         except ValueError as exc:
             self._fail_chunk(chunk, tracked, EngineError(str(exc)))
             return
         for part, part_outputs in pieces:
             t = tracked[part.item]
-            if t.answered:
+            if t.answered.is_set():
                 continue
             complete = t.add_part(part.source_start, part_outputs)
             if complete is not None:
-                self._finish(t, complete)
+                self._finish(t, {n: self._layout.from_batch_first(n, a) for n, a in complete.items()})
 
     def _finish(self, t: _Tracked, outputs: Arrays) -> None:
+        info = t.request.info
         try:
-            result = self._postprocess(dict(outputs), t.request.info)
-            t.succeed(self._selected(result, t.request.info))
+            if self._sequences is not None:
+                self._sequences.capture(info.correlation_id, info.flags, outputs)
+            result = self._postprocess(dict(outputs), info)
+            t.succeed(self._selected(result, info))
         except InputError as exc:
             t.fail(exc, "postprocess")
         except Exception as exc:
@@ -348,7 +422,10 @@ class Runner:
 
     def _fail_chunk(self, chunk: Chunk, tracked: list[_Tracked], error: GEError) -> None:
         for part in chunk.parts:
-            tracked[part.item].fail(error, "engine")
+            t = tracked[part.item]
+            if self._sequences is not None and not t.answered.is_set():
+                self._sequences.forget(t.request.info.correlation_id)
+            t.fail(error, "engine")
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -361,3 +438,20 @@ class Runner:
         """Finish what is in flight and stop the workers."""
         self.drain()
         self._workers.shutdown(wait=True)
+
+
+def _waves(requests: Sequence[Request]) -> list[list[Request]]:
+    """Split requests so that no correlation ID appears twice in a wave (steps stay in order)."""
+    waves: list[list[Request]] = []
+    seen: list[set] = []
+    for request in requests:
+        cid = request.info.correlation_id
+        for wave, ids in zip(waves, seen):
+            if cid not in ids:
+                wave.append(request)
+                ids.add(cid)
+                break
+        else:
+            waves.append([request])
+            seen.append({cid})
+    return waves

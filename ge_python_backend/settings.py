@@ -15,7 +15,8 @@ from typing import Any, Iterable, Mapping
 
 from .engines import ENGINE_NAMES, default_model_file, engine_parameters
 from .errors import ConfigError
-from .params import Parameter, parse_bool, parse_choice, parse_int, parse_list, parse_parameters
+from .params import Parameter, parse_bool, parse_choice, parse_float, parse_int, parse_list, parse_parameters
+from .sequences import StatePair, parse_initial_values, parse_state_pairs
 from .specs import TensorSpec, api_type
 
 #: Parameters read by Triton's Python backend itself; accepted and left alone.
@@ -48,6 +49,41 @@ CORE_PARAMETERS = (
     ),
     Parameter("log_verbosity", parse_int(0, 2), 0, "0, 1 or 2", "0: load/unload only; 1: per-execute summary; 2: per batch"),
     Parameter("metrics", parse_bool, True, "true or false", "report GEModel's own Prometheus metrics"),
+    Parameter(
+        "unbatched_inputs",
+        parse_list(str),
+        (),
+        "comma-separated model input names",
+        "model inputs without a batch axis: one value per request, shared by its rows",
+    ),
+    Parameter(
+        "sequence_state",
+        parse_state_pairs,
+        (),
+        "comma-separated input_name=output_name pairs",
+        "state pairs: the model input fed from the output of the sequence's previous step",
+    ),
+    Parameter(
+        "sequence_state_initial",
+        parse_initial_values,
+        {},
+        "comma-separated input_name=number pairs",
+        "initial value of a state input on a START request (default 0)",
+    ),
+    Parameter(
+        "sequence_state_batch_axis",
+        parse_int(0),
+        0,
+        "an integer >= 0",
+        "the batch axis of every state tensor (e.g. 1 for [layers, batch, hidden])",
+    ),
+    Parameter(
+        "sequence_idle_timeout_ms",
+        parse_float(0.0),
+        None,
+        "a number of milliseconds >= 0",
+        "drop a sequence's state after this idle time (default: max_sequence_idle_microseconds)",
+    ),
 )
 
 
@@ -70,6 +106,11 @@ class ModelSettings:
     reject_nonfinite: bool
     log_verbosity: int
     metrics: bool
+    unbatched_inputs: tuple[str, ...] = ()
+    sequence_state: tuple[StatePair, ...] = ()
+    sequence_state_initial: Mapping[str, float] = field(default_factory=dict)
+    sequence_state_batch_axis: int = 0
+    sequence_idle_timeout: float = 1.0
     engine_options: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
@@ -77,6 +118,10 @@ class ModelSettings:
     @property
     def batching(self) -> bool:
         return self.max_batch_size > 0
+
+    @property
+    def sequence_batching(self) -> bool:
+        return "sequence_batching" in self.config
 
     def model_path(self, engine: str) -> Path:
         """The model file for ``engine``: the model_file parameter or the engine's default."""
@@ -95,7 +140,9 @@ def _io_specs(entries: Iterable[Mapping[str, Any]], kind: str) -> tuple[TensorSp
             dtype = api_type(entry.get("data_type", ""))
         except ConfigError as exc:
             raise ConfigError(f"{kind} {name!r}: {exc}") from None
-        dims = tuple(int(d) for d in entry.get("dims", ()))
+        # Triton hands the model the reshaped tensor when the config has a reshape.
+        source = entry["reshape"].get("shape", ()) if "reshape" in entry else entry.get("dims", ())
+        dims = tuple(int(d) for d in source)
         specs.append(TensorSpec(name, dtype, dims, optional=bool(entry.get("optional", False))))
     return tuple(specs)
 
@@ -127,6 +174,19 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
     max_batch = int(config.get("max_batch_size", 0))
     if max_batch < 0:
         raise ConfigError(f"max_batch_size is {max_batch}; expected 0 (no batching) or more")
+    if values["sequence_state"] and "sequence_batching" not in config:
+        raise ConfigError("parameter 'sequence_state' needs sequence_batching in the model config")
+    states = {pair.input for pair in values["sequence_state"]}
+    stray = sorted(set(values["sequence_state_initial"]) - states)
+    if stray:
+        raise ConfigError(
+            f"parameter 'sequence_state_initial' names {stray[0]!r}, which is not a state input "
+            f"(state inputs: {', '.join(sorted(states)) or 'none'})"
+        )
+    idle_ms = values["sequence_idle_timeout_ms"]
+    if idle_ms is None:
+        idle_us = config.get("sequence_batching", {}).get("max_sequence_idle_microseconds") or 1_000_000
+        idle_ms = int(idle_us) / 1000
     return ModelSettings(
         model_name=args.get("model_name", config.get("name", "")),
         model_version=version,
@@ -143,6 +203,11 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         reject_nonfinite=values["reject_nonfinite"],
         log_verbosity=values["log_verbosity"],
         metrics=values["metrics"],
+        unbatched_inputs=values["unbatched_inputs"],
+        sequence_state=values["sequence_state"],
+        sequence_state_initial=values["sequence_state_initial"],
+        sequence_state_batch_axis=values["sequence_state_batch_axis"],
+        sequence_idle_timeout=idle_ms / 1000,
         engine_options={k: v for k, v in values.items() if k in engine_names},
         extra={p.name: values[p.name] for p in extra},
         config=config,

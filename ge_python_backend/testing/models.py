@@ -138,3 +138,58 @@ def image_classifier(
         initializers,
     )
     return _save(_model(graph), path)
+
+
+def recurrent_cell(
+    path: Path, features: int = 4, hidden: int = 6, layers_first: bool = False, with_gain: bool = False, seed: int = 0
+) -> Path:
+    """A stateful step ``h = tanh((x @ W + h_in @ U + b) * gain)``; outputs ``y = h`` and ``h_out = h``.
+
+    x FP32 [batch, features]; h_in/h_out FP32 [batch, hidden], or [1, batch, hidden] with
+    ``layers_first`` (the batch on axis 1, as recurrent layers lay out their state). With
+    ``with_gain`` a scalar FP32 input ``gain`` (no batch axis) scales the pre-activation.
+    """
+    _, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(seed)
+    initializers = [
+        numpy_helper.from_array((rng.standard_normal((features, hidden)) * 0.5).astype(np.float32), "W"),
+        numpy_helper.from_array((rng.standard_normal((hidden, hidden)) * 0.5).astype(np.float32), "U"),
+        numpy_helper.from_array(rng.standard_normal(hidden).astype(np.float32) * 0.1, "b"),
+        numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+    ]
+    nodes = []
+    state = "h_in"
+    if layers_first:
+        nodes.append(helper.make_node("Squeeze", ["h_in", "axis0"], ["h_prev"]))
+        state = "h_prev"
+    nodes += [
+        helper.make_node("MatMul", ["x", "W"], ["xw"]),
+        helper.make_node("MatMul", [state, "U"], ["hu"]),
+        helper.make_node("Add", ["xw", "hu"], ["pre0"]),
+        helper.make_node("Add", ["pre0", "b"], ["pre"]),
+    ]
+    activation_input = "pre"
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", features])]
+    if with_gain:
+        nodes.append(helper.make_node("Mul", ["pre", "gain"], ["scaled"]))
+        activation_input = "scaled"
+    nodes.append(helper.make_node("Tanh", [activation_input], ["y"]))
+    state_shape = [1, "batch", hidden] if layers_first else ["batch", hidden]
+    if layers_first:
+        nodes.append(helper.make_node("Unsqueeze", ["y", "axis0"], ["h_out"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["y"], ["h_out"]))
+    inputs.append(helper.make_tensor_value_info("h_in", TensorProto.FLOAT, state_shape))
+    if with_gain:
+        inputs.append(helper.make_tensor_value_info("gain", TensorProto.FLOAT, []))
+    graph = helper.make_graph(
+        nodes,
+        "recurrent_cell",
+        inputs,
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", hidden]),
+            helper.make_tensor_value_info("h_out", TensorProto.FLOAT, state_shape),
+        ],
+        initializers,
+    )
+    return _save(_model(graph), path)

@@ -1,0 +1,101 @@
+"""GEModel's own Prometheus metrics, through Triton's ``pb_utils.MetricFamily``.
+
+They appear on tritonserver's metrics endpoint next to Triton's ``nv_*`` metrics, labelled
+``model``, ``version`` and ``instance``. Counters are cumulative, like Triton's own latency
+counters: divide by ``ge_batches`` (or take rates) for averages.
+
+Each metric update is an IPC round trip from the stub to the server, so updates are summed in
+process and flushed at most every ``FLUSH_INTERVAL`` seconds, and whenever no batch is in
+flight (so an idle model's numbers are always current).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Mapping
+
+from .runner import Observer
+
+FLUSH_INTERVAL = 1.0
+
+PHASES = ("gather", "host_to_device", "execute", "device_to_host", "scatter")
+FAILURE_KINDS = ("input", "engine", "postprocess", "internal")
+
+#: name -> (kind, help text, extra label name or None)
+METRICS = {
+    "ge_batches": ("counter", "Engine calls (batches) executed", None),
+    "ge_batch_rows": ("counter", "Request rows run by the engine (excluding padding)", None),
+    "ge_padding_rows": ("counter", "Rows of padding added to reach a compiled batch size (wasted work)", None),
+    "ge_phase_duration_us": ("counter", "Cumulative microseconds per phase of the request path", "phase"),
+    "ge_request_failures": ("counter", "Requests answered with an error, by kind", "kind"),
+    "ge_batches_in_flight": ("gauge", "Batches currently running on execution slots", None),
+    "ge_sequences_active": ("gauge", "Sequences with state held by the model (sequence batching)", None),
+}
+
+
+class TritonMetrics(Observer):
+    """An Observer that reports to Triton's metrics endpoint."""
+
+    def __init__(self, pb_utils: Any, labels: Mapping[str, str]) -> None:
+        kinds = {"counter": pb_utils.MetricFamily.COUNTER, "gauge": pb_utils.MetricFamily.GAUGE}
+        self._families = {
+            name: pb_utils.MetricFamily(name, help_text, kinds[kind]) for name, (kind, help_text, _) in METRICS.items()
+        }
+        self._metrics: dict[tuple[str, str], Any] = {}
+        for name, (_, _, extra) in METRICS.items():
+            values = {"phase": PHASES, "kind": FAILURE_KINDS}.get(extra, ("",))
+            for value in values:
+                metric_labels = dict(labels, **({extra: value} if extra else {}))
+                self._metrics[(name, value)] = self._families[name].Metric(labels=metric_labels)
+        self._pending: dict[tuple[str, str], float] = {}
+        self._gauges: dict[str, float] = {"ge_batches_in_flight": 0, "ge_sequences_active": 0}
+        self._lock = threading.Lock()
+        self._last_flush = time.monotonic()
+
+    def _add(self, name: str, value: float, label: str = "") -> None:
+        key = (name, label)
+        self._pending[key] = self._pending.get(key, 0.0) + value
+
+    def batch(self, rows: int, padding: int) -> None:
+        with self._lock:
+            self._add("ge_batches", 1)
+            self._add("ge_batch_rows", rows)
+            self._add("ge_padding_rows", padding)
+
+    def phase(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self._add("ge_phase_duration_us", seconds * 1e6, name)
+
+    def failure(self, kind: str) -> None:
+        with self._lock:
+            self._add("ge_request_failures", 1, kind)
+        self.flush_if_due(force=True)
+
+    def in_flight(self, batches: int) -> None:
+        with self._lock:
+            self._gauges["ge_batches_in_flight"] = batches
+        self.flush_if_due(force=batches == 0)
+
+    def sequences(self, active: int) -> None:
+        with self._lock:
+            self._gauges["ge_sequences_active"] = active
+
+    def flush_if_due(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_flush < FLUSH_INTERVAL:
+            return
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            gauges = dict(self._gauges)
+            self._last_flush = now
+        for key, value in pending.items():
+            if value:
+                self._metrics[key].increment(value)
+        for name, value in gauges.items():
+            self._metrics[(name, "")].set(value)
+
+    def close(self) -> None:
+        self.flush_if_due(force=True)
+        self._metrics.clear()
+        self._families.clear()
