@@ -20,6 +20,7 @@ from .acl_constants import ACL_SUCCESS, describe_ret, ret_code
 LOG = logging.getLogger(__name__)
 
 REPEAT_INITIALIZE = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
+UNINITIALIZED = ret_code("ACL_ERROR_UNINITIALIZE")
 
 
 class AclError(EngineError):
@@ -111,16 +112,23 @@ class AclRuntime:
         acl = self._acl
         with self._lock:
             if not self._initialized:
-                ret = acl.init()
-                if ret != REPEAT_INITIALIZE:
-                    check(acl, ret, "acl.init")
-                self._initialized = True
+                self._init()
                 atexit.register(self.finalize_at_exit)
             if self._devices[device_id] == 0:
                 ret = acl.rt.set_device(device_id)
+                if ret == UNINITIALIZED:  # pyACL was finalized behind our back (e.g. a test reset the simulator)
+                    self._init()
+                    ret = acl.rt.set_device(device_id)
                 check(acl, ret, "acl.rt.set_device", f"opening device {device_id}")
             self._devices[device_id] += 1
             self._engines.append(engine)
+
+    def _init(self) -> None:
+        acl = self._acl
+        ret = acl.init()
+        if ret != REPEAT_INITIALIZE:
+            check(acl, ret, "acl.init")
+        self._initialized = True
 
     def stop(self, engine: Closable, device_id: int) -> None:
         """Forget ``engine``; reset ``device_id`` when no engine uses it any more."""

@@ -361,3 +361,14 @@ def test_process_exit_closes_engines_finalizes_and_appends_to_the_ledger(models,
         assert lines[0]["live"] == []
     else:
         assert lines[0]["live"] == [f"device malloc {done.stdout.strip()} (128 bytes, device 0)"]
+
+
+def test_engine_opens_again_after_the_simulator_was_reset(models):
+    open_sim(models["static"][1]).close()
+    sim.get_simulator().reset()  # acl.finalize behind the engine runtime's back
+    engine = open_sim(models["static"][1])
+    try:
+        engine.bind_thread()
+        run_and_compare(engine.slots[0], models["static"][0], {"x": (2, 4)}, np.random.default_rng(0))
+    finally:
+        engine.close()
