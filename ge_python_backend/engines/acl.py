@@ -163,6 +163,9 @@ class AclSlot(Slot):
         self._model_id: int | None = None
         self._desc = 0
         self._datasets: list[int] = []
+        self._input_dataset = 0
+        self._output_dataset = 0
+        self.plan: _ModelPlan | None = None
         self._data_buffers: list[int] = []
         self._device_ptrs: list[int] = []
         self._host_ptrs: list[int] = []

@@ -78,7 +78,6 @@ class TopApi(Namespace):
         if config_path and not Path(config_path).is_file():
             raise AclFail(INVALID_PARAM, f"config file {config_path!r} does not exist")
         self._sim.initialized = True
-        self._sim.init_config = config_path
 
     @acl_function("", needs_init=False, locked=False)
     def finalize(self):

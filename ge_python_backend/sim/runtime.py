@@ -80,7 +80,6 @@ class Simulator:
         self.sessions: dict[str, Any] = {}
         self._clear_state()
         self.initialized = False
-        self.init_config: str | None = None
         self.acl = build_module(self)
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -121,7 +120,6 @@ class Simulator:
             streams = list(self.streams.values())
             self._clear_state()
             self.initialized = False
-            self.init_config = None
         if leftovers:
             LOG.warning("acl.finalize (simulated) with %d live resource(s): %s", len(leftovers), "; ".join(leftovers))
             self.set_error(f"acl.finalize: {len(leftovers)} resource(s) were still alive: {'; '.join(leftovers)}")
@@ -158,7 +156,8 @@ class Simulator:
         try:
             if signature.needs_init and not self.initialized:
                 raise AclFail(UNINITIALIZED, "acl.init has not been called (or acl.finalize already ran)")
-            self.calls[short] += 1
+            with self.lock:
+                self.calls[short] += 1
             if short in DEVICE_CALLS:
                 self._device_checks(short)
             if signature.locked:

@@ -86,10 +86,6 @@ class Stream:
                 self._pending -= 1
                 self._cond.notify_all()
 
-    @property
-    def busy(self) -> bool:
-        return self._pending > 0
-
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait for every queued operation; raise the first failure since the last synchronize."""
         with self._cond:
