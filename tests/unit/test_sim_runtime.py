@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import json
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -364,3 +365,15 @@ def test_arguments_are_positional_only_and_typed_like_the_binding(acl):
         acl.init(None)
     assert acl.rt.malloc(16, 0)[1] == 0
     assert acl.mdl.get_input_dims(0, -1) == ({}, 100000)  # "k" masks -1 instead of refusing it
+
+
+SAMPLES = sorted(Path("/work/shared/om-samples").glob("*.om"))
+
+
+@pytest.mark.parametrize("sample", SAMPLES or [None], ids=[p.name for p in SAMPLES] or ["absent"])
+def test_public_cann_samples_are_refused_as_real_models(acl, sample):
+    if sample is None:
+        pytest.skip("no public .om samples on this machine")
+    model_id, ret = acl.mdl.load_from_file(str(sample))
+    assert ret == 100003
+    assert "only a real Ascend NPU" in acl.get_recent_err_msg()
