@@ -1,0 +1,158 @@
+"""The bench library without a server: percentiles, metrics parsing, report, progress bar."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ge_python_backend.bench import BenchError, Sweep, Target, percentile
+from ge_python_backend.bench import metrics, report
+from ge_python_backend.bench.progress import Progress
+from ge_python_backend.bench.stats import Latency, measured_point
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 100, 1001])
+def test_percentile_matches_numpy_linear_interpolation(size):
+    values = np.random.default_rng(size).exponential(5.0, size).tolist()
+    for q in (0, 1, 50, 90, 99, 99.9, 100):
+        assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)), rel=1e-12)
+
+
+def test_percentile_edges():
+    assert math.isnan(percentile([], 50))
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    with pytest.raises(ValueError, match="101"):
+        percentile([1.0], 101)
+
+
+def test_measured_point_converts_to_ms_and_rates():
+    point = measured_point("concurrency", 4, 2.0, [0.010, 0.020, 0.030, 0.040], ["E: x", "E: x", "F"], 8)
+    assert point.requests == 4 and point.errors == 3
+    assert point.throughput == 2.0 and point.inferences == 16.0
+    assert point.latency_ms.p50 == pytest.approx(25.0) and point.latency_ms.max == pytest.approx(40.0)
+    assert point.error_samples == ("E: x", "F")
+    assert math.isnan(Latency.of([]).p99)
+
+
+METRICS_BEFORE = """# HELP nv_inference_request_success Number of successful inference requests
+# TYPE nv_inference_request_success counter
+nv_inference_request_success{model="m",version="1"} 10
+nv_inference_request_success{model="other",version="1"} 99
+# TYPE nv_inference_count counter
+nv_inference_count{model="m",version="1"} 10
+# TYPE nv_inference_exec_count counter
+nv_inference_exec_count{model="m",version="1"} 10
+# TYPE nv_inference_queue_duration_us counter
+nv_inference_queue_duration_us{model="m",version="1"} 1000
+# TYPE nv_inference_request_failure counter
+nv_inference_request_failure{model="m",reason="BACKEND",version="1"} 1
+nv_inference_request_failure{model="m",reason="REJECTED",version="1"} 0
+# TYPE ge_phase_duration_us counter
+ge_phase_duration_us{instance="m_0_0",model="m",phase="execute",version="1"} 500
+ge_phase_duration_us{instance="m_0_1",model="m",phase="execute",version="1"} 500
+# TYPE ge_wait_seconds histogram
+ge_wait_seconds_bucket{model="m",le="0.1"} 1
+ge_wait_seconds_bucket{model="m",le="+Inf"} 2
+ge_wait_seconds_sum{model="m"} 0.5
+ge_wait_seconds_count{model="m"} 2
+# TYPE ge_in_flight gauge
+ge_in_flight{model="m"} 3
+ge_in_flight{model="other"} 7
+"""
+
+METRICS_AFTER = """# TYPE nv_inference_request_success counter
+nv_inference_request_success{model="m",version="1"} 30
+nv_inference_request_success{model="other",version="1"} 100
+# TYPE nv_inference_count counter
+nv_inference_count{model="m",version="1"} 50
+# TYPE nv_inference_exec_count counter
+nv_inference_exec_count{model="m",version="1"} 15
+# TYPE nv_inference_queue_duration_us counter
+nv_inference_queue_duration_us{model="m",version="1"} 5000
+# TYPE nv_inference_request_failure counter
+nv_inference_request_failure{model="m",reason="BACKEND",version="1"} 3
+nv_inference_request_failure{model="m",reason="REJECTED",version="1"} 1
+# TYPE ge_phase_duration_us counter
+ge_phase_duration_us{instance="m_0_0",model="m",phase="execute",version="1"} 2500
+ge_phase_duration_us{instance="m_0_1",model="m",phase="execute",version="1"} 1500
+# TYPE ge_wait_seconds histogram
+ge_wait_seconds_bucket{model="m",le="0.1"} 1
+ge_wait_seconds_bucket{model="m",le="+Inf"} 6
+ge_wait_seconds_sum{model="m"} 2.5
+ge_wait_seconds_count{model="m"} 6
+# TYPE ge_in_flight gauge
+ge_in_flight{model="m"} 1
+ge_in_flight{model="other"} 7
+"""
+
+
+def test_parse_reads_labels_with_escapes_and_types():
+    scrape = metrics.parse('# TYPE x counter\nx{a="q\\"uote",b="back\\\\slash"} 2.5 1700000000\ny 1e3\n')
+    assert scrape.samples[("x", (("a", 'q"uote'), ("b", "back\\slash")))] == 2.5
+    assert scrape.samples[("y", ())] == 1000.0
+    assert scrape.types == {"x": "counter"}
+    with pytest.raises(ValueError, match="malformed"):
+        metrics.parse("x{a=unquoted} 1\n")
+
+
+def test_breakdown_is_the_window_delta_for_one_model():
+    result = metrics.breakdown(metrics.parse(METRICS_BEFORE), metrics.parse(METRICS_AFTER), "m")
+    assert result["requests"] == 20
+    assert result["failures"] == 3
+    assert result["executions"] == 5
+    assert result["avg_batch"] == 8.0
+    assert result["per_request_us"]["queue"] == 200.0  # 4000 us over 20 requests
+    families = result["model_metrics"]
+    assert families["ge_phase_duration_us{phase=execute}"] == {"increase": 3000.0}  # summed over instances
+    assert families["ge_wait_seconds"] == {"count": 4.0, "sum": 2.0, "mean": 0.5}
+    assert families["ge_in_flight"] == {"value": 1.0}
+
+
+def _target() -> Target:
+    return Target("127.0.0.1:1", "m", {"x": np.zeros((4, 3), np.float32)}, "grpc", metrics_url="http://h/metrics")
+
+
+def test_json_document_round_trips_with_every_point():
+    sweep = Sweep(levels=(1, 2), duration_s=1.0, warmup_s=0.0)
+    points = [measured_point("concurrency", level, 1.0, [0.001 * level] * 3, [], 4) for level in (1, 2)]
+    doc = json.loads(json.dumps(report.document(_target(), sweep, points)))
+    assert doc["schema"] == report.SCHEMA
+    assert doc["target"]["rows_per_request"] == 4
+    assert doc["target"]["inputs"] == {"x": {"shape": [4, 3], "dtype": "float32"}}
+    assert [p["level"] for p in doc["points"]] == [1, 2]
+    assert doc["points"][1]["latency_ms"]["p99"] == pytest.approx(2.0)
+    assert doc["points"][0]["inferences"] == 12.0
+
+
+def test_table_shows_server_split_when_present():
+    server = {"avg_batch": 2.5, "per_request_us": {"queue": 1500.0, "compute_infer": 250.0}}
+    text = report.table([measured_point("rate", 50, 1.0, [0.004], [], 1, server)])
+    header, rule, row = text.splitlines()
+    assert header.split()[-5:] == ["batch", "queue", "c.input", "c.infer", "c.output"]
+    assert row.split()[-5:] == ["2.50", "1.50", "0.00", "0.25", "0.00"]
+
+
+def test_plot_writes_a_png(tmp_path):
+    points = [measured_point("concurrency", c, 1.0, [0.001 * c] * 10, [], 1) for c in (1, 2, 4)]
+    path = report.plot({"a": points, "b": points}, tmp_path / "plot.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sweep_refuses_bad_levels():
+    with pytest.raises(BenchError, match="levels"):
+        Sweep(levels=(0,))
+    with pytest.raises(BenchError, match="mode"):
+        Sweep(levels=(1,), mode="burst")
+
+
+def test_progress_bar_renders_and_ends_its_line():
+    stream = io.StringIO()
+    progress = Progress(10.0, width=10, stream=stream)
+    assert progress.render(4.0, "c=1") == "[####......]  40%  c=1"
+    progress.update(20.0, "done", force=True)
+    progress.close()
+    assert stream.getvalue().startswith("\r[##########] 100%  done") and stream.getvalue().endswith("\n")
