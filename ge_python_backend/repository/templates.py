@@ -4,7 +4,7 @@ A template is a folder holding ``template.json`` and the files it names::
 
     {
       "description": "one line shown by `ge-triton generate --list-templates`",
-      "options":    {"top_k": {"default": "5", "help": "..."},
+      "options":    {"top_k": {"default": "5", "type": "int", "min": 1, "help": "..."},
                      "labels": {"file": true, "help": "..."}},   # given as --set key=value
       "parameters": {"top_k": "${top_k}"},                       # added to config parameters
       "inputs":  [{"name": "IMAGE", "data_type": "TYPE_STRING", "dims": [1]}],   # optional:
@@ -14,7 +14,11 @@ A template is a folder holding ``template.json`` and the files it names::
     }
 
 Text is rendered with ``string.Template``: ``${name}``, ``${source}``, ``${model_file}`` and every
-option are available. Adding a template needs no code change.
+option are available. An option's ``type`` ("string" by default, "int" with an optional ``min``,
+"float_list" or "bool") is checked when it is given; a ``file`` option must name an existing
+file. Target paths stay inside the model folder and sources inside the template folder: both are
+checked when the template loads, before anything is written. Adding a template needs no code
+change.
 """
 
 from __future__ import annotations
@@ -26,12 +30,28 @@ import string
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
+from ..params import parse_bool, parse_int, parse_list
 
 #: Where templates are looked up, first match wins.
 ENV_TEMPLATE_PATH = "GE_TRITON_TEMPLATE_PATH"
+
+OPTION_TYPES = ("string", "int", "float_list", "bool")
+
+
+def _option_parser(option: Mapping[str, Any]) -> tuple[Callable[[str], Any], str]:
+    """(parser, what is accepted) for a declared template option."""
+    kind = option.get("type", "string")
+    if kind == "int":
+        minimum = option.get("min")
+        return parse_int(minimum), "an integer" + (f" >= {minimum}" if minimum is not None else "")
+    if kind == "float_list":
+        return parse_list(float), "comma-separated numbers"
+    if kind == "bool":
+        return parse_bool, "true or false"
+    return str, "any text"
 
 
 def template_roots() -> list[Path]:
@@ -61,12 +81,24 @@ class Template:
         values = {}
         for key, option in self.options.items():
             if key in given:
-                values[key] = given[key]
+                values[key] = self._checked(key, option, given[key])
             elif "default" in option:
                 values[key] = str(option["default"])
             else:
                 raise ConfigError(f"template {self.name!r} needs option {key!r} (--set {key}=...): {option.get('help', '')}")
         return values
+
+    def _checked(self, key: str, option: Mapping[str, Any], value: str) -> str:
+        if option.get("file"):
+            if not Path(value).is_file():
+                raise ConfigError(f"template {self.name!r} option {key!r}: file {value} does not exist")
+            return value
+        parser, accepted = _option_parser(option)
+        try:
+            parser(value.strip())
+        except (ValueError, TypeError):
+            raise ConfigError(f"template {self.name!r} option {key!r} is {value!r}; expected {accepted}") from None
+        return value
 
     def render(self, text: str, values: Mapping[str, str], where: str) -> str:
         try:
@@ -92,25 +124,44 @@ class Template:
             target = safe_join(model_dir, target_pattern.replace("{version}", str(version)))
             target.parent.mkdir(parents=True, exist_ok=True)
             if source.startswith("@"):
-                option = source[1:]
-                given = Path(values[option])
-                if not given.is_file():
-                    raise ConfigError(f"option {option!r}: file {given} does not exist")
-                shutil.copyfile(given, target)
+                shutil.copyfile(values[source[1:]], target)
             else:
-                text = (self.folder / source).read_text(encoding="utf-8")
+                text = safe_join(self.folder, source).read_text(encoding="utf-8")
                 target.write_text(self.render(text, values, source), encoding="utf-8")
             written.append(target)
         return written
 
+    def check(self) -> None:
+        """Refuse option types, target paths and sources that are wrong before anything is written."""
+        for key, option in self.options.items():
+            if option.get("type", "string") not in OPTION_TYPES:
+                raise ConfigError(
+                    f"template {self.name!r} option {key!r} has type {option['type']!r}; "
+                    f"accepted: {', '.join(OPTION_TYPES)}"
+                )
+        for target, source in self.files.items():
+            if not _stays_inside(target):
+                raise ConfigError(f"template {self.name!r}: target {target!r} would leave the model folder")
+            if source.startswith("@"):
+                if not self.options.get(source[1:], {}).get("file"):
+                    raise ConfigError(f"template {self.name!r}: {source!r} copies no file option")
+            elif not safe_join(self.folder, source).is_file():
+                raise ConfigError(f"template {self.name!r}: source {source!r} is not a file in {self.folder}")
+
+
+def _stays_inside(relative: str) -> bool:
+    """True when ``relative`` is a non-empty relative path without '..'."""
+    return bool(relative) and not os.path.isabs(relative) and ".." not in Path(relative).parts
+
 
 def safe_join(base: Path, relative: str) -> Path:
-    """``base / relative``, refusing anything that would land outside ``base``."""
-    if os.path.isabs(relative) or ".." in Path(relative).parts:
-        raise ConfigError(f"path {relative!r} would leave the output folder {base}")
+    """``base / relative``, refusing anything that would land outside ``base`` (absolute paths,
+    '..', or symbolic links that point elsewhere)."""
+    if not _stays_inside(relative):
+        raise ConfigError(f"path {relative!r} would leave the folder {base}")
     target = (base / relative).resolve()
     if not target.is_relative_to(base.resolve()):
-        raise ConfigError(f"path {relative!r} would leave the output folder {base}")
+        raise ConfigError(f"path {relative!r} would leave the folder {base}")
     return target
 
 
@@ -132,7 +183,7 @@ def load_template(name: str) -> Template:
         data = json.loads((folder / "template.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"template {name!r}: cannot read {folder / 'template.json'}: {exc}") from None
-    return Template(
+    template = Template(
         name=name,
         folder=folder,
         description=data.get("description", ""),
@@ -142,3 +193,5 @@ def load_template(name: str) -> Template:
         outputs=tuple(data["outputs"]) if "outputs" in data else None,
         files=data.get("files", {}),
     )
+    template.check()
+    return template
