@@ -1,0 +1,109 @@
+"""Templates are data; the generator never writes outside its output folder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.repository.generate import GenerateOptions, generate
+from ge_python_backend.repository.templates import ENV_TEMPLATE_PATH, available_templates, load_template
+
+
+def _files(root):
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+
+
+@pytest.fixture
+def sandbox(tmp_path, onnx_dir):
+    """tmp/out is the output folder; tmp itself must stay as it was apart from it."""
+    (tmp_path / "out").mkdir()
+    return tmp_path
+
+
+def _template(root, name, files, options=None, body="class TritonPythonModel: pass\n"):
+    folder = root / "templates" / name
+    folder.mkdir(parents=True)
+    (folder / "model.py.in").write_text(body)
+    (folder / "template.json").write_text(json.dumps({"description": name, "options": options or {}, "files": files}))
+    return folder
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", "/abs", "..", ".", ".hidden", "-x", "", "a\\b", "x" * 200])
+def test_unsafe_model_names_are_refused(sandbox, onnx_dir, name):
+    before = _files(sandbox)
+    with pytest.raises(ConfigError, match="not safe as a folder name"):
+        generate(onnx_dir / "linear.onnx", sandbox / "out", GenerateOptions(name=name))
+    assert _files(sandbox) == before
+
+
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        ({"../escape.py": "model.py.in"}, "target '../escape.py' would leave the model folder"),
+        ({"{version}/../../escape.py": "model.py.in"}, "would leave the model folder"),
+        ({"/tmp/escape.py": "model.py.in"}, "target '/tmp/escape.py' would leave the model folder"),
+        ({"{version}/model.py": "../../../etc/passwd"}, "would leave the folder"),
+        ({"{version}/model.py": "missing.in"}, "source 'missing.in' is not a file"),
+        ({"{version}/labels.txt": "@labels"}, "'@labels' copies no file option"),
+    ],
+)
+def test_template_paths_that_escape_are_refused_before_writing(sandbox, onnx_dir, monkeypatch, files, message):
+    _template(sandbox, "bad", files)
+    monkeypatch.setenv(ENV_TEMPLATE_PATH, str(sandbox / "templates"))
+    before = _files(sandbox)
+    with pytest.raises(ConfigError, match=message):
+        generate(onnx_dir / "linear.onnx", sandbox / "out", GenerateOptions(name="m", template="bad"))
+    assert _files(sandbox) == before
+
+
+def test_a_symlinked_model_folder_pointing_outside_is_refused(sandbox, onnx_dir):
+    outside = sandbox / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    (sandbox / "out" / "m").symlink_to(outside)
+    with pytest.raises(ConfigError, match="would leave the folder"):
+        generate(onnx_dir / "linear.onnx", sandbox / "out", GenerateOptions(name="m", overwrite=True))
+    assert (outside / "keep.txt").read_text() == "keep"
+
+
+def test_a_template_added_as_data_is_listed_and_rendered(sandbox, onnx_dir, monkeypatch):
+    options = {"greeting": {"default": "hello", "help": "a word"}, "notes": {"file": True, "help": "a file"}}
+    _template(sandbox, "mine", {"{version}/model.py": "model.py.in", "{version}/extra/notes.txt": "@notes"},
+              options, body='"""${greeting} from ${name} (${model_file})"""\n')
+    monkeypatch.setenv(ENV_TEMPLATE_PATH, str(sandbox / "templates"))
+    notes = sandbox / "notes.txt"
+    notes.write_text("some notes")
+    assert "mine" in available_templates()
+    folder = generate(onnx_dir / "linear.onnx", sandbox / "out",
+                      GenerateOptions(name="m", template="mine", template_options={"notes": str(notes)})).model_dir
+    assert (folder / "1" / "model.py").read_text() == '"""hello from m (model.onnx)"""\n'
+    assert (folder / "1" / "extra" / "notes.txt").read_text() == "some notes"
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ({"labels": "LABELS", "top_k": "0"}, "option 'top_k' is '0'; expected an integer >= 1"),
+        ({"labels": "LABELS", "top_k": "five"}, "option 'top_k' is 'five'; expected an integer >= 1"),
+        ({"labels": "LABELS", "softmax": "maybe"}, "option 'softmax' is 'maybe'; expected true or false"),
+        ({"labels": "LABELS", "mean": "0.5,x"}, "option 'mean' is '0.5,x'; expected comma-separated numbers"),
+        ({"labels": "/no/such/labels.txt"}, "option 'labels': file /no/such/labels.txt does not exist"),
+        ({}, "needs option 'labels' \\(--set labels=...\\)"),
+        ({"labels": "LABELS", "colour": "red"}, "has no option 'colour'; its options: labels, max_input_bytes"),
+    ],
+)
+def test_classification_options_are_checked(sandbox, given, message):
+    labels = sandbox / "labels.txt"
+    labels.write_text("a\nb\n")
+    given = {k: (str(labels) if v == "LABELS" else v) for k, v in given.items()}
+    with pytest.raises(ConfigError, match=message):
+        load_template("classification").values(given)
+
+
+def test_unknown_option_type_is_refused(sandbox, monkeypatch):
+    _template(sandbox, "typed", {"{version}/model.py": "model.py.in"}, {"n": {"default": "1", "type": "integer"}})
+    monkeypatch.setenv(ENV_TEMPLATE_PATH, str(sandbox / "templates"))
+    with pytest.raises(ConfigError, match="option 'n' has type 'integer'; accepted: string, int, float_list, bool"):
+        load_template("typed")
