@@ -1,0 +1,426 @@
+"""Validate a model repository offline and report every problem with the file it is in.
+
+Nothing is loaded or run: config.pbtxt is parsed with Triton's schema, model files are read
+through ``modelfile.read_model_file`` and model.py through ``ast`` (``modelcode``). Checks:
+
+- config: parses, no fields tritonserver 2.51 does not know, ``name`` equals the folder name;
+- versions: numeric folders exist (and those ``version_policy`` names); backend python has
+  ``<version>/model.py``; backend ge needs the ge backend installed (a warning);
+- parameters: known to GEModel, the engines, Triton or model.py's ``extra_parameters``, and
+  well-formed (parsed by the same ``Parameter`` parsers GEModel uses);
+- engine and model file: present, of the kind the engine runs;
+- I/O: names, data types and dims (batch axis removed when ``max_batch_size`` > 0) agree with
+  the model file, unless model.py overrides ``preprocess``/``postprocess``;
+- batching: ``max_batch_size`` within the model's batch gears, preferred sizes gears and
+  <= ``max_batch_size``, no ``dynamic_batching`` without batching, warm-up inputs known;
+- instance groups: no KIND_GPU on an NPU engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..engines import default_model_file, engine_parameters
+from ..errors import ConfigError, GEError
+from ..layout import Layout
+from ..modelfile import ModelFile, read_model_file
+from ..params import Parameter
+from ..settings import CORE_PARAMETERS, TRITON_PARAMETERS, read_settings
+from ..specs import ModelSpec, TensorSpec, api_type, format_shape
+from .config import config_json, mc, read_config_file
+from .modelcode import HOOKS, ModelCode, read_model_code
+
+#: The kind of model file (modelfile.ModelFile.kind) each engine runs.
+ENGINE_KINDS = {"onnxruntime": "onnx", "acl": "om", "acl-sim": "sim-om"}
+NPU_ENGINES = ("acl", "acl-sim")
+#: Folders of a model folder that are not versions and that Triton or Python put there.
+_NOT_VERSIONS = ("__pycache__", "warmup")
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: Path
+    severity: str  # "error" or "warning"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.severity}: {self.message}"
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    models: tuple[str, ...]
+    problems: tuple[Problem, ...]
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.severity == "warning")
+
+
+def check_repository(repository: Path, backends: Path | None = None) -> CheckReport:
+    """Check every model folder of ``repository`` (or ``repository`` itself when it is one).
+
+    ``backends``: the Triton backends folder where backend "ge" should be installed (default:
+    the one of the tritonserver ``server.find_tritonserver`` finds)."""
+    repository = Path(repository)
+    if not repository.is_dir():
+        raise ConfigError(f"model repository {repository} is not a folder")
+    if (repository / "config.pbtxt").is_file():
+        folders = [repository]
+    else:
+        folders = sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not folders:
+        return CheckReport((), (Problem(repository, "error", "holds no model folder"),))
+    ge_backend = _GeBackend(backends)
+    problems: list[Problem] = []
+    for folder in folders:
+        problems += _ModelCheck(folder, ge_backend).run()
+    return CheckReport(tuple(f.name for f in folders), tuple(problems))
+
+
+class _GeBackend:
+    """Whether backend "ge" is installed, looked up once."""
+
+    def __init__(self, backends: Path | None) -> None:
+        self._backends = backends
+        self._answer: str | None = None
+
+    def missing(self) -> str | None:
+        """None when installed; otherwise what to tell the user."""
+        if self._answer is None:
+            self._answer = self._look()
+        return self._answer or None
+
+    def _look(self) -> str:
+        backends = self._backends
+        if backends is None:
+            from ..server import ServerError, find_tritonserver
+
+            try:
+                backends = find_tritonserver().backends
+            except ServerError:
+                return "no tritonserver found to tell whether backend ge is installed; `ge-triton serve` installs it"
+        if (Path(backends) / "ge" / "model.py").is_file():
+            return ""
+        return (
+            f"backend ge is not installed in {backends}: run `ge-triton install-backend` "
+            "(`ge-triton serve` installs it into the backend folder it prepares)"
+        )
+
+
+@dataclass
+class _Parameters:
+    """Parameter values (defaults where a value was malformed) and what model.py declares."""
+
+    values: dict[str, Any]
+    extras: tuple[Parameter, ...] | None
+    valid: bool = True
+    layout: Layout = field(default_factory=Layout)
+
+
+class _ModelCheck:
+    def __init__(self, folder: Path, ge_backend: _GeBackend) -> None:
+        self.folder = folder
+        self.config_path = folder / "config.pbtxt"
+        self.ge_backend = ge_backend
+        self.problems: list[Problem] = []
+
+    def error(self, path: Path, message: str) -> None:
+        self.problems.append(Problem(path, "error", message))
+
+    def warning(self, path: Path, message: str) -> None:
+        self.problems.append(Problem(path, "warning", message))
+
+    # -- the model folder -------------------------------------------------------------------
+
+    def run(self) -> list[Problem]:
+        config = self._read_config()
+        if config is None:
+            return self.problems
+        if config.name and config.name != self.folder.name:
+            self.error(self.config_path, f"name {config.name!r} differs from the folder name {self.folder.name!r}; "
+                                         "Triton requires them to be equal")
+        self._check_scheduling(config)
+        versions = self._versions(config)
+        if config.backend not in ("python", "ge"):
+            what = f"backend {config.backend!r}" if config.backend else f"platform {config.platform!r}"
+            if not config.backend and not config.platform:
+                self.error(self.config_path, 'no backend: set backend: "python" (model.py) or "ge" (no per-model code)')
+            else:
+                self.warning(self.config_path, f"{what} is not served by ge_python_backend; only generic checks ran")
+            return self.problems
+        codes = {v: self._model_code(config, v) for v in versions}
+        if any(not code.uses_package for code in codes.values()):
+            self.warning(self.config_path, "model.py does not use ge_python_backend; only generic checks ran")
+            return self.problems
+        parameters = self._parameters(config, codes)
+        engines = {self._check_version(config, version, codes[version], parameters) for version in versions}
+        self._check_instances(config, engines)
+        return self.problems
+
+    def _read_config(self):
+        if not self.config_path.is_file():
+            self.error(self.folder, "no config.pbtxt (ge-triton generate writes one)")
+            return None
+        try:
+            return read_config_file(self.config_path)
+        except ConfigError as exc:
+            self.error(self.config_path, str(exc).removeprefix(f"{self.config_path}: "))
+            return None
+
+    def _check_scheduling(self, config) -> None:
+        max_batch = config.max_batch_size
+        if max_batch < 0:
+            self.error(self.config_path, f"max_batch_size is {max_batch}; expected 0 (no batching) or more")
+        if config.HasField("dynamic_batching") and max_batch <= 0:
+            self.error(self.config_path, "dynamic_batching needs max_batch_size > 0; with max_batch_size 0 requests "
+                                         "run alone: remove dynamic_batching or set max_batch_size")
+        for preferred in _preferred_sizes(config):
+            if max_batch > 0 and not 1 <= preferred <= max_batch:
+                self.error(self.config_path, f"preferred_batch_size {preferred} is outside 1..max_batch_size ({max_batch})")
+        inputs = {entry.name for entry in config.input}
+        for warmup in config.model_warmup:
+            for name in warmup.inputs:
+                if name not in inputs:
+                    self.error(self.config_path, f"model_warmup {warmup.name!r} feeds {name!r}, which is not a config "
+                                                 f"input ({', '.join(sorted(inputs)) or 'none'})")
+            if max_batch > 0 and warmup.batch_size > max_batch:
+                self.error(self.config_path, f"model_warmup {warmup.name!r} has batch_size {warmup.batch_size}, above "
+                                             f"max_batch_size {max_batch}")
+
+    def _versions(self, config) -> list[int]:
+        versions = []
+        for entry in sorted(self.folder.iterdir()):
+            if not entry.is_dir() or entry.name in _NOT_VERSIONS:
+                continue
+            if entry.name.isdigit():
+                versions.append(int(entry.name))
+            else:
+                self.warning(entry, "not a version folder (version folders are numeric); Triton ignores it")
+        if not versions:
+            self.error(self.folder, "no version folder: put the model in a numeric folder such as 1/")
+        for wanted in config.version_policy.specific.versions:
+            if wanted not in versions:
+                self.error(self.config_path, f"version_policy asks for version {wanted}, which has no folder")
+        return sorted(versions)
+
+    def _model_code(self, config, version: int) -> ModelCode:
+        version_dir = self.folder / str(version)
+        path = version_dir / (config.default_model_filename or "model.py")
+        if config.backend == "ge":
+            if path.is_file():
+                self.warning(path, 'backend "ge" runs the installed backend\'s model.py; this file is not used')
+            missing = self.ge_backend.missing()
+            if missing:
+                self.warning(self.config_path, missing)
+            return ModelCode(path, True, True, frozenset(), ())
+        if not path.is_file():
+            self.error(path, 'missing: backend "python" loads it (or use backend "ge", which needs no model.py)')
+            return ModelCode(path, True, False, frozenset(HOOKS), None)
+        code = read_model_code(path)
+        if code.problem:
+            self.error(path, code.problem)
+        return code
+
+    # -- parameters ---------------------------------------------------------------------------
+
+    def _parameters(self, config, codes: Mapping[int, ModelCode]) -> _Parameters:
+        extras = _merged_extras(codes.values())
+        declared = {p.name: p for p in CORE_PARAMETERS + engine_parameters() + (extras or ())}
+        raw = {name: value.string_value for name, value in config.parameters.items()}
+        parameters = _Parameters({name: p.default for name, p in declared.items()}, extras)
+        for name, text in sorted(raw.items()):
+            if name in TRITON_PARAMETERS:
+                continue
+            if name not in declared:
+                parameters.valid = False
+                if extras is None:
+                    self.warning(self.config_path, f"unknown parameter {name!r}: fine only if model.py declares it in "
+                                                   "extra_parameters (which could not be read from the file)")
+                else:
+                    self.error(self.config_path, f"unknown parameter {name!r} (value {text!r}); GEModel refuses it. "
+                                                 f"Accepted: {', '.join(sorted(declared))}")
+                continue
+            try:
+                parameters.values[name] = declared[name].read(text)
+            except ConfigError as exc:
+                parameters.valid = False
+                self.error(self.config_path, str(exc))
+        if parameters.valid:
+            self._check_settings(config, extras or ())
+        values = parameters.values
+        axes: dict[str, int | None] = {name: None for name in values["unbatched_inputs"]}
+        for pair in values["sequence_state"]:
+            axes[pair.input] = axes[pair.output] = values["sequence_state_batch_axis"]
+        parameters.layout = Layout(axes)
+        return parameters
+
+    def _check_settings(self, config, extras: tuple[Parameter, ...]) -> None:
+        """What GEModel checks across parameters, by running its own settings reader."""
+        args = {"model_config": config_json(config, self.folder.name), "model_repository": str(self.folder)}
+        try:
+            read_settings(args, extras)
+        except ConfigError as exc:
+            self.error(self.config_path, str(exc))
+
+    # -- one version ----------------------------------------------------------------------------
+
+    def _check_version(self, config, version: int, code: ModelCode, parameters: _Parameters) -> str:
+        """Check one version folder's model file against the config; returns the engine that runs it."""
+        version_dir = self.folder / str(version)
+        engine, path = self._engine_and_file(version_dir, parameters.values)
+        if path is None:
+            return engine
+        try:
+            model = read_model_file(path)
+        except GEError as exc:
+            self.error(path, str(exc).removeprefix(f"{path}: "))
+            return engine
+        expected_kind = ENGINE_KINDS.get(engine)
+        if expected_kind and model.kind != expected_kind:
+            self.error(path, f"is a {_KIND_NAMES[model.kind]} (engine {model.engine}), but parameter engine is "
+                             f"{engine!r}, which runs a {_KIND_NAMES[expected_kind]}")
+            return engine
+        if engine == "auto" and model.kind == "sim-om":
+            self.warning(path, "is a simulated .om: engine auto picks acl on an NPU machine; set engine acl-sim")
+        try:
+            parameters.layout.check(model.spec)
+        except ConfigError as exc:
+            self.error(self.config_path, str(exc))
+            return model.engine
+        self._check_batching(config, model, parameters.layout)
+        for message in compare_io(model.spec, config, parameters.layout, parameters.values, code.overrides):
+            self.error(self.config_path, f"{message} (model file {path.relative_to(self.folder)})")
+        return model.engine
+
+    def _engine_and_file(self, version_dir: Path, values: Mapping[str, Any]) -> tuple[str, Path | None]:
+        engine, model_file = values["engine"], values["model_file"]
+        if engine == "auto":
+            names = [model_file] if model_file else [default_model_file("acl"), default_model_file("onnxruntime")]
+            found = [version_dir / n for n in names if (version_dir / n).is_file()]
+            if not found:
+                self.error(version_dir, f"engine auto finds no model file here (expected {' or '.join(names)})")
+                return engine, None
+            return engine, found[0]
+        path = Path(model_file or default_model_file(engine))
+        path = path if path.is_absolute() else version_dir / path
+        if not path.is_file():
+            self.error(path, f"missing: engine {engine} loads it (parameter model_file, else the engine's default)")
+            return engine, None
+        return engine, path
+
+    def _check_instances(self, config, engines: set[str]) -> None:
+        npu = sorted(engines & set(NPU_ENGINES))
+        for index, group in enumerate(config.instance_group):
+            if group.kind != mc.ModelInstanceGroup.KIND_GPU and not group.gpus:
+                continue
+            where = f"instance_group {group.name or '#' + str(index)}"
+            if npu:
+                self.error(self.config_path, f"{where} asks for GPUs (KIND_GPU/gpus), but engine {npu[0]} runs on an "
+                                             "NPU: use KIND_CPU and put NPU ids in parameter device_ids")
+            else:
+                self.warning(self.config_path, f"{where} asks for GPUs (KIND_GPU/gpus): the server fails to load it "
+                                               "without CUDA GPUs")
+
+    def _check_batching(self, config, model: ModelFile, layout: Layout) -> None:
+        batch = layout.batch_first_spec(model.spec).batch
+        max_batch = config.max_batch_size
+        source = model.path.relative_to(self.folder)
+        if max_batch > 0 and batch.kind == "none":
+            self.error(self.config_path, f"max_batch_size {max_batch}, but {source} has no batch axis (axis 0 is not "
+                                         "a batch axis on every tensor): set max_batch_size 0")
+        if batch.kind != "gears":
+            return
+        gears = ", ".join(map(str, batch.sizes))
+        if max_batch > batch.largest:
+            self.error(self.config_path, f"max_batch_size {max_batch} is above the largest batch gear {batch.largest} "
+                                         f"of {source} (gears {gears})")
+        for preferred in _preferred_sizes(config):
+            if preferred not in batch.sizes:
+                self.error(self.config_path, f"preferred_batch_size {preferred} is not a batch gear of {source} "
+                                             f"(gears {gears}): such batches would be padded")
+
+
+_KIND_NAMES = {"onnx": "ONNX model", "om": "CANN .om", "sim-om": "simulated .om"}
+
+
+def _preferred_sizes(config) -> list[int]:
+    sizes = list(config.dynamic_batching.preferred_batch_size)
+    if config.sequence_batching.HasField("oldest"):
+        sizes += list(config.sequence_batching.oldest.preferred_batch_size)
+    return sizes
+
+
+def _merged_extras(codes) -> tuple[Parameter, ...] | None:
+    merged: dict[str, Parameter] = {}
+    for code in codes:
+        if code.extra_parameters is None:
+            return None
+        for parameter in code.extra_parameters:
+            merged.setdefault(parameter.name, parameter)
+    return tuple(merged.values())
+
+
+def _config_tensors(entries, kind: str, problems: list[str]) -> dict[str, TensorSpec]:
+    tensors = {}
+    for entry in entries:
+        try:
+            dtype = api_type(mc.DataType.Name(entry.data_type))
+        except ConfigError as exc:
+            problems.append(f"{kind} {entry.name!r}: {exc}")
+            continue
+        dims = entry.reshape.shape if entry.HasField("reshape") else entry.dims
+        tensors[entry.name] = TensorSpec(entry.name, dtype, tuple(dims))
+    return tensors
+
+
+def compare_io(
+    spec: ModelSpec, config, layout: Layout, values: Mapping[str, Any], overrides: frozenset[str] = frozenset()
+) -> list[str]:
+    """Every disagreement between the config's I/O and the model's (the hooks a model.py
+    overrides turn their side off). State tensors are the model's own; unbatched inputs keep
+    their full shape."""
+    problems: list[str] = []
+    batching = config.max_batch_size > 0
+    states = {p.input for p in values["sequence_state"]} | {p.output for p in values["sequence_state"]}
+    moved = layout.batch_first_spec(spec)
+    if "preprocess" not in overrides:
+        declared = _config_tensors(config.input, "input", problems)
+        model_inputs = [t for t in spec.inputs if t.name not in states]
+        for tensor in model_inputs:
+            batched = batching and layout.axis(tensor.name) is not None
+            shape = moved.input(tensor.name).shape if batched else tensor.shape
+            problems += _compare("input", tensor, shape, declared.get(tensor.name), batched)
+        names = {t.name for t in model_inputs}
+        for name in declared:
+            if name not in names:
+                problems.append(f"config input {name!r} is not a model input; the model takes {sorted(names)}")
+    if "postprocess" not in overrides:
+        produced = {t.name: t for t in moved.outputs if t.name not in states}
+        for name, tensor in _config_tensors(config.output, "output", problems).items():
+            if name not in produced:
+                problems.append(f"config output {name!r} is not produced by the model; it produces {sorted(produced)}")
+            else:
+                problems += _compare("output", produced[name], produced[name].shape, tensor, batching)
+    return problems
+
+
+def _compare(kind: str, model: TensorSpec, shape: tuple[int, ...], config: TensorSpec | None, batched: bool) -> list[str]:
+    if config is None:
+        return [f"the model's {kind} {model.name!r} ({model.dtype or model.native_type} {format_shape(shape)}) is "
+                "missing from the config"]
+    problems = []
+    if config.dtype != model.dtype:
+        problems.append(f"{kind} {model.name!r}: the config says {config.dtype}, the model has "
+                        f"{model.dtype or model.native_type}")
+    dims = shape[1:] if batched else shape
+    if len(dims) != len(config.shape) or any(c != m and -1 not in (c, m) for c, m in zip(config.shape, dims)):
+        problems.append(f"{kind} {model.name!r}: config dims {format_shape(config.shape)} do not match the model's "
+                        f"{format_shape(dims)}" + (" (batch axis removed)" if batched else ""))
+    return problems

@@ -1,0 +1,141 @@
+"""What a model folder's model.py declares, read with ``ast`` (never imported or run).
+
+Conservative on purpose: when the file does something the reader cannot follow, the answer is
+"unknown" (hooks count as overridden, extra parameters as unreadable), so a check built on it
+never reports a false error.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..params import Parameter
+
+HOOKS = ("preprocess", "postprocess")
+_PACKAGE = "ge_python_backend"
+
+
+@dataclass(frozen=True)
+class ModelCode:
+    """``uses_package``: the file imports ge_python_backend. ``gemodel``: TritonPythonModel
+    derives from GEModel directly. ``overrides``: hooks it replaces (all of them when unknown).
+    ``extra_parameters``: its declared parameters, None when they cannot be read statically.
+    ``problem``: why Triton could not load the file."""
+
+    path: Path
+    uses_package: bool
+    gemodel: bool
+    overrides: frozenset[str]
+    extra_parameters: tuple[Parameter, ...] | None
+    problem: str | None = None
+
+
+def read_model_code(path: Path) -> ModelCode:
+    path = Path(path)
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError as exc:
+        return _unknown(path, False, f"line {exc.lineno}: SyntaxError: {exc.msg}")
+    except (OSError, ValueError) as exc:
+        return _unknown(path, False, f"cannot read it: {exc}")
+    uses_package = _uses_package(tree)
+    model_class = _model_class(tree)
+    if model_class is None:
+        if any(_assigns(node, "TritonPythonModel") for node in tree.body):
+            return _unknown(path, uses_package)
+        return _unknown(path, uses_package, "defines no class TritonPythonModel, which Triton's Python backend loads")
+    if not any(_last_name(base) == "GEModel" for base in model_class.bases):
+        return _unknown(path, uses_package)
+    methods = {node.name for node in model_class.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    declared = [node for node in model_class.body if _assigns(node, "extra_parameters")]
+    extras: tuple[Parameter, ...] | None = ()
+    if declared:
+        extras = _extra_parameters(declared[-1].value, _package_imports(tree))
+    return ModelCode(path, uses_package, True, frozenset(HOOKS) & methods, extras)
+
+
+def _unknown(path: Path, uses_package: bool, problem: str | None = None) -> ModelCode:
+    return ModelCode(path, uses_package, False, frozenset(HOOKS), None, problem)
+
+
+def _uses_package(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == _PACKAGE:
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == _PACKAGE for a in node.names):
+            return True
+    return False
+
+
+def _model_class(tree: ast.Module) -> ast.ClassDef | None:
+    found = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel"]
+    return found[-1] if found else None
+
+
+def _assigns(node: ast.stmt, name: str) -> bool:
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    if isinstance(node, ast.AnnAssign):
+        return isinstance(node.target, ast.Name) and node.target.id == name and node.value is not None
+    return False
+
+
+def _last_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def _package_imports(tree: ast.Module) -> dict[str, tuple[str, str]]:
+    """Local name -> (module, attribute) for ``from ge_python_backend... import x [as y]``."""
+    names = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == _PACKAGE:
+            for alias in node.names:
+                names[alias.asname or alias.name] = (node.module, alias.name)
+    return names
+
+
+def _extra_parameters(value: ast.expr, imports: dict[str, tuple[str, str]]) -> tuple[Parameter, ...] | None:
+    """Parameters from a tuple/list of ``Parameter("name", ...)`` calls and starred or plain
+    names imported from ge_python_backend; None for anything else."""
+    if isinstance(value, ast.Name):
+        return _imported_parameters(value.id, imports)
+    if not isinstance(value, (ast.Tuple, ast.List)):
+        return None
+    found: list[Parameter] = []
+    for element in value.elts:
+        if isinstance(element, ast.Starred) and isinstance(element.value, ast.Name):
+            imported = _imported_parameters(element.value.id, imports)
+            if imported is None:
+                return None
+            found.extend(imported)
+        elif (
+            isinstance(element, ast.Call)
+            and _last_name(element.func) == "Parameter"
+            and element.args
+            and isinstance(element.args[0], ast.Constant)
+            and isinstance(element.args[0].value, str)
+        ):
+            found.append(Parameter(element.args[0].value, str, "", "declared in model.py", ""))
+        else:
+            return None
+    return tuple(found)
+
+
+def _imported_parameters(name: str, imports: dict[str, tuple[str, str]]) -> tuple[Parameter, ...] | None:
+    if name not in imports:
+        return None
+    module_name, attribute = imports[name]
+    try:
+        value = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError):
+        return None
+    if isinstance(value, (tuple, list)) and all(isinstance(p, Parameter) for p in value):
+        return tuple(value)
+    return None
