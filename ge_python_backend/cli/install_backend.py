@@ -1,0 +1,48 @@
+"""``ge-triton install-backend [--backend-dir DIR]``: install the Python-based backend "ge" into a
+Triton backends folder, so config.pbtxt files that say ``backend: "ge"`` need no model.py."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..server import GE_BACKEND_NAME, find_tritonserver, write_ge_backend
+
+EPILOG = f"""What it writes: DIR/{GE_BACKEND_NAME}/model.py, a TritonPythonModel that is GEModel with no hooks.
+Triton runs it for every model whose config.pbtxt says backend: "{GE_BACKEND_NAME}", through the Python
+backend in DIR/python (which must be there too).
+
+The default DIR is the backends folder of the tritonserver found on PATH, else the one inside the
+nvidia-pytriton wheel (in site-packages). `ge-triton serve` needs none of this: it prepares its own
+backend folder for each run and installs the ge backend there itself. Use install-backend for a
+tritonserver you start yourself (pass its --backend-directory here)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--backend-dir", type=Path, metavar="DIR",
+                        help="Triton backends folder (default: the found tritonserver's)")
+
+
+def _notes(backends: Path) -> list[str]:
+    python = backends / "python"
+    if not (python / "libtriton_python.so").is_file():
+        return [f"{python}/libtriton_python.so is missing: backend {GE_BACKEND_NAME} runs through the Python "
+                "backend, which must be in the same backends folder"]
+    if not (python / "triton_python_backend_stub").is_file():
+        return [f"{python} has no triton_python_backend_stub (the nvidia-pytriton wheel ships the stubs apart, "
+                "per Python version): copy the one for your Python there, or use `ge-triton serve`, which does"]
+    return []
+
+
+def run(args: argparse.Namespace) -> int:
+    backends = args.backend_dir if args.backend_dir is not None else find_tritonserver().backends
+    if not backends.is_dir():
+        raise ConfigError(f"backends folder {backends} is not a folder (give the --backend-directory of a tritonserver)")
+    target = write_ge_backend(backends)
+    print(f"installed backend {GE_BACKEND_NAME!r}: {target}")
+    for note in _notes(backends):
+        print(f"note: {note}")
+    return 0
