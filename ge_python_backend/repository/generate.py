@@ -77,17 +77,17 @@ def batching_plan(spec: ModelSpec, options: GenerateOptions) -> tuple[int, tuple
                 "(some tensor's axis 0 is fixed or differs), so it can only be served with max_batch_size 0"
             )
         notes.append("max_batch_size 0: the model has no batch axis on axis 0, each request runs alone")
-        return 0, (), notes
-    if batch.kind == "static":
+        max_batch, preferred = 0, ()
+    elif batch.kind == "static":
         if wanted is None:
             notes.append(
                 f"max_batch_size 0: axis 0 is fixed at {batch.sizes[0]} in the model file (no dynamic batch), "
                 "so requests carry the full shape and run alone"
             )
-            return 0, (), notes
-        notes.append(f"requests are padded or split to the model's fixed batch {batch.sizes[0]}")
-        return wanted, (), notes
-    if batch.kind == "gears":
+        elif wanted:
+            notes.append(f"requests are padded or split to the model's fixed batch {batch.sizes[0]}")
+        max_batch, preferred = wanted or 0, ()
+    elif batch.kind == "gears":
         largest = batch.largest
         if wanted is not None and wanted > largest:
             raise ConfigError(
@@ -101,6 +101,12 @@ def batching_plan(spec: ModelSpec, options: GenerateOptions) -> tuple[int, tuple
         preferred = ()
     if options.preferred_batch_sizes is not None:
         preferred = options.preferred_batch_sizes
+    if preferred and max_batch == 0:
+        raise ConfigError(
+            f"--preferred-batch-sizes {','.join(map(str, preferred))} conflicts with max_batch_size 0 "
+            "(the model has no usable batch axis, or --max-batch-size 0 was given); give --max-batch-size N "
+            "when the model's batch axis allows batching"
+        )
     bad = [p for p in preferred if not 1 <= p <= max_batch]
     if bad:
         raise ConfigError(f"preferred batch size {bad[0]} is outside 1..max_batch_size ({max_batch})")
