@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..params import parse_int, parse_list
-from ..repository.generate import GenerateOptions, generate
+from ..repository.generate import DEFAULT_MAX_QUEUE_SIZE, DEFAULT_QUEUE_TIMEOUT_US, GenerateOptions, generate
+from ..sequences import StatePair, parse_state_pairs
 from ..repository.templates import available_templates, load_template
 
 
@@ -23,6 +24,14 @@ def _device_list(text: str) -> tuple[int, ...]:
         return parse_list(parse_int(0))(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers >= 0 ({exc})") from None
+
+
+def _state(text: str) -> StatePair:
+    try:
+        (pair,) = parse_state_pairs(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected INPUT=OUTPUT ({exc})") from None
+    return pair
 
 
 def _setting(text: str) -> tuple[str, str]:
@@ -51,7 +60,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device-ids", type=_device_list, default=(0,), help="NPU ids, instances spread round-robin")
     parser.add_argument("--streams", type=int, default=1, help="execution slots per instance")
     parser.add_argument("--warmup", action="store_true", help="add a zero-data model_warmup entry")
+    parser.add_argument("--max-queue-size", type=int, default=DEFAULT_MAX_QUEUE_SIZE,
+                        help="queue policy: requests beyond this many waiting are refused at once (default 0: "
+                             "no policy; note that tritonserver 2.51 stalls ~0.5 s at times with any queue policy)")
+    parser.add_argument("--queue-timeout-ms", type=float, default=DEFAULT_QUEUE_TIMEOUT_US / 1000,
+                        help="queue policy: a request waiting longer is refused (default 0: no timeout)")
     parser.add_argument("--force", action="store_true", help="replace an existing model folder")
+    parser.add_argument("--add-version", action="store_true",
+                        help="add version --version to an existing model folder (same inputs and outputs)")
+    parser.add_argument("--version-policy", help="latest:N, all or specific:1,3 (which versions Triton serves)")
+    sequence = parser.add_argument_group("stateful models (Triton's sequence batcher)")
+    sequence.add_argument("--sequence", action="store_true",
+                          help="sequence_batching with START/END/READY/CORRID control inputs")
+    sequence.add_argument("--sequence-strategy", choices=("direct", "oldest"), default="direct")
+    sequence.add_argument("--sequence-idle-ms", type=float, default=5000.0,
+                          help="max_sequence_idle_microseconds, in ms; GEModel drops idle state after it too")
+    sequence.add_argument("--state", dest="states", type=_state, action="append", default=[],
+                          metavar="INPUT=OUTPUT", help="model input fed from the previous step's output")
+    sequence.add_argument("--state-batch-axis", type=int, default=0,
+                          help="batch axis of the state tensors (1 for [layers, batch, hidden])")
+    parser.add_argument("--unbatched-inputs", type=lambda t: tuple(n.strip() for n in t.split(",")), default=(),
+                        help="model inputs without a batch axis (one value per request)")
     parser.add_argument("--list-templates", action="store_true", help="list templates and exit")
 
 
@@ -63,7 +92,10 @@ def run(args: argparse.Namespace) -> int:
     if args.model is None:
         raise ConfigError("give a model file (or --list-templates)")
     for flag, value, low in (("--instances", args.instances, 1), ("--streams", args.streams, 1),
-                             ("--version", args.version, 1), ("--max-queue-delay-us", args.max_queue_delay_us, 0)):
+                             ("--version", args.version, 1), ("--max-queue-delay-us", args.max_queue_delay_us, 0),
+                             ("--max-queue-size", args.max_queue_size, 0), ("--queue-timeout-ms", args.queue_timeout_ms, 0),
+                             ("--sequence-idle-ms", args.sequence_idle_ms, 0),
+                             ("--state-batch-axis", args.state_batch_axis, 0)):
         if value < low:
             raise ConfigError(f"{flag} {value}: expected an integer >= {low}")
     if args.max_batch_size is not None and args.max_batch_size < 0:
@@ -83,6 +115,16 @@ def run(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         template_options=dict(args.template_options),
         overwrite=args.force,
+        add_version=args.add_version,
+        version_policy=args.version_policy,
+        max_queue_size=args.max_queue_size,
+        queue_timeout_us=int(args.queue_timeout_ms * 1000),
+        sequence=args.sequence,
+        sequence_strategy=args.sequence_strategy,
+        sequence_idle_us=int(args.sequence_idle_ms * 1000),
+        states=tuple(args.states),
+        state_batch_axis=args.state_batch_axis,
+        unbatched_inputs=args.unbatched_inputs,
     )
     result = generate(args.model, args.output, options)
     print(f"wrote {result.model_dir}")

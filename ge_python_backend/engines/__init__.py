@@ -19,6 +19,8 @@ ENGINE_NAMES = ("auto", "onnxruntime", "acl", "acl-sim")
 #: engine name -> (module under ge_python_backend.engines, default model file name)
 _MODULES = {
     "onnxruntime": ("onnxruntime", "model.onnx"),
+    "acl": ("acl", "model.om"),
+    "acl-sim": ("acl", "model.om"),
 }
 
 
@@ -40,14 +42,23 @@ def engine_parameters() -> tuple[Parameter, ...]:
 
 
 def resolve_auto(version_dir: Path, log: Callable[[str], None]) -> str:
-    """Pick an engine for ``engine: auto`` from the files present and the hardware available."""
+    """Pick an engine for ``engine: auto``: acl when model.om is present, pyACL imports and a
+    device answers; else onnxruntime when model.onnx is present. The choice is logged."""
+    om_file = version_dir / default_model_file("acl")
     onnx_file = version_dir / default_model_file("onnxruntime")
+    reason = f"no {om_file.name}"
+    if om_file.is_file():
+        from .acl import npu_available
+
+        available, reason = npu_available()
+        if available:
+            log(f"engine auto: chose acl ({om_file.name} present; {reason})")
+            return "acl"
     if onnx_file.is_file():
-        log(f"engine auto: chose onnxruntime ({onnx_file.name} present)")
+        log(f"engine auto: chose onnxruntime ({onnx_file.name} present; not acl: {reason})")
         return "onnxruntime"
     raise ConfigError(
-        f"engine auto: found no model file it can run in {version_dir}; expected "
-        f"{default_model_file('onnxruntime')} (onnxruntime)"
+        f"engine auto: nothing to run in {version_dir}: acl is out ({reason}) and there is no {onnx_file.name}"
     )
 
 
@@ -57,7 +68,8 @@ def open_engine(engine: str, model_path: Path, *, device_id: int, slots: int, op
         raise ConfigError(f"engine {engine!r} is not available; available: {', '.join(_MODULES)}")
     names = {p.name for p in _module(engine).PARAMETERS}
     own = {k: v for k, v in options.items() if k in names}
-    return _module(engine).open_engine(model_path, device_id=device_id, slots=slots, options=own)
+    extra = {"name": engine} if _MODULES[engine][0] == "acl" else {}
+    return _module(engine).open_engine(model_path, device_id=device_id, slots=slots, options=own, **extra)
 
 
 __all__ = [

@@ -566,3 +566,16 @@ def open_engine(model_path: Path, *, name: str = "acl", device_id: int, slots: i
     simulated = _simulator_requested(name)
     _configure_simulator(options, simulated)
     return AclEngine(model_path, acl=acl_module(simulated), simulated=simulated, device_id=device_id, slots=slots)
+
+
+def npu_available() -> tuple[bool, str]:
+    """Whether engine 'acl' can run here (pyACL imports and sees a device), and why (not)."""
+    try:
+        simulated = _simulator_requested("acl")
+        acl = acl_module(simulated)
+        count = AclRuntime.of(acl).device_count()
+    except (ConfigError, AclError) as exc:
+        return False, str(exc).split(". ")[0]
+    if count < 1:
+        return False, "pyACL sees no Ascend device"
+    return True, f"{count} Ascend device(s)" + (" on the SIMULATOR" if simulated else "")

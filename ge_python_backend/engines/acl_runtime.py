@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
+import sys
 import threading
 from collections import Counter
 from typing import Any, Protocol
@@ -61,6 +63,20 @@ def check_handle(acl: Any, handle: int, function: str, what: str = "") -> int:
     return handle
 
 
+def _import_pyacl() -> Any:
+    """``import acl``; CANN's set_env.sh puts pyACL on PYTHONPATH, which Triton's Python 3.11
+    stub ignores (isolated interpreter config), so PYTHONPATH entries are tried too."""
+    try:
+        import acl  # CANN's pyACL; only importable where the CANN toolkit or nnrt is installed
+    except ImportError:
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+        if not extra:
+            raise
+        sys.path.extend(extra)
+        import acl
+    return acl
+
+
 def acl_module(simulated: bool) -> Any:
     """The pyACL module: the process-wide simulator, or CANN's ``import acl``."""
     if simulated:
@@ -68,7 +84,7 @@ def acl_module(simulated: bool) -> Any:
 
         return get_acl()
     try:
-        import acl  # CANN's pyACL; only importable where the CANN toolkit or nnrt is installed
+        acl = _import_pyacl()
     except ImportError as exc:
         raise ConfigError(
             f"engine 'acl' needs CANN's pyACL (`import acl` failed: {exc}). Install the CANN toolkit or nnrt "
@@ -107,13 +123,24 @@ class AclRuntime:
                 runtime = cls._instances[id(acl)] = cls(acl)
             return runtime
 
+    def _ensure_initialized(self) -> None:
+        if not self._initialized:
+            self._init()
+            atexit.register(self.finalize_at_exit)
+
+    def device_count(self) -> int:
+        """Devices pyACL sees (initialising pyACL once for the process if needed)."""
+        with self._lock:
+            self._ensure_initialized()
+            count, ret = self._acl.rt.get_device_count()
+        check(self._acl, ret, "acl.rt.get_device_count")
+        return count
+
     def start(self, engine: Closable, device_id: int) -> None:
         """Initialise pyACL if needed, set ``device_id`` if no engine has yet, and track ``engine``."""
         acl = self._acl
         with self._lock:
-            if not self._initialized:
-                self._init()
-                atexit.register(self.finalize_at_exit)
+            self._ensure_initialized()
             if self._devices[device_id] == 0:
                 ret = acl.rt.set_device(device_id)
                 if ret == UNINITIALIZED:  # pyACL was finalized behind our back (e.g. a test reset the simulator)

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import ConfigError, EngineError
-from ..params import Parameter, parse_choice, parse_int, parse_list
+from ..params import Parameter, parse_bool, parse_choice, parse_int, parse_list
 from ..specs import ModelSpec, TensorSpec, batch_support_from_shapes, shape_fits, format_shape
 from .base import Engine, PhaseTimes, Shapes, Slot
 
@@ -40,6 +40,13 @@ PARAMETERS = (
         0,
         "an integer >= 0 (0: ONNX Runtime's default)",
         "threads used across independent operators",
+    ),
+    Parameter(
+        "onnxruntime_spinning",
+        parse_bool,
+        False,
+        "true or false",
+        "let ORT's thread pools spin-wait between operators (fast alone, costly beside tritonserver's own threads)",
     ),
     Parameter(
         "onnxruntime_graph_optimization",
@@ -120,6 +127,9 @@ def load_session(model_path: Path, *, device_id: int = 0, options: Mapping[str, 
     session_options = ort.SessionOptions()
     session_options.intra_op_num_threads = values["onnxruntime_intra_op_threads"]
     session_options.inter_op_num_threads = values["onnxruntime_inter_op_threads"]
+    spinning = "1" if values["onnxruntime_spinning"] else "0"
+    session_options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
+    session_options.add_session_config_entry("session.inter_op.allow_spinning", spinning)
     session_options.graph_optimization_level = {
         "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
         "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,

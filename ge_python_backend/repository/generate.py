@@ -18,12 +18,27 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError
 from ..modelfile import ModelFile, read_model_file
+from ..layout import Layout
+from ..sequences import StatePair
 from ..specs import ModelSpec, TensorSpec, config_type
-from .config import ModelConfig, format_config, mc
+from .config import ModelConfig, format_config, mc, read_config_file
 from .templates import Template, load_template, safe_join
 
 #: Default largest batch for a model whose batch axis takes any size.
 DEFAULT_DYNAMIC_MAX_BATCH = 8
+#: No queue policy by default: in tritonserver 2.51 any default_queue_policy (or
+#: priority_levels) makes the dynamic batcher stall for ~0.5 s at a time under concurrent load
+#: (measured: closed-loop p99 510 ms with a policy vs 15 ms without; see README). Opt in with
+#: --max-queue-size / --queue-timeout-ms.
+DEFAULT_MAX_QUEUE_SIZE = 0
+DEFAULT_QUEUE_TIMEOUT_US = 0
+#: Sequence batcher control inputs GEModel understands, with their kinds.
+CONTROL_INPUTS = (
+    ("START", "CONTROL_SEQUENCE_START"),
+    ("END", "CONTROL_SEQUENCE_END"),
+    ("READY", "CONTROL_SEQUENCE_READY"),
+    ("CORRID", "CONTROL_SEQUENCE_CORRID"),
+)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -45,6 +60,22 @@ class GenerateOptions:
     warmup: bool = False
     template_options: Mapping[str, str] = field(default_factory=dict)
     overwrite: bool = False
+    add_version: bool = False
+    version_policy: str | None = None
+    max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE
+    queue_timeout_us: int = DEFAULT_QUEUE_TIMEOUT_US
+    sequence: bool = False
+    sequence_strategy: str = "direct"
+    sequence_idle_us: int = 5_000_000
+    states: tuple[StatePair, ...] = ()
+    state_batch_axis: int = 0
+    unbatched_inputs: tuple[str, ...] = ()
+
+    def layout(self) -> Layout:
+        axes: dict[str, int | None] = {name: None for name in self.unbatched_inputs}
+        for pair in self.states:
+            axes[pair.input] = axes[pair.output] = self.state_batch_axis
+        return Layout(axes)
 
 
 @dataclass(frozen=True)
@@ -120,46 +151,123 @@ def batching_plan(spec: ModelSpec, options: GenerateOptions) -> tuple[int, tuple
     return max_batch, preferred, notes
 
 
-def _add_tensor(entries, tensor: TensorSpec | Mapping[str, Any], batching: bool) -> None:
+def _add_tensor(entries, tensor: TensorSpec | Mapping[str, Any], batched: bool) -> None:
+    """One config input/output: a model tensor (batch axis dropped when ``batched``) or a
+    template's literal entry. A rank-0 tensor is sent as [1] and reshaped to a scalar."""
     entry = entries.add()
-    if isinstance(tensor, TensorSpec):
-        if not tensor.dtype or tensor.dtype == "BF16":
-            raise ConfigError(
-                f"tensor {tensor.name!r} has type {tensor.dtype or tensor.native_type}, which the Python "
-                "backend cannot carry as a numpy array; use a template whose preprocess/postprocess converts it"
-            )
-        entry.name = tensor.name
-        entry.data_type = mc.DataType.Value(config_type(tensor.dtype))
-        dims = tensor.shape[1:] if batching else tensor.shape
-        entry.dims.extend(dims if dims else (1,))
-    else:
+    if not isinstance(tensor, TensorSpec):
         entry.name = tensor["name"]
         entry.data_type = mc.DataType.Value(tensor["data_type"])
         entry.dims.extend(int(d) for d in tensor["dims"])
+        return
+    if not tensor.dtype or tensor.dtype == "BF16":
+        raise ConfigError(
+            f"tensor {tensor.name!r} has type {tensor.dtype or tensor.native_type}, which the Python "
+            "backend cannot carry as a numpy array; use a template whose preprocess/postprocess converts it"
+        )
+    entry.name = tensor.name
+    entry.data_type = mc.DataType.Value(config_type(tensor.dtype))
+    dims = tensor.shape[1:] if batched else tensor.shape
+    entry.dims.extend(dims if dims else (1,))
+    if not dims:
+        entry.reshape.SetInParent()
+
+
+def _model_io(spec: ModelSpec, options: GenerateOptions, batching: bool):
+    """(inputs, outputs) the clients see, each as (tensor, batched): state tensors are the
+    model's own business; unbatched inputs keep their full shape."""
+    states_in = {p.input for p in options.states}
+    states_out = {p.output for p in options.states}
+    inputs = [(t, batching and t.name not in options.unbatched_inputs) for t in spec.inputs if t.name not in states_in]
+    outputs = [(t, batching) for t in spec.outputs if t.name not in states_out]
+    return inputs, outputs
+
+
+def _add_scheduling(config, options: GenerateOptions, preferred: tuple[int, ...]) -> None:
+    if options.sequence:
+        sequence = config.sequence_batching
+        sequence.max_sequence_idle_microseconds = options.sequence_idle_us
+        strategy = getattr(sequence, options.sequence_strategy)
+        strategy.SetInParent()
+        if options.sequence_strategy == "oldest":
+            strategy.max_candidate_sequences = max(config.max_batch_size, 1) * 4
+            strategy.preferred_batch_size.extend(preferred)
+            strategy.max_queue_delay_microseconds = options.max_queue_delay_us
+        for name, kind in CONTROL_INPUTS:
+            control_input = sequence.control_input.add()
+            control_input.name = name
+            control = control_input.control.add()
+            control.kind = mc.ModelSequenceBatching.Control.Kind.Value(kind)
+            if kind == "CONTROL_SEQUENCE_CORRID":
+                control.data_type = mc.TYPE_UINT64
+            else:
+                control.int32_false_true.extend((0, 1))
+        return
+    if config.max_batch_size == 0:
+        return
+    batching = config.dynamic_batching
+    batching.preferred_batch_size.extend(preferred)
+    batching.max_queue_delay_microseconds = options.max_queue_delay_us
+    if not (options.max_queue_size or options.queue_timeout_us):
+        return
+    policy = batching.default_queue_policy
+    policy.timeout_action = mc.ModelQueuePolicy.REJECT
+    policy.default_timeout_microseconds = options.queue_timeout_us
+    policy.allow_timeout_override = True
+    policy.max_queue_size = options.max_queue_size
+
+
+def parse_version_policy(text: str, config) -> None:
+    """latest:N | all | specific:1,3 into ``config.version_policy``."""
+    kind, _, value = text.partition(":")
+    try:
+        if kind == "latest":
+            config.version_policy.latest.num_versions = int(value or 1)
+        elif kind == "all" and not value:
+            config.version_policy.all.SetInParent()
+        elif kind == "specific":
+            config.version_policy.specific.versions.extend(int(v) for v in value.split(","))
+        else:
+            raise ValueError(kind)
+    except ValueError:
+        raise ConfigError(f"--version-policy {text!r}: expected latest:N, all or specific:1,3") from None
 
 
 def build_config(model: ModelFile, template: Template, values: Mapping[str, str], options: GenerateOptions):
     """The ModelConfig for ``model`` rendered with ``template``; returns (config, notes)."""
     spec = model.spec
-    max_batch, preferred, notes = batching_plan(spec, options)
+    layout = options.layout()
+    layout.check(spec)
+    if options.states and not options.sequence:
+        raise ConfigError("--state needs --sequence (state is kept per sequence)")
+    max_batch, preferred, notes = batching_plan(layout.batch_first_spec(spec), options)
     batching = max_batch > 0
     config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=max_batch)
-    inputs = template.render_data(list(template.inputs), values, "inputs") if template.inputs is not None else spec.inputs
-    outputs = (
-        template.render_data(list(template.outputs), values, "outputs") if template.outputs is not None else spec.outputs
-    )
-    for tensor in inputs:
-        _add_tensor(config.input, tensor, batching)
-    for tensor in outputs:
-        _add_tensor(config.output, tensor, batching)
-    if batching:
-        config.dynamic_batching.preferred_batch_size.extend(preferred)
-        config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
+    inputs, outputs = _model_io(spec, options, batching)
+    if template.inputs is not None:
+        inputs = [(t, batching) for t in template.render_data(list(template.inputs), values, "inputs")]
+    if template.outputs is not None:
+        outputs = [(t, batching) for t in template.render_data(list(template.outputs), values, "outputs")]
+    clash = {name for name, _ in CONTROL_INPUTS} & {t.name for t, _ in inputs if isinstance(t, TensorSpec)}
+    if options.sequence and clash:
+        raise ConfigError(f"model input {sorted(clash)[0]!r} clashes with a sequence control input name")
+    for tensor, batched in inputs:
+        _add_tensor(config.input, tensor, batched)
+    for tensor, batched in outputs:
+        _add_tensor(config.output, tensor, batched)
+    _add_scheduling(config, options, preferred)
+    if options.version_policy:
+        parse_version_policy(options.version_policy, config)
     group = config.instance_group.add()
     group.kind = mc.ModelInstanceGroup.KIND_CPU
     group.count = options.instance_count
     parameters = {"engine": options.engine or model.engine, "streams": str(options.streams)}
     parameters["device_ids"] = ",".join(str(d) for d in options.device_ids)
+    if options.states:
+        parameters["sequence_state"] = ",".join(f"{p.input}={p.output}" for p in options.states)
+        parameters["sequence_state_batch_axis"] = str(options.state_batch_axis)
+    if options.unbatched_inputs:
+        parameters["unbatched_inputs"] = ",".join(options.unbatched_inputs)
     parameters.update(template.render_data(dict(template.parameters), values, "parameters"))
     for key, value in parameters.items():
         config.parameters[key].string_value = str(value)
@@ -179,8 +287,47 @@ def _add_warmup(config, max_batch: int) -> None:
         data.zero_data = True
 
 
+def _same_io(existing, new) -> str | None:
+    """Why a new version's config I/O differs from the model's config, or None."""
+    for kind in ("input", "output"):
+        old = {e.name: (e.data_type, list(e.dims)) for e in getattr(existing, kind)}
+        fresh = {e.name: (e.data_type, list(e.dims)) for e in getattr(new, kind)}
+        if old != fresh:
+            return f"{kind}s differ: the config has {_describe(old)}, the new model file gives {_describe(fresh)}"
+    if existing.max_batch_size != new.max_batch_size:
+        return f"max_batch_size differs: the config has {existing.max_batch_size}, the new model file gives {new.max_batch_size}"
+    return None
+
+
+def _describe(entries: Mapping[str, tuple]) -> str:
+    return ", ".join(f"{n} {mc.DataType.Name(t)} {dims}" for n, (t, dims) in sorted(entries.items())) or "none"
+
+
+def _add_version(model_dir: Path, config, options: GenerateOptions) -> list[str]:
+    """Check that another version of an existing model can share its config; update the policy."""
+    config_file = model_dir / "config.pbtxt"
+    if not config_file.is_file():
+        raise ConfigError(f"--add-version: {config_file} does not exist; generate the model first")
+    existing = read_config_file(config_file)
+    version_dir = model_dir / str(options.version)
+    if version_dir.exists():
+        raise ConfigError(f"--add-version: {version_dir} exists already; choose another --version")
+    reason = _same_io(existing, config)
+    if reason:
+        raise ConfigError(f"--add-version: all versions of a model share one config.pbtxt, but {reason}")
+    if options.version_policy:
+        existing.ClearField("version_policy")
+        parse_version_policy(options.version_policy, existing)
+        config_file.write_text(format_config(existing), encoding="utf-8")
+    return [] if options.version_policy else [
+        "config.pbtxt kept as it was: Triton serves only the latest version unless version_policy says otherwise "
+        "(--version-policy all)"
+    ]
+
+
 def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Generated:
-    """Write the model folder for ``model_path`` into ``repository``."""
+    """Write the model folder for ``model_path`` into ``repository`` (or, with ``add_version``,
+    one more version folder of an existing model)."""
     name = check_name(options.name)
     if options.backend not in ("python", "ge"):
         raise ConfigError(f"--backend {options.backend!r}: accepted python or ge")
@@ -194,17 +341,22 @@ def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Ge
     values = template.values(options.template_options)
     values.update(name=name, source=Path(model_path).name, model_file=model.default_name)
     config, notes = build_config(model, template, values, options)
-    repository = Path(repository)
-    model_dir = safe_join(repository, name)
-    if model_dir.exists():
-        if not options.overwrite:
-            raise ConfigError(f"{model_dir} exists; pass --force to replace it")
-        shutil.rmtree(model_dir)
+    model_dir = safe_join(Path(repository), name)
+    files = []
+    if options.add_version:
+        notes += _add_version(model_dir, config, options)
+    else:
+        if model_dir.exists():
+            if not options.overwrite:
+                raise ConfigError(f"{model_dir} exists; pass --force to replace it, or --add-version to add a version")
+            shutil.rmtree(model_dir)
+        model_dir.mkdir(parents=True)
+        (model_dir / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
+        files.append(model_dir / "config.pbtxt")
     version_dir = model_dir / str(options.version)
-    version_dir.mkdir(parents=True)
-    (model_dir / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
+    version_dir.mkdir()
     shutil.copyfile(model_path, version_dir / model.default_name)
-    files = [model_dir / "config.pbtxt", version_dir / model.default_name]
+    files.append(version_dir / model.default_name)
     if options.backend == "ge":
         written = []
         notes.append('backend "ge": no model.py; install the backend once with `ge-triton install-backend`')

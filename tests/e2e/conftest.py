@@ -6,6 +6,7 @@ import pytest
 
 import repos
 from ge_python_backend.server import TritonServer
+from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
 
 
@@ -23,6 +24,8 @@ def e2e_repo(tmp_path_factory):
     repos.generated(repo, files["two_inputs"], "pair", max_batch_size=0)
     repos.generated(repo, files["linear"], "linear_ge", backend="ge")
     _, files["hooked"] = repos.hooked_classifier(repo)
+    sim_compile(files["linear"], sources / "linear_sim.om", batch_gears=(1, 2, 4, 8))
+    repos.generated(repo, sources / "linear_sim.om", "linear_sim", streams=2)
     return repo, files
 
 

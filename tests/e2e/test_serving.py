@@ -15,7 +15,7 @@ PROTOCOLS = ["grpc", "http"]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-@pytest.mark.parametrize("model", ["linear", "linear_s2", "linear_ge"])
+@pytest.mark.parametrize("model", ["linear", "linear_s2", "linear_ge", "linear_sim"])
 def test_mixed_concurrent_requests_match_onnxruntime(server, sources, protocol, model):
     session = ort.InferenceSession(str(sources["linear"]))
     rng = np.random.default_rng(hash((protocol, model)) % 2**32)
