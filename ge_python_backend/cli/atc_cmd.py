@@ -7,9 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..params import parse_int, parse_list
 from ..repository.atc import INPUT_FORMATS, PRECISION_MODE, PRECISION_MODE_V2, AtcRequest, atc_command
 from ..sim.compile import parse_input_shapes
+from .generate import _int_list
 
 EPILOG = """The printed command (run it where CANN's atc is installed) uses these ATC flags:
   --model=PATH            the ONNX file to compile
@@ -44,19 +44,12 @@ config are errors. Notes go to stderr, the command to stdout:
 """
 
 
-def _gears(text: str) -> tuple[int, ...]:
-    try:
-        return parse_list(parse_int(1))(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers >= 1 ({exc})") from None
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("model", type=Path, metavar="MODEL.onnx", help="the ONNX model to compile")
     parser.add_argument("--soc-version", required=True, help="target chip, e.g. Ascend310P3")
-    parser.add_argument("--batch-gears", type=_gears, default=(), metavar="B1,B2,...",
+    parser.add_argument("--batch-gears", type=_int_list, default=(), metavar="B1,B2,...",
                         help="batch sizes to compile, e.g. 1,2,4,8")
     parser.add_argument("--input-shape", default="", metavar="NAME:D0,D1,...;...",
                         help="shapes of inputs with unsized axes, ATC spelling (x:-1,3,224,224;y:-1,4)")

@@ -40,7 +40,9 @@ def _notes(backends: Path) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     backends = args.backend_dir if args.backend_dir is not None else find_tritonserver().backends
     if not backends.is_dir():
-        raise ConfigError(f"backends folder {backends} is not a folder (give the --backend-directory of a tritonserver)")
+        raise ConfigError(
+            f"backends folder {backends} is not a folder (give the --backend-directory of a tritonserver)"
+        )
     target = write_ge_backend(backends)
     print(f"installed backend {GE_BACKEND_NAME!r}: {target}")
     for note in _notes(backends):

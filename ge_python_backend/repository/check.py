@@ -183,7 +183,8 @@ class _ModelCheck:
                                          "run alone: remove dynamic_batching or set max_batch_size")
         for preferred in _preferred_sizes(config):
             if max_batch > 0 and not 1 <= preferred <= max_batch:
-                self.error(self.config_path, f"preferred_batch_size {preferred} is outside 1..max_batch_size ({max_batch})")
+                self.error(self.config_path,
+                           f"preferred_batch_size {preferred} is outside 1..max_batch_size ({max_batch})")
         inputs = {entry.name for entry in config.input}
         for warmup in config.model_warmup:
             for name in warmup.inputs:
@@ -411,7 +412,9 @@ def compare_io(
     return problems
 
 
-def _compare(kind: str, model: TensorSpec, shape: tuple[int, ...], config: TensorSpec | None, batched: bool) -> list[str]:
+def _compare(
+    kind: str, model: TensorSpec, shape: tuple[int, ...], config: TensorSpec | None, batched: bool
+) -> list[str]:
     if config is None:
         return [f"the model's {kind} {model.name!r} ({model.dtype or model.native_type} {format_shape(shape)}) is "
                 "missing from the config"]

@@ -82,16 +82,21 @@ def test_generated_repository_checks_clean(built):
     assert read_config_file(repo / "dynamic" / "config.pbtxt").max_batch_size == 8
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_dynamic_batch_onnx_model(server, built, protocol):
-    session = ort.InferenceSession(str(built[1]["dynamic"]))
-    rng = np.random.default_rng(21)
+def linear_requests_match_onnxruntime(server, built, protocol: str, model: str, seed: int) -> None:
+    """60 concurrent requests of 1..8 rows to a generated linear model, against ONNX Runtime."""
+    session = ort.InferenceSession(str(built[1][model]))
+    rng = np.random.default_rng(seed)
     requests = [{"x": rng.standard_normal((int(rng.integers(1, 9)), 4)).astype(np.float32)} for _ in range(60)]
-    for request, (outputs, error) in zip(requests, infer_many(protocol, url(server, protocol), "dynamic", requests)):
+    for request, (outputs, error) in zip(requests, infer_many(protocol, url(server, protocol), model, requests)):
         assert error is None, error
         logits, probs = session.run(None, request)
         assert np.abs(outputs["logits"] - logits).max() <= 1e-5
         assert np.abs(outputs["probs"] - probs).max() <= 1e-5
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_dynamic_batch_onnx_model(server, built, protocol):
+    linear_requests_match_onnxruntime(server, built, protocol, "dynamic", 21)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -144,11 +149,7 @@ def test_classification_template(server, built, protocol):
 def test_simulated_om_with_batch_gears(server, built, protocol):
     if not acl_sim_registered():
         pytest.skip("engine acl-sim is not registered in ge_python_backend.engines yet")
-    session = ort.InferenceSession(str(built[1]["gears"]))
-    rng = np.random.default_rng(24)
-    requests = [{"x": rng.standard_normal((int(rng.integers(1, 9)), 4)).astype(np.float32)} for _ in range(60)]
-    for request, (outputs, error) in zip(requests, infer_many(protocol, url(server, protocol), "gears", requests)):
-        assert error is None, error
-        logits, probs = session.run(None, request)
-        assert np.abs(outputs["logits"] - logits).max() <= 1e-5
-        assert np.abs(outputs["probs"] - probs).max() <= 1e-5
+    config = read_config_file(built[0] / "gears" / "config.pbtxt")
+    assert list(config.dynamic_batching.preferred_batch_size) == [1, 2, 4, 8]
+    assert config.parameters["engine"].string_value == "acl-sim"
+    linear_requests_match_onnxruntime(server, built, protocol, "gears", 24)
