@@ -51,6 +51,7 @@ class TritonMetrics(Observer):
         self._pending: dict[tuple[str, str], float] = {}
         self._gauges: dict[str, float] = {"ge_batches_in_flight": 0, "ge_sequences_active": 0}
         self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
         self._last_flush = time.monotonic()
 
     def _add(self, name: str, value: float, label: str = "") -> None:
@@ -79,21 +80,26 @@ class TritonMetrics(Observer):
 
     def sequences(self, active: int) -> None:
         with self._lock:
+            changed = self._gauges["ge_sequences_active"] != active
             self._gauges["ge_sequences_active"] = active
+        self.flush_if_due(force=changed)
 
     def flush_if_due(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last_flush < FLUSH_INTERVAL:
             return
-        with self._lock:
-            pending, self._pending = self._pending, {}
-            gauges = dict(self._gauges)
-            self._last_flush = now
-        for key, value in pending.items():
-            if value:
-                self._metrics[key].increment(value)
-        for name, value in gauges.items():
-            self._metrics[(name, "")].set(value)
+        # One flush at a time, snapshot and send together: a later snapshot must never be
+        # overwritten by an earlier one still being sent.
+        with self._flush_lock:
+            with self._lock:
+                pending, self._pending = self._pending, {}
+                gauges = dict(self._gauges)
+                self._last_flush = now
+            for key, value in pending.items():
+                if value:
+                    self._metrics[key].increment(value)
+            for name, value in gauges.items():
+                self._metrics[(name, "")].set(value)
 
     def close(self) -> None:
         self.flush_if_due(force=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import repos
+from ge_python_backend.sequences import parse_state_pairs
 from ge_python_backend.server import TritonServer
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
@@ -26,6 +27,15 @@ def e2e_repo(tmp_path_factory):
     _, files["hooked"] = repos.hooked_classifier(repo)
     sim_compile(files["linear"], sources / "linear_sim.om", batch_gears=(1, 2, 4, 8))
     repos.generated(repo, sources / "linear_sim.om", "linear_sim", streams=2)
+    files["cell"] = models.recurrent_cell(sources / "cell.onnx", layers_first=True, with_gain=True)
+    for strategy in ("direct", "oldest"):
+        repos.generated(
+            repo, files["cell"], f"cell_{strategy}", sequence=True, sequence_strategy=strategy,
+            states=parse_state_pairs("h_in=h_out"), state_batch_axis=1, unbatched_inputs=("gain",),
+        )
+    files["linear_v2"] = models.linear(sources / "linear_v2.onnx", seed=1)
+    repos.generated(repo, files["linear"], "versioned", version_policy="all")
+    repos.generated(repo, files["linear_v2"], "versioned", version=2, add_version=True)
     return repo, files
 
 

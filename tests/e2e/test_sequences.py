@@ -1,0 +1,95 @@
+"""Stateful models under Triton's sequence batcher, and model versions, through a real tritonserver."""
+
+from __future__ import annotations
+
+import re
+import threading
+import urllib.request
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.grpc as grpcclient
+
+from clients import infer_many
+
+pytestmark = pytest.mark.e2e
+
+
+def step_by_step(session, steps, gain):
+    """The cell run alone on one sequence, one step at a time, from the zero initial state."""
+    h = np.zeros((1, 1, 6), np.float32)
+    outputs = []
+    for x in steps:
+        y, h = session.run(None, {"x": x, "h_in": h, "gain": np.array(gain, np.float32)})
+        outputs.append(y)
+    return outputs
+
+
+def run_sequence(address, model, sequence_id, steps, gain, results, errors):
+    client = grpcclient.InferenceServerClient(address)
+    try:
+        for index, x in enumerate(steps):
+            inputs = [grpcclient.InferInput("x", [1, 4], "FP32"), grpcclient.InferInput("gain", [1, 1], "FP32")]
+            inputs[0].set_data_from_numpy(x)
+            inputs[1].set_data_from_numpy(np.array([[gain]], np.float32))
+            result = client.infer(
+                model, inputs, sequence_id=sequence_id,
+                sequence_start=index == 0, sequence_end=index == len(steps) - 1,
+            )
+            results[sequence_id].append(result.as_numpy("y"))
+    except Exception as exc:  # reported by the test thread
+        errors.append(exc)
+    finally:
+        client.close()
+
+
+def metric(server, name, model) -> float:
+    text = urllib.request.urlopen(server.metrics_url, timeout=5).read().decode()
+    match = re.search(rf'{name}{{[^}}]*model="{model}"[^}}]*}} (\S+)', text)
+    assert match, f"GEModel's {name} metric is missing"
+    return float(match.group(1))
+
+
+@pytest.mark.parametrize("model", ["cell_direct", "cell_oldest"])
+def test_interleaved_sequences_match_step_by_step_runs(server, sources, model):
+    session = ort.InferenceSession(str(sources["cell"]))
+    rng = np.random.default_rng(42)
+    lengths = {1000 + i: int(rng.integers(3, 9)) for i in range(16)}
+    gains = {sid: float(rng.choice([0.5, 1.0, 2.0])) for sid in lengths}
+    steps = {sid: [rng.standard_normal((1, 4)).astype(np.float32) for _ in range(n)] for sid, n in lengths.items()}
+    results = {sid: [] for sid in lengths}
+    errors: list[Exception] = []
+    threads = [
+        threading.Thread(target=run_sequence, args=(server.grpc_address, model, sid, steps[sid], gains[sid], results, errors))
+        for sid in lengths
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors[0]
+    for sid in lengths:
+        expected = step_by_step(session, steps[sid], gains[sid])
+        assert len(results[sid]) == len(expected)
+        for got, want in zip(results[sid], expected):
+            np.testing.assert_allclose(got, want, atol=1e-5)
+    assert metric(server, "ge_sequences_active", model) == 0  # END freed every sequence's state
+    # Steps of concurrent sequences shared engine calls.
+    assert metric(server, "ge_batch_rows", model) > metric(server, "ge_batches", model)
+
+
+def test_two_versions_are_loaded_and_addressed_separately(server, sources):
+    client = grpcclient.InferenceServerClient(server.grpc_address)
+    assert client.is_model_ready("versioned", "1") and client.is_model_ready("versioned", "2")
+    x = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+    outputs = {}
+    for version in ("1", "2"):
+        tensor = grpcclient.InferInput("x", [3, 4], "FP32")
+        tensor.set_data_from_numpy(x)
+        outputs[version] = client.infer("versioned", [tensor], model_version=version).as_numpy("logits")
+    np.testing.assert_allclose(outputs["1"], ort.InferenceSession(str(sources["linear"])).run(None, {"x": x})[0], atol=1e-5)
+    np.testing.assert_allclose(outputs["2"], ort.InferenceSession(str(sources["linear_v2"])).run(None, {"x": x})[0], atol=1e-5)
+    assert np.abs(outputs["1"] - outputs["2"]).max() > 0.1  # the versions really differ
+    latest = infer_many("http", server.http_address, "versioned", [{"x": x}])[0][0]["logits"]
+    np.testing.assert_allclose(latest, outputs["2"], atol=1e-6)  # no version given: the latest
