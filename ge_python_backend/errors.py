@@ -16,7 +16,15 @@ class InputError(GEError):
 
 
 class EngineError(GEError):
-    """The engine failed while running a batch: the requests of that batch fail."""
+    """The engine failed while running a batch: the requests of that batch fail.
+
+    ``fatal`` marks a failure the engine cannot recover from (the device is gone): the model
+    stays out of service until it is reloaded.
+    """
+
+    def __init__(self, message: str, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal
 
 
 class OmFormatError(GEError):

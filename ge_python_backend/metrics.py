@@ -31,6 +31,7 @@ METRICS = {
     "ge_request_failures": ("counter", "Requests answered with an error, by kind", "kind"),
     "ge_batches_in_flight": ("gauge", "Batches currently running on execution slots", None),
     "ge_sequences_active": ("gauge", "Sequences with state held by the model (sequence batching)", None),
+    "ge_engine_healthy": ("gauge", "1 while the engine serves; 0 after a fatal failure (reload the model)", None),
 }
 
 
@@ -49,10 +50,11 @@ class TritonMetrics(Observer):
                 metric_labels = dict(labels, **({extra: value} if extra else {}))
                 self._metrics[(name, value)] = self._families[name].Metric(labels=metric_labels)
         self._pending: dict[tuple[str, str], float] = {}
-        self._gauges: dict[str, float] = {"ge_batches_in_flight": 0, "ge_sequences_active": 0}
+        self._gauges: dict[str, float] = {"ge_batches_in_flight": 0, "ge_sequences_active": 0, "ge_engine_healthy": 1}
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._last_flush = time.monotonic()
+        self.flush_if_due(force=True)
 
     def _add(self, name: str, value: float, label: str = "") -> None:
         key = (name, label)
@@ -83,6 +85,11 @@ class TritonMetrics(Observer):
             changed = self._gauges["ge_sequences_active"] != active
             self._gauges["ge_sequences_active"] = active
         self.flush_if_due(force=changed)
+
+    def out_of_service(self, reason: str) -> None:
+        with self._lock:
+            self._gauges["ge_engine_healthy"] = 0
+        self.flush_if_due(force=True)
 
     def flush_if_due(self, force: bool = False) -> None:
         now = time.monotonic()

@@ -19,7 +19,7 @@ from .errors import ConfigError, GEError, InputError
 from .layout import Layout
 from .metrics import TritonMetrics
 from .params import Parameter
-from .runner import Arrays, Request, RequestInfo, Runner
+from .runner import Arrays, Observer, Observers, Request, RequestInfo, Runner
 from .sequences import SequenceStates
 from .settings import ModelSettings, read_settings
 from .specs import TensorSpec, format_shape
@@ -128,7 +128,7 @@ class GEModel:
             layout=self._layout(),
             sequences=self._sequence_states(),
             reject_nonfinite=settings.reject_nonfinite,
-            observer=self.metrics,
+            observer=Observers(*filter(None, (self.metrics, _VerboseLog(settings)))),
             log=self.log_error,
         )
 
@@ -214,6 +214,22 @@ class GEModel:
         if self.metrics is not None:
             self.metrics.close()
             self.metrics = None
+
+
+class _VerboseLog(Observer):
+    """Per-batch verbose log lines (parameter log_verbosity 2; tritonserver --log-verbose >= 1)."""
+
+    def __init__(self, settings: ModelSettings) -> None:
+        self._name = settings.instance_name
+        self._enabled = settings.log_verbosity >= 2
+
+    def batch(self, rows: int, padding: int) -> None:
+        if self._enabled:
+            pb_utils.Logger.log_verbose(f"{self._name}: ran a batch of {rows} row(s) + {padding} padding")
+
+    def failure(self, kind: str) -> None:
+        if self._enabled:
+            pb_utils.Logger.log_verbose(f"{self._name}: a request failed ({kind})")
 
 
 def _check_tensor(kind: str, model_tensor: TensorSpec, config_tensor: TensorSpec | None, batching: bool) -> None:

@@ -78,6 +78,40 @@ class Observer:
     def sequences(self, active: int) -> None:
         """The number of sequences with stored state changed."""
 
+    def out_of_service(self, reason: str) -> None:
+        """The engine failed fatally (the device is gone): every later request is refused."""
+
+
+class Observers(Observer):
+    """Several observers as one."""
+
+    def __init__(self, *observers: Observer) -> None:
+        self._observers = observers
+
+    def batch(self, rows: int, padding: int) -> None:
+        for observer in self._observers:
+            observer.batch(rows, padding)
+
+    def phase(self, name: str, seconds: float) -> None:
+        for observer in self._observers:
+            observer.phase(name, seconds)
+
+    def failure(self, kind: str) -> None:
+        for observer in self._observers:
+            observer.failure(kind)
+
+    def in_flight(self, batches: int) -> None:
+        for observer in self._observers:
+            observer.in_flight(batches)
+
+    def sequences(self, active: int) -> None:
+        for observer in self._observers:
+            observer.sequences(active)
+
+    def out_of_service(self, reason: str) -> None:
+        for observer in self._observers:
+            observer.out_of_service(reason)
+
 
 Hook = Callable[[dict[str, np.ndarray], RequestInfo], Mapping[str, np.ndarray]]
 
@@ -186,11 +220,16 @@ class Runner:
         )
         self._in_flight = 0
         self._idle = threading.Condition()
+        self.out_of_service: EngineError | None = None
 
     # -- submit: runs on Triton's execute thread ---------------------------------------------
 
     def submit(self, requests: Sequence[Request]) -> None:
         """Validate, batch and dispatch ``requests``; every one is answered exactly once."""
+        if self.out_of_service is not None:
+            for request in requests:
+                _Tracked(request, self._observer, self._log).fail(self.out_of_service, "engine")
+            return
         if self._sequences is None:
             self._submit([_Tracked(r, self._observer, self._log) for r in requests])
             return
@@ -354,6 +393,8 @@ class Runner:
             try:
                 outputs = slot.run()
             except EngineError as exc:
+                if exc.fatal:
+                    self._stop_service(exc)
                 self._fail_chunk(chunk, tracked, exc)
                 return
             except Exception as exc:
@@ -419,6 +460,18 @@ class Runner:
         if np.can_cast(array.dtype, target, casting="same_kind"):
             return array.astype(target)
         raise GEError(f"output {name!r} has data type {dtype_name(array.dtype)}; the config declares {dtype_name(target)}")
+
+    def _stop_service(self, cause: EngineError) -> None:
+        with self._idle:
+            if self.out_of_service is not None:
+                return
+            self.out_of_service = EngineError(
+                f"the model is out of service after a fatal engine failure ({cause}); reload it once the device "
+                "is back",
+                fatal=True,
+            )
+        self._log(f"engine failed fatally, refusing every request from now on: {cause}")
+        self._observer.out_of_service(str(cause))
 
     def _fail_chunk(self, chunk: Chunk, tracked: list[_Tracked], error: GEError) -> None:
         for part in chunk.parts:

@@ -27,7 +27,7 @@ class _DoublingSlot(Slot):
         with self._engine.lock:
             self._engine.batches.append(x.shape[0])
         if (x == self._engine.poison).any():
-            raise EngineError("injected failure: poison value in the batch")
+            raise EngineError("injected failure: poison value in the batch", fatal=self._engine.fatal)
         return {"y": x * 2}
 
 
@@ -36,11 +36,12 @@ class DoublingEngine(Engine):
 
     name = "doubling"
 
-    def __init__(self, batch: BatchSupport, slots: int = 1, poison: float = -999.0) -> None:
+    def __init__(self, batch: BatchSupport, slots: int = 1, poison: float = -999.0, fatal: bool = False) -> None:
         self.spec = ModelSpec(
             inputs=(TensorSpec("x", "FP32", (-1, 2)),), outputs=(TensorSpec("y", "FP32", (-1, 2)),), batch=batch
         )
         self.poison = poison
+        self.fatal = fatal
         self.batches: list[int] = []
         self.lock = threading.Lock()
         self._slots = tuple(_DoublingSlot(i, self) for i in range(slots))

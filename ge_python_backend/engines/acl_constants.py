@@ -83,6 +83,19 @@ RET_CODES: dict[int, tuple[str, str]] = {
 
 _CODES_BY_NAME = {name: code for code, (name, _) in RET_CODES.items()}
 
+#: Failures after which a device is not expected to work again until it is reset: the engine
+#: goes out of service and the model must be reloaded (an inference choice: pyacl.md lists the
+#: codes, not their recoverability).
+DEVICE_FATAL_RETS = frozenset(
+    _CODES_BY_NAME[name]
+    for name in (
+        "ACL_ERROR_RT_NO_DEVICE",
+        "ACL_ERROR_RT_DEVICE_MEM_ERROR",
+        "ACL_ERROR_RT_DRV_INTERNAL_ERROR",
+        "ACL_ERROR_RT_SOCKET_CLOSE",
+    )
+)
+
 
 def ret_code(name: str) -> int:
     """The value of a ret code name such as ``ACL_ERROR_RT_CONTEXT_NULL``."""

@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Any, Protocol
 
 from ..errors import ConfigError, EngineError
-from .acl_constants import ACL_SUCCESS, describe_ret, ret_code
+from .acl_constants import ACL_SUCCESS, DEVICE_FATAL_RETS, describe_ret, ret_code
 
 LOG = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class AclError(EngineError):
             text += f" while {what}"
         if message:
             text += f"; runtime says: {message}"
-        super().__init__(text)
+        super().__init__(text, fatal=ret in DEVICE_FATAL_RETS)
 
 
 def recent_message(acl: Any) -> str | None:

@@ -167,3 +167,26 @@ def test_many_concurrent_submits_on_several_slots_lose_nothing(slots):
     runner.close()
     for i, array in enumerate(arrays):
         np.testing.assert_array_equal(results[i][0]["y"], array * 2)
+
+
+def test_a_fatal_engine_failure_takes_the_model_out_of_service():
+    engine = DoublingEngine(BatchSupport("dynamic"), fatal=True)
+    runner = Runner(
+        engine,
+        batching=True,
+        max_batch_size=8,
+        output_types={"y": np.dtype(np.float32)},
+        preprocess=lambda i, _: i,
+        postprocess=lambda o, _: o,
+    )
+    bad = np.full((1, 2), engine.poison, np.float32)
+    first = Answers(1)
+    runner.submit([Request(RequestInfo(), {"x": bad}, first.respond(0))])
+    assert "poison" in str(first.wait()[0][1])
+    runner.drain()
+    later = Answers(2)
+    runner.submit([Request(RequestInfo(), {"x": a}, later.respond(i)) for i, a in enumerate(rows(1, 2))])
+    for _, error in later.wait().values():
+        assert error.fatal and "out of service after a fatal engine failure" in str(error)
+    assert engine.batches == [1]  # nothing else reached the engine
+    runner.close()

@@ -1,0 +1,49 @@
+"""GEModel's Prometheus metrics (through the fake MetricFamily): names, labels, sums."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import repos
+from ge_python_backend import metrics
+from ge_python_backend.model import GEModel
+from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb
+
+
+class TritonPythonModel(GEModel):
+    pass
+
+
+def values(name: str, model: str) -> dict[tuple, float]:
+    family = pb.MetricFamily.registry[name]
+    return {
+        tuple(sorted((k, v) for k, v in m.labels.items() if k not in ("model", "version", "instance"))): m.value()
+        for m in family.metrics
+        if m.labels["model"] == model
+    }
+
+
+def test_batches_rows_padding_phases_and_failures_are_counted(tmp_path, onnx_dir):
+    from ge_python_backend.sim import sim_compile
+
+    sim_om = sim_compile(onnx_dir / "linear.onnx", tmp_path / "linear.om", batch_gears=(1, 2, 4, 8))
+    assert sim_om.batch.sizes == (1, 2, 4, 8)
+    folder = repos.generated(tmp_path / "repo", tmp_path / "linear.om", "metered")
+    with ModelHarness(TritonPythonModel, folder) as model:
+        good = [pb.InferenceRequest([pb.Tensor("x", np.ones((n, 4), np.float32))]) for n in (3, 2)]  # 5 -> gear 8
+        bad = pb.InferenceRequest([pb.Tensor("x", np.ones((1, 4), np.float64))])
+        responses = model.infer(good + [bad])
+        assert [r.has_error() for r in responses] == [False, False, True]
+        model.model.runner.drain()
+        model.model.metrics.flush_if_due(force=True)
+        labels = {m.labels["instance"] for m in pb.MetricFamily.registry["ge_batches"].metrics}
+        assert labels == {"metered_0_0"}
+        assert values("ge_batches", "metered") == {(): 1}
+        assert values("ge_batch_rows", "metered") == {(): 5}
+        assert values("ge_padding_rows", "metered") == {(): 3}
+        phases = values("ge_phase_duration_us", "metered")
+        assert set(phases) == {(("phase", p),) for p in metrics.PHASES}
+        assert phases[(("phase", "execute"),)] > 0
+        failures = values("ge_request_failures", "metered")
+        assert failures[(("kind", "input"),)] == 1 and failures[(("kind", "engine"),)] == 0
+        assert values("ge_engine_healthy", "metered") == {(): 1}
