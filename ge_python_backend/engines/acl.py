@@ -6,7 +6,7 @@ With ``acl-sim`` (or ``GE_ACL_SIMULATOR=1``) the same code runs against the pyAC
 Each slot loads its own copy of the model (one model_id must never execute on two streams at
 once, pyacl.md §8.5) and owns a stream, device buffers of the largest gear, pinned host staging
 buffers, prebuilt datasets and four timing events; nothing is allocated on the execute path.
-See ACL.md in this package for the pyACL calls of each phase.
+See docs/acl-engine.md for the pyACL calls of each phase.
 """
 
 from __future__ import annotations

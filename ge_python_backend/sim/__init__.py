@@ -11,7 +11,7 @@ optional fixed device time per execution.
     ...                      # use it exactly like `import acl`
     assert sim.live() == []  # nothing leaked
 
-See README.md in this package.
+See docs/simulator.md.
 """
 
 from __future__ import annotations
