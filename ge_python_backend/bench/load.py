@@ -17,7 +17,7 @@ import numpy as np
 from tritonclient.utils import np_to_triton_dtype
 
 from ..errors import GEError
-from . import metrics
+from . import host, metrics
 from .progress import Progress
 from .stats import Point, measured_point
 
@@ -40,6 +40,9 @@ class Target:
     outputs: tuple[str, ...] = ()
     metrics_url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: the server's process id, when it runs on this machine: its CPU time (with its children,
+    #: e.g. Python stubs) per request is then reported
+    server_pid: int | None = None
 
     @property
     def rows(self) -> int:
@@ -233,13 +236,16 @@ async def _sweep(target: Target, sweep: Sweep, progress: Progress, on_point: Cal
                 if sweep.warmup_s > 0:
                     await _measure(infer, sweep, level, sweep.warmup_s)
                 before = await loop.run_in_executor(None, _scrape, target.metrics_url)
+                cpu_before = _cpu(target.server_pid)
                 window = await _measure(infer, sweep, level, sweep.duration_s)
+                cpu_after = _cpu(target.server_pid)
                 after = await loop.run_in_executor(None, _scrape, target.metrics_url)
             finally:
                 ticker.cancel()
             server = metrics.breakdown(before, after, target.model, sweep.metrics_prefix) if before and after else {}
             point = measured_point(
-                sweep.mode, level, window.finished - window.started, window.latencies, window.errors, target.rows, server
+                sweep.mode, level, window.finished - window.started, window.latencies, window.errors, target.rows, server,
+                _cpu_per_request(cpu_before, cpu_after, len(window.latencies) + len(window.errors)),
             )
             points.append(point)
             elapsed_before += sweep.warmup_s + sweep.duration_s
@@ -249,6 +255,21 @@ async def _sweep(target: Target, sweep: Sweep, progress: Progress, on_point: Cal
         await infer.close()
         progress.close()
     return points
+
+
+def _cpu(server_pid: int | None) -> tuple[float, float | None]:
+    """(this process's CPU seconds, the server tree's CPU seconds or None)."""
+    return time.process_time(), host.process_tree_cpu(server_pid) if server_pid else None
+
+
+def _cpu_per_request(before, after, requests: int) -> dict[str, float]:
+    """CPU milliseconds per request of the load generator and (when known) of the server."""
+    if not requests:
+        return {}
+    result = {"client_ms": (after[0] - before[0]) * 1000 / requests}
+    if before[1] is not None and after[1] is not None:
+        result["server_ms"] = (after[1] - before[1]) * 1000 / requests
+    return result
 
 
 async def _tick(progress: Progress, offset: float, label: str) -> None:

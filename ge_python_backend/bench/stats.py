@@ -55,7 +55,9 @@ class Point:
     ``mode`` is "concurrency" (``level`` requests kept in flight) or "rate" (``level`` requests
     started per second). ``throughput`` counts successful requests per second; ``inferences``
     multiplies it by the rows per request. ``server`` is the server-side breakdown over the
-    same window (see ``metrics.Breakdown``), or empty when the metrics endpoint was not read.
+    same window (see ``metrics.breakdown``), or empty when the metrics endpoint was not read.
+    ``cpu_ms_per_request`` is CPU time per request (answered or failed) of the load generator
+    (``client_ms``) and of the server's process tree (``server_ms``) when it was known.
     """
 
     mode: str
@@ -68,6 +70,7 @@ class Point:
     latency_ms: Latency
     error_samples: tuple[str, ...] = ()
     server: dict[str, Any] = field(default_factory=dict)
+    cpu_ms_per_request: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,6 +84,7 @@ def measured_point(
     errors: Sequence[str],
     rows_per_request: int,
     server: dict[str, Any] | None = None,
+    cpu_ms_per_request: dict[str, float] | None = None,
 ) -> Point:
     """A ``Point`` from the raw observations of one measurement window."""
     throughput = len(latencies_s) / duration_s if duration_s > 0 else 0.0
@@ -95,4 +99,5 @@ def measured_point(
         latency_ms=Latency.of(latencies_s),
         error_samples=tuple(dict.fromkeys(errors))[:5],
         server=dict(server or {}),
+        cpu_ms_per_request=dict(cpu_ms_per_request or {}),
     )

@@ -82,10 +82,12 @@ def run(args: argparse.Namespace) -> int:
             server = stack.enter_context(TritonServer(args.repository))
             url = server.grpc_address if args.protocol == "grpc" else server.http_address
             metrics_url = server.metrics_url
+            server_pid = server.process.pid
             print(f"started tritonserver on {args.repository}: {url} ({args.protocol}), metrics {metrics_url}")
         else:
             url = args.url or f"127.0.0.1:{DEFAULT_PORTS[args.protocol]}"
             metrics_url = f"http://{url.rsplit(':', 1)[0]}:8002/metrics"
+            server_pid = None
         if args.metrics_url:
             metrics_url = None if args.metrics_url == "none" else args.metrics_url
         try:
@@ -94,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         except Exception as exc:  # tritonclient and grpc raise their own types; OSError for --data
             raise BenchError(f"cannot read model {args.model!r} from {url} ({args.protocol}): {exc}") from None
-        target = Target(url, args.model, inputs, args.protocol, metrics_url=metrics_url)
+        target = Target(url, args.model, inputs, args.protocol, metrics_url=metrics_url, server_pid=server_pid)
         shapes = ", ".join(f"{n} {list(a.shape)} {a.dtype}" for n, a in target.inputs.items())
         print(f"{sweep.mode} sweep {', '.join(f'{v:g}' for v in sweep.levels)} on {args.model} at {url}: "
               f"{sweep.warmup_s:g} s warm-up + {sweep.duration_s:g} s per level; request {shapes}")
