@@ -16,13 +16,14 @@ import triton_python_backend_utils as pb_utils
 
 from .engines import open_engine, resolve_auto
 from .errors import ConfigError, GEError, InputError
+from .iomatch import compare_io
 from .layout import Layout
 from .metrics import TritonMetrics
 from .params import Parameter
 from .runner import Arrays, Observer, Observers, Request, RequestInfo, Runner
 from .sequences import SequenceStates
 from .settings import ModelSettings, read_settings
-from .specs import TensorSpec, format_shape
+from .specs import format_shape
 
 
 class GEModel:
@@ -167,25 +168,19 @@ class GEModel:
     def _check_io(self) -> None:
         """Without hooks, the config must describe the model's own tensors (state tensors are
         the model's business, not the client's)."""
-        spec = self.engine.spec
-        batching = self.settings.batching
-        states = {p.input for p in self.settings.sequence_state}
-        unbatched = set(self.settings.unbatched_inputs)
-        if not self._overrides("preprocess"):
-            declared = {t.name: t for t in self.settings.inputs}
-            for tensor in spec.inputs:
-                if tensor.name not in states:
-                    _check_tensor("input", tensor, declared.get(tensor.name), batching and tensor.name not in unbatched)
-        if not self._overrides("postprocess"):
-            produced = {t.name: t for t in spec.outputs}
-            for tensor in self.settings.outputs:
-                model_tensor = produced.get(tensor.name)
-                if model_tensor is None:
-                    raise ConfigError(
-                        f"config output {tensor.name!r} is not produced by the model; it produces "
-                        f"{sorted(produced)}"
-                    )
-                _check_tensor("output", model_tensor, tensor, batching)
+        settings = self.settings
+        states = frozenset(name for pair in settings.sequence_state for name in (pair.input, pair.output))
+        problems = compare_io(
+            self.engine.spec,
+            settings.inputs,
+            settings.outputs,
+            batching=settings.batching,
+            layout=self._layout(),
+            states=states,
+            overrides=frozenset(hook for hook in ("preprocess", "postprocess") if self._overrides(hook)),
+        )
+        if problems:
+            raise ConfigError("; ".join(problems))
 
     def _request(self, request: Any) -> Request:
         sender = request.get_response_sender()
@@ -230,26 +225,6 @@ class _VerboseLog(Observer):
     def failure(self, kind: str) -> None:
         if self._enabled:
             pb_utils.Logger.log_verbose(f"{self._name}: a request failed ({kind})")
-
-
-def _check_tensor(kind: str, model_tensor: TensorSpec, config_tensor: TensorSpec | None, batching: bool) -> None:
-    """The config's view of a model tensor must agree on dtype and on every fixed dimension."""
-    if config_tensor is None:
-        raise ConfigError(f"the model's {kind} {model_tensor.name!r} is missing from the config")
-    if config_tensor.dtype != model_tensor.dtype:
-        raise ConfigError(
-            f"{kind} {model_tensor.name!r}: the config says {config_tensor.dtype}, the model file has "
-            f"{model_tensor.dtype or model_tensor.native_type}"
-        )
-    model_dims = model_tensor.shape[1:] if batching else model_tensor.shape
-    config_dims = config_tensor.shape
-    if len(config_dims) != len(model_dims) or any(
-        c != m and -1 not in (c, m) for c, m in zip(config_dims, model_dims)
-    ):
-        raise ConfigError(
-            f"{kind} {model_tensor.name!r}: config dims {format_shape(config_dims)} do not match the model's "
-            f"{format_shape(model_dims)}" + (" (batch axis removed)" if batching else "")
-        )
 
 
 def _send(sender: Any, outputs: Arrays | None, error: GEError | None) -> None:

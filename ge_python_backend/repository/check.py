@@ -24,11 +24,12 @@ from typing import Any, Mapping
 
 from ..engines import default_model_file, engine_parameters
 from ..errors import ConfigError, GEError
+from ..iomatch import compare_io
 from ..layout import Layout
 from ..modelfile import ModelFile, read_model_file
 from ..params import Parameter
 from ..settings import CORE_PARAMETERS, TRITON_PARAMETERS, read_settings
-from ..specs import ModelSpec, TensorSpec, api_type, format_shape
+from ..specs import TensorSpec, api_type
 from .config import config_json, mc, read_config_file
 from .modelcode import HOOKS, ModelCode, read_model_code
 
@@ -296,7 +297,15 @@ class _ModelCheck:
             self.error(self.config_path, str(exc))
             return model.engine
         self._check_batching(config, model, parameters.layout)
-        for message in compare_io(model.spec, config, parameters.layout, parameters.values, code.overrides):
+        problems: list[str] = []
+        inputs = _config_tensors(config.input, "input", problems).values()
+        outputs = _config_tensors(config.output, "output", problems).values()
+        states = frozenset(name for pair in parameters.values["sequence_state"] for name in (pair.input, pair.output))
+        problems += compare_io(
+            model.spec, inputs, outputs, batching=config.max_batch_size > 0, layout=parameters.layout,
+            states=states, overrides=code.overrides,
+        )
+        for message in problems:
             self.error(self.config_path, f"{message} (model file {path.relative_to(self.folder)})")
         return model.engine
 
@@ -379,51 +388,3 @@ def _config_tensors(entries, kind: str, problems: list[str]) -> dict[str, Tensor
         dims = entry.reshape.shape if entry.HasField("reshape") else entry.dims
         tensors[entry.name] = TensorSpec(entry.name, dtype, tuple(dims))
     return tensors
-
-
-def compare_io(
-    spec: ModelSpec, config, layout: Layout, values: Mapping[str, Any], overrides: frozenset[str] = frozenset()
-) -> list[str]:
-    """Every disagreement between the config's I/O and the model's (the hooks a model.py
-    overrides turn their side off). State tensors are the model's own; unbatched inputs keep
-    their full shape."""
-    problems: list[str] = []
-    batching = config.max_batch_size > 0
-    states = {p.input for p in values["sequence_state"]} | {p.output for p in values["sequence_state"]}
-    moved = layout.batch_first_spec(spec)
-    if "preprocess" not in overrides:
-        declared = _config_tensors(config.input, "input", problems)
-        model_inputs = [t for t in spec.inputs if t.name not in states]
-        for tensor in model_inputs:
-            batched = batching and layout.axis(tensor.name) is not None
-            shape = moved.input(tensor.name).shape if batched else tensor.shape
-            problems += _compare("input", tensor, shape, declared.get(tensor.name), batched)
-        names = {t.name for t in model_inputs}
-        for name in declared:
-            if name not in names:
-                problems.append(f"config input {name!r} is not a model input; the model takes {sorted(names)}")
-    if "postprocess" not in overrides:
-        produced = {t.name: t for t in moved.outputs if t.name not in states}
-        for name, tensor in _config_tensors(config.output, "output", problems).items():
-            if name not in produced:
-                problems.append(f"config output {name!r} is not produced by the model; it produces {sorted(produced)}")
-            else:
-                problems += _compare("output", produced[name], produced[name].shape, tensor, batching)
-    return problems
-
-
-def _compare(
-    kind: str, model: TensorSpec, shape: tuple[int, ...], config: TensorSpec | None, batched: bool
-) -> list[str]:
-    if config is None:
-        return [f"the model's {kind} {model.name!r} ({model.dtype or model.native_type} {format_shape(shape)}) is "
-                "missing from the config"]
-    problems = []
-    if config.dtype != model.dtype:
-        problems.append(f"{kind} {model.name!r}: the config says {config.dtype}, the model has "
-                        f"{model.dtype or model.native_type}")
-    dims = shape[1:] if batched else shape
-    if len(dims) != len(config.shape) or any(c != m and -1 not in (c, m) for c, m in zip(config.shape, dims)):
-        problems.append(f"{kind} {model.name!r}: config dims {format_shape(config.shape)} do not match the model's "
-                        f"{format_shape(dims)}" + (" (batch axis removed)" if batched else ""))
-    return problems
