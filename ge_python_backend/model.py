@@ -109,7 +109,8 @@ class GEModel:
             engine_name = resolve_auto(settings.version_dir, self.log_info)
         path = settings.model_path(engine_name)
         if not path.is_file():
-            raise ConfigError(f"model file {path} does not exist (parameter model_file, engine {engine_name})")
+            problem = "is a directory, not a file" if path.is_dir() else "does not exist"
+            raise ConfigError(f"model file {path} {problem} (parameter model_file, engine {engine_name})")
         self.engine = open_engine(
             engine_name, path, device_id=settings.device_id, slots=settings.slots, options=settings.engine_options
         )
