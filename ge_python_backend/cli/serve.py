@@ -18,11 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, default=8002)
     parser.add_argument("--log-verbose", type=int, default=0)
     parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for readiness")
-    parser.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more tritonserver arguments")
+    parser.add_argument("--server-arg", dest="server_args", action="append", default=[], metavar="ARG",
+                        help="one more tritonserver argument, e.g. --server-arg=--log-info=false (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
-    extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
     server = TritonServer(
         args.repository,
         address=args.address,
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
         grpc_port=args.grpc_port,
         metrics_port=args.metrics_port,
         log_verbose=args.log_verbose,
-        extra_args=extra,
+        extra_args=args.server_args,
         startup_timeout=args.startup_timeout,
     )
     stop = threading.Event()
