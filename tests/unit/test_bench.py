@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -156,3 +157,35 @@ def test_progress_bar_renders_and_ends_its_line():
     progress.update(20.0, "done", force=True)
     progress.close()
     assert stream.getvalue().startswith("\r[##########] 100%  done") and stream.getvalue().endswith("\n")
+
+
+def test_process_tree_cpu_counts_a_busy_child():
+    import resource
+    import subprocess
+    import sys
+
+    from ge_python_backend.bench import host
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    assert host.process_tree_cpu(os.getpid()) >= own.ru_utime + own.ru_stime - 0.05
+    # A child that burns CPU for a moment, then waits for us: its time is in our tree.
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass\n"
+                               "print('done', flush=True)\nsys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "done"
+        assert host.process_tree_cpu(child.pid) >= 0.25
+        assert host.process_tree_cpu(os.getpid()) >= host.process_tree_cpu(child.pid)
+    finally:
+        child.stdin.close()
+        child.wait()
+    assert host.process_tree_cpu(child.pid) is None
+
+
+def test_cpu_busy_is_a_fraction():
+    from ge_python_backend.bench import host
+
+    busy = host.cpu_busy(0.05)
+    assert busy is None or 0.0 <= busy <= 1.0

@@ -1,0 +1,74 @@
+"""How busy the machine is: benchmarks on a shared host should start when it is quiet."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+_STAT = Path("/proc/stat")
+
+
+def _cpu_times() -> tuple[float, float] | None:
+    """(busy, total) jiffies over all CPUs; None where /proc/stat is missing."""
+    try:
+        fields = _STAT.read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    values = [float(v) for v in fields]
+    idle = values[3] + (values[4] if len(values) > 4 else 0.0)  # idle + iowait
+    return sum(values) - idle, sum(values)
+
+
+def cpu_busy(seconds: float = 1.0) -> float | None:
+    """Fraction (0..1) of all CPUs busy over the next ``seconds``; None if unknown."""
+    first = _cpu_times()
+    time.sleep(seconds)
+    second = _cpu_times()
+    if first is None or second is None or second[1] <= first[1]:
+        return None
+    return (second[0] - first[0]) / (second[1] - first[1])
+
+
+def wait_quiet(threshold: float = 0.15, timeout: float = 60.0, sample_s: float = 1.0) -> float | None:
+    """Wait (at most ``timeout`` s) until less than ``threshold`` of the CPUs is busy; return
+    the last busy fraction seen (a caller may warn when it is still above the threshold)."""
+    deadline = time.monotonic() + timeout
+    busy = cpu_busy(sample_s)
+    while busy is not None and busy >= threshold and time.monotonic() < deadline:
+        busy = cpu_busy(sample_s)
+    return busy
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()  # fields from 3 (state) on; the name may hold spaces
+
+
+def process_tree_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) used so far by ``pid`` and every live descendant; None if
+    ``pid`` is gone or /proc is missing. Descendants that already exited are not counted."""
+    import os
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is None:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    if pid not in used:
+        return None
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, ppid in parents.items() if ppid == parent and child not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(used[p] for p in tree)

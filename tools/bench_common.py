@@ -1,0 +1,109 @@
+"""Helpers shared by the tools/bench_*.py baselines (benchmarks, not tests).
+
+Each baseline is one command that starts and stops its own servers on loopback, measures a
+few configurations of the same model in the same run, and prints a table of ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ge_python_backend.bench import Point, Sweep, Target, run_sweep
+from ge_python_backend.bench.progress import Progress
+from ge_python_backend.bench.report import format_rows
+
+
+def common_arguments(parser: argparse.ArgumentParser, *, duration: float, warmup: float, workdir: str) -> None:
+    parser.add_argument("--duration", type=float, default=duration, help="seconds measured per load level")
+    parser.add_argument("--warmup", type=float, default=warmup, help="seconds of unmeasured load before each level")
+    parser.add_argument("--workdir", type=Path, default=Path(workdir), help="where models, JSON and plots go")
+    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A measured ratio and its target: ``at_least`` (True: >=, False: <=) ``target``."""
+
+    name: str
+    value: float
+    target: float | None = None
+    at_least: bool = True
+
+    @property
+    def met(self) -> str:
+        if self.target is None or not np.isfinite(self.value):
+            return ""
+        return "yes" if (self.value >= self.target if self.at_least else self.value <= self.target) else "NO"
+
+    def row(self) -> list[str]:
+        target = "" if self.target is None else f"{'>=' if self.at_least else '<='} {self.target:g}"
+        return [self.name, f"{self.value:.2f}", target, self.met]
+
+
+def ratio_table(ratios: Sequence[Ratio]) -> str:
+    return format_rows([["ratio", "measured", "target", "met"]] + [r.row() for r in ratios])
+
+
+def sweep_model(server, model: str, inputs: dict[str, np.ndarray], levels: Sequence[int], args,
+                *, url: str | None = None, metrics_url: str | None = None) -> list[Point]:
+    """A concurrency sweep of ``model`` on a running server, with a progress bar."""
+    address = url or (server.grpc_address if args.protocol == "grpc" else server.http_address)
+    target = Target(address, model, inputs, args.protocol,
+                    metrics_url=metrics_url if metrics_url is not None else getattr(server, "metrics_url", None),
+                    server_pid=server.process.pid)
+    sweep = Sweep(levels=tuple(levels), duration_s=args.duration, warmup_s=args.warmup)
+    print(f"  {model}: concurrency {', '.join(map(str, levels))} ...", flush=True)
+    return run_sweep(target, sweep, progress=Progress(sweep.planned_s, enabled=_tty()))
+
+
+def _tty() -> bool:
+    import sys
+
+    return sys.stderr.isatty()
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A repeated in-process call: seconds per call (median and mean) and calls measured."""
+
+    median_s: float
+    mean_s: float
+    calls: int
+
+
+def time_calls(call: Callable[[], object], seconds: float, warmup_calls: int = 3, min_calls: int = 5) -> Timing:
+    """Call ``call`` repeatedly for about ``seconds`` after a few unmeasured calls."""
+    for _ in range(warmup_calls):
+        call()
+    samples: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline or len(samples) < min_calls:
+        started = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - started)
+    return Timing(float(np.median(samples)), float(np.mean(samples)), len(samples))
+
+
+def point_row(name: str, p: Point) -> list[str]:
+    server = p.server or {}
+    cpu = p.cpu_ms_per_request
+    return [name, f"{p.level:g}", f"{p.inferences:.1f}", f"{p.latency_ms.p50:.2f}", f"{p.latency_ms.p99:.2f}",
+            f"{server.get('avg_batch', 0.0):.2f}", f"{cpu.get('server_ms', float('nan')):.2f}",
+            f"{cpu.get('client_ms', float('nan')):.2f}", str(p.errors)]
+
+
+POINT_HEADER = ["served by", "concurrency", "infer/s", "p50 ms", "p99 ms", "avg batch", "server CPU ms/req",
+                "client CPU ms/req", "errors"]
+
+
+def save_json(path: Path, document: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2, allow_nan=True) + "\n")
+    return path

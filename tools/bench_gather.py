@@ -1,0 +1,94 @@
+"""Gather + pad + scatter (ge_python_backend.batching) against a plain memcpy of the same bytes.
+
+Requests of FP32 3x224x224 (batch 1 each) are planned into one engine batch, gathered into a
+reused input buffer (zeroing any padding rows) and the batch's outputs (FP32 x1000) scattered
+back per request, as the runner does for every batch. The reference is one ``np.copyto`` of a
+contiguous array holding exactly the requests' bytes into a reused buffer. Medians of many
+repetitions; in-process, no server.
+
+    .venv/bin/python tools/bench_gather.py [--seconds 2] [--json out/bench/gather.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import Ratio, ratio_table, save_json  # noqa: E402
+from ge_python_backend.batching import Profile, gather, plan_group, scatter  # noqa: E402
+from ge_python_backend.bench.host import wait_quiet  # noqa: E402
+
+SHAPE = (3, 224, 224)
+CLASSES = 1000
+
+
+def median_seconds(call, seconds: float, inner: int = 20) -> float:
+    """Median time of one ``call`` over blocks of ``inner`` calls, for about ``seconds``."""
+    for _ in range(inner):
+        call()
+    blocks = []
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline or len(blocks) < 5:
+        started = time.perf_counter()
+        for _ in range(inner):
+            call()
+        blocks.append((time.perf_counter() - started) / inner)
+    return float(np.median(blocks))
+
+
+def case(requests: int, gears: tuple[int, ...], seconds: float) -> dict[str, float]:
+    rng = np.random.default_rng(requests)
+    items = [{"image": rng.standard_normal((1,) + SHAPE).astype(np.float32)} for _ in range(requests)]
+    profile = Profile(gears, max(gears), {"image": SHAPE})
+    (chunk,) = plan_group(list(range(requests)), [1] * requests, {"image": SHAPE}, profile)
+    buffer = {"image": np.empty(chunk.shapes["image"], np.float32)}
+    outputs = {"logits": rng.standard_normal((chunk.shapes["image"][0], CLASSES)).astype(np.float32)}
+
+    def gather_pad_scatter() -> None:
+        (planned,) = plan_group(list(range(requests)), [1] * requests, {"image": SHAPE}, profile)
+        gather(planned, items, buffer)
+        scatter(planned, outputs)
+
+    source = np.concatenate([item["image"] for item in items])
+    target = np.empty_like(source)
+    memcpy = median_seconds(lambda: np.copyto(target, source), seconds)
+    ours = median_seconds(gather_pad_scatter, seconds)
+    gathered = np.concatenate([item["image"] for item in items])
+    gather_pad_scatter()
+    assert np.array_equal(buffer["image"][:requests], gathered) and not buffer["image"][requests:].any()
+    return {"requests": requests, "batch": chunk.shapes["image"][0], "bytes": source.nbytes,
+            "memcpy_ms": memcpy * 1000, "gather_pad_scatter_ms": ours * 1000, "ratio": ours / memcpy,
+            "memcpy_gb_per_s": source.nbytes / memcpy / 1e9}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per measurement")
+    parser.add_argument("--json", type=Path, default=Path("out/bench/gather.json"))
+    args = parser.parse_args()
+    busy = wait_quiet()
+    print(f"CPU busy before the run: {busy:.0%}" if busy is not None else "CPU load unknown")
+    cases = [case(8, (1, 2, 4, 8), args.seconds), case(7, (1, 2, 4, 8), args.seconds), case(5, (8,), args.seconds)]
+    rows = [["requests", "engine batch", "MB", "memcpy ms", "gather+pad+scatter ms", "ratio", "memcpy GB/s"]]
+    for c in cases:
+        rows.append([str(c["requests"]), str(c["batch"]), f"{c['bytes'] / 1e6:.2f}", f"{c['memcpy_ms']:.3f}",
+                     f"{c['gather_pad_scatter_ms']:.3f}", f"{c['ratio']:.2f}", f"{c['memcpy_gb_per_s']:.1f}"])
+    from ge_python_backend.bench.report import format_rows
+
+    print(format_rows(rows))
+    ratios = [Ratio("gather+pad+scatter / memcpy, 8 requests -> batch 8", cases[0]["ratio"], 1.5, False),
+              Ratio("gather+pad+scatter / memcpy, 7 requests -> batch 8 (1 row padded)", cases[1]["ratio"]),
+              Ratio("gather+pad+scatter / memcpy, 5 requests -> batch 8 (3 rows padded)", cases[2]["ratio"])]
+    print("\n" + ratio_table(ratios))
+    print(f"wrote {save_json(args.json, {'cases': cases, 'cpu_busy_before': busy})}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
