@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -61,8 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _inputs(args: argparse.Namespace, url: str) -> dict[str, np.ndarray]:
     if args.data is not None:
-        with np.load(args.data, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
+        try:
+            with np.load(args.data, allow_pickle=False) as data:
+                return {name: data[name] for name in data.files}
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:  # missing, not an .npz, pickled objects
+            raise BenchError(f"--data {args.data}: cannot read it as an .npz of the request's tensors ({exc})") from None
     return random_inputs(url, args.protocol, args.model, batch_size=args.batch_size, shapes=dict(args.shape))
 
 
@@ -94,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             inputs = _inputs(args, url)
         except BenchError:
             raise
-        except Exception as exc:  # tritonclient and grpc raise their own types; OSError for --data
+        except Exception as exc:  # tritonclient and grpc raise their own types
             raise BenchError(f"cannot read model {args.model!r} from {url} ({args.protocol}): {exc}") from None
         target = Target(url, args.model, inputs, args.protocol, metrics_url=metrics_url, server_pid=server_pid)
         shapes = ", ".join(f"{n} {list(a.shape)} {a.dtype}" for n, a in target.inputs.items())
