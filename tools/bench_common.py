@@ -94,13 +94,16 @@ def time_calls(call: Callable[[], object], seconds: float, warmup_calls: int = 3
 def point_row(name: str, p: Point) -> list[str]:
     server = p.server or {}
     cpu = p.cpu_ms_per_request
+    server_ms, client_ms = cpu.get("server_ms", float("nan")), cpu.get("client_ms", float("nan"))
     return [name, f"{p.level:g}", f"{p.inferences:.1f}", f"{p.latency_ms.p50:.2f}", f"{p.latency_ms.p99:.2f}",
-            f"{server.get('avg_batch', 0.0):.2f}", f"{cpu.get('server_ms', float('nan')):.2f}",
-            f"{cpu.get('client_ms', float('nan')):.2f}", str(p.errors)]
+            f"{server.get('avg_batch', 0.0):.2f}", f"{server_ms:.2f}", f"{client_ms:.2f}",
+            f"{p.throughput * (server_ms + client_ms) / 1000:.2f}", str(p.errors)]
 
 
+#: "cores busy" is req/s x (server + client CPU ms per request): how many of the machine's
+#: cores the server and the load generator kept busy together.
 POINT_HEADER = ["served by", "concurrency", "infer/s", "p50 ms", "p99 ms", "avg batch", "server CPU ms/req",
-                "client CPU ms/req", "errors"]
+                "client CPU ms/req", "cores busy", "errors"]
 
 
 def save_json(path: Path, document: dict) -> Path:

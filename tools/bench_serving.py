@@ -1,0 +1,256 @@
+"""Served throughput and latency of one ONNX model, four ways, in one run on one machine:
+
+- the raw engine in-process (ONNX Runtime ``session.run`` at batch 1 and at the largest batch):
+  the ceiling;
+- the GEModel folder from ``ge-triton generate`` on a real tritonserver;
+- a hand-written minimal model.py (concatenate, run, slice: tools/handwritten_model.py) on the
+  same server;
+- the same ONNX model served by PyTriton with its ``@batch`` decorator (tools/pytriton_server.py).
+
+The model is ``ge_python_backend.testing.models.image_classifier`` (FP32 3x224x224 -> 1000),
+served with dynamic batching up to 8 and 500 us queue delay, batch-1 requests. Prints the
+measured points and a table of ratios against the targets of issue 7.
+
+    .venv/bin/python tools/bench_serving.py [--levels 1,8,16] [--duration 6] [--warmup 2]
+        [--perf-analyzer /tmp/perf_analyzer/perf_analyzer] [--skip-pytriton]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import (  # noqa: E402
+    POINT_HEADER, Ratio, common_arguments, point_row, ratio_table, save_json, sweep_model, time_calls,
+)
+from ge_python_backend.bench.host import wait_quiet  # noqa: E402
+from ge_python_backend.bench.report import format_rows, plot  # noqa: E402
+from ge_python_backend.engines.onnxruntime import load_session  # noqa: E402
+from ge_python_backend.repository.generate import GenerateOptions, generate  # noqa: E402
+from ge_python_backend.server import TritonServer, free_port  # noqa: E402
+from ge_python_backend.testing import models  # noqa: E402
+
+TOOLS = Path(__file__).resolve().parent
+MAX_BATCH = 8
+QUEUE_DELAY_US = 500
+
+HANDWRITTEN_CONFIG = f"""name: "handwritten"
+backend: "python"
+max_batch_size: {MAX_BATCH}
+input [ {{ name: "image" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] }} ]
+output [ {{ name: "logits" data_type: TYPE_FP32 dims: [ 1000 ] }} ]
+dynamic_batching {{ max_queue_delay_microseconds: {QUEUE_DELAY_US} }}
+instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+"""
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(","))
+
+
+def raw_engine(onnx_file: Path, seconds: float) -> dict[str, dict[int, dict[str, float]]]:
+    """ONNX Runtime in this process at batch 1 and MAX_BATCH: ms per call, images/s and CPU ms
+    per image, for the session the GEModel engine opens (its defaults: ORT's thread pools, no
+    spin-waiting) and for a session with ONNX Runtime's own defaults (spin-waiting threads, as
+    the hand-written and PyTriton baselines use)."""
+    sessions = {
+        "engine settings": load_session(onnx_file),
+        "ORT defaults": ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"]),
+    }
+    result: dict[str, dict[int, dict[str, float]]] = {}
+    for label, session in sessions.items():
+        result[label] = {}
+        for batch in (1, MAX_BATCH):
+            image = np.random.default_rng(batch).standard_normal((batch, 3, 224, 224)).astype(np.float32)
+            cpu = time.process_time()
+            timing = time_calls(lambda: session.run(["logits"], {"image": image}), seconds)
+            cpu = time.process_time() - cpu
+            result[label][batch] = {"ms_per_call": timing.median_s * 1000, "images_per_s": batch / timing.median_s,
+                                    "cpu_ms_per_image": cpu * 1000 / ((timing.calls + 3) * batch),
+                                    "calls": timing.calls}
+    return result
+
+
+def build_repository(onnx_file: Path, repo: Path) -> None:
+    if repo.exists():
+        shutil.rmtree(repo)
+    generate(onnx_file, repo, GenerateOptions(name="ge", max_batch_size=MAX_BATCH, max_queue_delay_us=QUEUE_DELAY_US))
+    hand = repo / "handwritten"
+    (hand / "1").mkdir(parents=True)
+    (hand / "config.pbtxt").write_text(HANDWRITTEN_CONFIG)
+    shutil.copyfile(onnx_file, hand / "1" / "model.onnx")
+    shutil.copyfile(TOOLS / "handwritten_model.py", hand / "1" / "model.py")
+
+
+def perf_analyzer(binary: str, address: str, model: str, concurrency: int, seconds: float) -> dict[str, float]:
+    """perf_analyzer (C++ load generator) once at ``concurrency``: infer/s, p50 and p99 in ms."""
+    command = [binary, "-m", model, "-u", address, "-i", "grpc", "-b", "1", "--concurrency-range", str(concurrency),
+               "--measurement-interval", str(int(seconds * 1000)), "--max-trials", "3", "--stability-percentage", "50"]
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(Path(binary).parent / "lib"), env.get("LD_LIBRARY_PATH")) if p)
+    output = subprocess.run(command, capture_output=True, text=True, timeout=120 + 10 * seconds, env=env).stdout
+
+    def number(pattern: str) -> float:
+        match = re.search(pattern, output)
+        return float(match.group(1)) if match else float("nan")
+
+    return {"infer_per_s": number(r"Throughput: ([\d.]+) infer/sec"),
+            "p50_ms": number(r"p50 latency: (\d+) usec") / 1000, "p99_ms": number(r"p99 latency: (\d+) usec") / 1000}
+
+
+class PyTritonProcess:
+    """tools/pytriton_server.py in a child process on free loopback ports."""
+
+    def __init__(self, onnx_file: Path, log: Path, startup_timeout: float = 180.0) -> None:
+        self.grpc_port, self.http_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.log = log
+        self.process = subprocess.Popen(
+            [sys.executable, str(TOOLS / "pytriton_server.py"), str(onnx_file), "--name", "pytriton",
+             "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
+             "--metrics-port", str(self.metrics_port), "--max-batch-size", str(MAX_BATCH),
+             "--max-queue-delay-us", str(QUEUE_DELAY_US)],
+            stdout=subprocess.PIPE, stderr=log.open("wb"), text=True, start_new_session=True,
+        )
+        deadline = time.monotonic() + startup_timeout
+        line = ""
+        while time.monotonic() < deadline and self.process.poll() is None:
+            line = self.process.stdout.readline().strip()
+            if line == "ready":
+                return
+        self.stop()
+        raise RuntimeError(f"PyTriton did not start ({line!r}); see {log}")
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_address(self) -> str:
+        return f"127.0.0.1:{self.http_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(2)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait()
+
+
+def quiet(what: str) -> float | None:
+    """Wait for a quiet host; say so when it stayed busy (another tenant on the same cores)."""
+    busy = wait_quiet()
+    if busy is not None and busy >= 0.15:
+        print(f"  warning: {busy:.0%} of the CPUs were busy before {what}")
+    return busy
+
+
+def at(points, level):
+    return next(p for p in points if p.level == level)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    common_arguments(parser, duration=6.0, warmup=2.0, workdir="out/bench/serving")
+    parser.add_argument("--levels", type=_levels, default=(1, 8, 16), help="concurrency levels (must include 1 and 8)")
+    parser.add_argument("--raw-seconds", type=float, default=4.0, help="seconds per raw-engine batch size")
+    parser.add_argument("--skip-pytriton", action="store_true")
+    parser.add_argument("--perf-analyzer", help="perf_analyzer binary: cross-check the GEModel at concurrency 1 and 8")
+    args = parser.parse_args()
+    if not {1, 8} <= set(args.levels):
+        parser.error("--levels must include 1 and 8 (the targets are stated there)")
+    workdir = args.workdir.resolve()
+    onnx_file = models.image_classifier(workdir / "classifier.onnx")
+    image = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    inputs = {"image": image}
+    print(f"model: {onnx_file} (image_classifier defaults); {os.cpu_count()} CPUs shared by server and client")
+
+    print("raw ONNX Runtime in-process ...", flush=True)
+    quiet("raw ONNX Runtime")
+    raw = raw_engine(onnx_file, args.raw_seconds)
+    for label, batches in raw.items():
+        for batch, r in batches.items():
+            print(f"  {label}, batch {batch}: {r['ms_per_call']:.2f} ms per call, {r['images_per_s']:.1f} images/s, "
+                  f"{r['cpu_ms_per_image']:.2f} CPU ms per image")
+
+    build_repository(onnx_file, workdir / "repo")
+    series: dict[str, list] = {}
+    cross_check = {}
+    print("tritonserver: GEModel folder and hand-written model.py ...", flush=True)
+    with TritonServer(workdir / "repo") as server:
+        quiet("GEModel")
+        series["GEModel"] = sweep_model(server, "ge", inputs, args.levels, args)
+        quiet("hand-written")
+        series["hand-written"] = sweep_model(server, "handwritten", inputs, args.levels, args)
+        if args.perf_analyzer:
+            for c in (1, 8):
+                quiet(f"perf_analyzer c={c}")
+                cross_check[c] = perf_analyzer(args.perf_analyzer, server.grpc_address, "ge", c, args.duration)
+    if not args.skip_pytriton:
+        print("PyTriton @batch ...", flush=True)
+        pytriton = PyTritonProcess(onnx_file, workdir / "pytriton.log")
+        try:
+            quiet("PyTriton")
+            series["PyTriton"] = sweep_model(pytriton, "pytriton", inputs, args.levels, args)
+        finally:
+            pytriton.stop()
+
+    rows = [POINT_HEADER] + [point_row(name, p) for name, points in series.items() for p in points]
+    print("\n" + format_rows(rows))
+    if cross_check:
+        check_rows = [["concurrency", "bench infer/s", "perf_analyzer infer/s", "bench p50", "perf_analyzer p50"]]
+        for c, pa in cross_check.items():
+            p = at(series["GEModel"], c)
+            check_rows.append([str(c), f"{p.inferences:.1f}", f"{pa['infer_per_s']:.1f}", f"{p.latency_ms.p50:.2f}",
+                               f"{pa['p50_ms']:.2f}"])
+        print("\ncross-check of the GEModel figures (gRPC, batch-1 requests):\n" + format_rows(check_rows))
+
+    ge, hand = series["GEModel"], series["hand-written"]
+    saturation = max(ge, key=lambda p: p.inferences)
+    ratios = [
+        Ratio(f"GEModel at saturation (c={saturation.level:g}) / raw ORT batch {MAX_BATCH}, same session settings",
+              saturation.inferences / raw["engine settings"][MAX_BATCH]["images_per_s"], 0.90),
+        Ratio(f"GEModel at saturation / best raw ORT at any batch and settings",
+              saturation.inferences / max(r["images_per_s"] for b in raw.values() for r in b.values())),
+        Ratio("GEModel / hand-written throughput, c=8", at(ge, 8).inferences / at(hand, 8).inferences, 1.0),
+        Ratio("GEModel / hand-written p50, c=1", at(ge, 1).latency_ms.p50 / at(hand, 1).latency_ms.p50, 1.0, False),
+        Ratio("GEModel / hand-written throughput, c=1", at(ge, 1).inferences / at(hand, 1).inferences),
+        Ratio("GEModel / hand-written p50, c=8", at(ge, 8).latency_ms.p50 / at(hand, 8).latency_ms.p50),
+    ]
+    if "PyTriton" in series:
+        py = series["PyTriton"]
+        ratios += [
+            Ratio("GEModel / PyTriton throughput, c=8", at(ge, 8).inferences / at(py, 8).inferences, 1.4),
+            Ratio("GEModel / PyTriton p50, c=1", at(ge, 1).latency_ms.p50 / at(py, 1).latency_ms.p50, 0.7, False),
+        ]
+    print("\n" + ratio_table(ratios))
+
+    document = {
+        "model": "image_classifier defaults", "cpus": os.cpu_count(), "protocol": args.protocol,
+        "duration_s": args.duration, "warmup_s": args.warmup, "raw_onnxruntime": raw,
+        "series": {name: [p.to_dict() for p in points] for name, points in series.items()},
+        "perf_analyzer": cross_check, "ratios": [r.__dict__ | {"met": r.met} for r in ratios],
+    }
+    print(f"\nwrote {save_json(workdir / 'serving.json', document)}")
+    print(f"wrote {plot(series, workdir / 'serving.png', 'image_classifier, batch-1 requests, ' + args.protocol)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
