@@ -82,10 +82,19 @@ def raw_engine(onnx_file: Path, seconds: float) -> dict[str, dict[int, dict[str,
     return result
 
 
-def build_repository(onnx_file: Path, repo: Path) -> None:
+def build_repository(onnx_file: Path, repo: Path, variants: dict[str, dict[str, str]] | None = None) -> None:
+    """Model folders ``ge`` (ge-triton generate's defaults) and ``handwritten``, plus one
+    generated folder per entry of ``variants`` (name -> config parameters to set)."""
     if repo.exists():
         shutil.rmtree(repo)
-    generate(onnx_file, repo, GenerateOptions(name="ge", max_batch_size=MAX_BATCH, max_queue_delay_us=QUEUE_DELAY_US))
+    for name, parameters in {"ge": {}, **(variants or {})}.items():
+        options = GenerateOptions(name=name, max_batch_size=MAX_BATCH, max_queue_delay_us=QUEUE_DELAY_US,
+                                  streams=int(parameters.get("streams", 1)))
+        folder = generate(onnx_file, repo, options).model_dir
+        with (folder / "config.pbtxt").open("a") as config:
+            for key, value in parameters.items():
+                if key != "streams":
+                    config.write(f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n')
     hand = repo / "handwritten"
     (hand / "1").mkdir(parents=True)
     (hand / "config.pbtxt").write_text(HANDWRITTEN_CONFIG)

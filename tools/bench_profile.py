@@ -1,0 +1,116 @@
+"""Where a served request's CPU goes: per process (tritonserver, the model's Python stub, the
+load generator) and, with py-spy, inside the stub.
+
+Serves the bench_serving repository (``ge`` and ``handwritten`` folders, image_classifier),
+loads one model at one concurrency and prints CPU milliseconds per request by process. With
+``--py-spy PATH`` it also samples the stub for the same window (wall clock, or only while a
+thread holds the GIL with ``--gil``) and prints the hottest frames; the raw profile is saved.
+py-spy is not a project dependency: install it anywhere, e.g. ``pip install py-spy`` in a
+scratch venv, and pass its path.
+
+    .venv/bin/python tools/bench_profile.py ge --concurrency 16 [--py-spy /tmp/prof/bin/py-spy --gil]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import common_arguments  # noqa: E402
+from bench_serving import build_repository  # noqa: E402
+from ge_python_backend.bench import Sweep, Target, run_sweep  # noqa: E402
+from ge_python_backend.bench.host import process_tree_cpu, wait_quiet  # noqa: E402
+from ge_python_backend.server import TritonServer  # noqa: E402
+from ge_python_backend.testing import models  # noqa: E402
+
+
+def stub_pid(server_pid: int, instance: str) -> int:
+    """The Python stub process serving ``instance`` (e.g. ge_0_0) under ``server_pid``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == server_pid and argv and argv[0].endswith(b"triton_python_backend_stub") and \
+                instance.encode() in argv:
+            return int(entry.name)
+    raise RuntimeError(f"no Python stub for instance {instance} under tritonserver pid {server_pid}")
+
+
+def own_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def hottest(raw: Path, count: int) -> list[str]:
+    """Top frames by own samples (the frame a sample ended in) from a py-spy raw profile."""
+    own: collections.Counter = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, samples = line.rpartition(" ")
+        total += int(samples)
+        own[stack.split(";")[-1] or "(native code, no Python frame)"] += int(samples)
+    return [f"{samples / total * 100:5.1f}%  {frame}" for frame, samples in own.most_common(count)] + [
+        f"({total} samples)"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", choices=("ge", "handwritten"))
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--py-spy", help="py-spy binary: also sample the model's stub")
+    parser.add_argument("--gil", action="store_true", help="py-spy: only samples where a thread holds the GIL")
+    parser.add_argument("--top", type=int, default=20)
+    common_arguments(parser, duration=8.0, warmup=2.0, workdir="out/bench/profile")
+    args = parser.parse_args()
+    workdir = args.workdir.resolve()
+    onnx_file = models.image_classifier(workdir / "classifier.onnx")
+    build_repository(onnx_file, workdir / "repo")
+    inputs = {"image": np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    with TritonServer(workdir / "repo") as server:
+        address = server.grpc_address if args.protocol == "grpc" else server.http_address
+        target = Target(address, args.model, inputs, args.protocol, metrics_url=server.metrics_url)
+        stub = stub_pid(server.process.pid, f"{args.model}_0_0")
+        run_sweep(target, Sweep((args.concurrency,), duration_s=args.warmup, warmup_s=0))
+        busy = wait_quiet()
+        spy = None
+        raw = workdir / f"{args.model}_c{args.concurrency}{'_gil' if args.gil else ''}.pyspy.txt"
+        if args.py_spy:
+            command = [args.py_spy, "record", "--pid", str(stub), "--duration", str(int(args.duration)),
+                       "--rate", "250", "--format", "raw", "--output", str(raw)] + (["--gil"] if args.gil else [])
+            spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        before = (own_cpu(server.process.pid), own_cpu(stub), process_tree_cpu(server.process.pid), time.process_time())
+        (point,) = run_sweep(target, Sweep((args.concurrency,), duration_s=args.duration, warmup_s=0))
+        after = (own_cpu(server.process.pid), own_cpu(stub), process_tree_cpu(server.process.pid), time.process_time())
+        if spy is not None:
+            spy.wait(timeout=args.duration + 60)
+    n = point.requests
+    per = [(b - a) * 1000 / n for a, b in zip(before, after)]
+    print(f"{args.model}, concurrency {args.concurrency}: {point.inferences:.1f} infer/s, p50 {point.latency_ms.p50:.2f} ms, "
+          f"avg batch {point.server.get('avg_batch', 0):.2f}; host {busy:.0%} busy before" if busy is not None else "")
+    print("CPU ms per request:")
+    print(f"  tritonserver process        {per[0]:6.2f}")
+    print(f"  Python stub {args.model}_0_0{' ' * max(0, 14 - len(args.model))}{per[1]:6.2f}")
+    print(f"  server total (all children) {per[2]:6.2f}")
+    print(f"  load generator              {per[3]:6.2f}")
+    if spy is not None and raw.is_file():
+        print(f"py-spy, stub {'while holding the GIL' if args.gil else 'wall clock'} (own samples):")
+        print("\n".join("  " + line for line in hottest(raw, args.top)))
+        print(f"wrote {raw}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
