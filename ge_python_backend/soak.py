@@ -22,6 +22,7 @@ own stream iterator drops it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,7 +299,8 @@ class _Connection:
 
     async def close(self) -> None:
         for call in self.streams:
-            await call.done_writing()
+            with contextlib.suppress(Exception):  # a broken stream has nothing left to finish
+                await call.done_writing()
         for call in list(self._calls):
             call.cancel()
         for call in self.streams:
@@ -329,7 +331,11 @@ async def soak(url: str, model: str, reference: OnnxReference, plan: SoakPlan) -
             request = _request(model, request_id, inputs)
             ledger.sent(request_id, inputs)
             if rng.random() < plan.stream_share:
-                await connection.send_stream(index, request)
+                try:
+                    await connection.send_stream(index, request)
+                except Exception as exc:  # the stream broke (e.g. the server is gone): stop; it counts as lost
+                    report.note(f"stopped sending: stream write of {request_id!r} failed: {type(exc).__name__}: {exc}")
+                    break
             else:
                 connection.send_unary(request, plan.deadline_s)
         try:

@@ -14,7 +14,7 @@ import json
 import queue
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -154,7 +154,6 @@ class Bad:
     sent: Sent
     message: str
     refused_by: str = "Triton"  # or "GEModel"
-    extra: tuple[str, ...] = field(default_factory=tuple)
 
 
 BAD = {
@@ -192,6 +191,7 @@ def test_a_bad_request_fails_alone_with_a_clear_message(server, built, protocol,
     rng = np.random.default_rng(len(case))
     goods = [GOOD[bad.model](rng, built[1]) for _ in range(10)]
     requests = [s for s, _ in goods[:5]] + [bad.sent] + [s for s, _ in goods[5:]]
+    refusals_before = _input_failures(server, bad.model)
     results = infer_together(server, protocol, bad.model, requests)
     outputs, error = results[5]
     assert outputs is None and error is not None, f"{case} was accepted"
@@ -199,7 +199,13 @@ def test_a_bad_request_fails_alone_with_a_clear_message(server, built, protocol,
     assert error.status() == ("400" if protocol == "http" else "StatusCode.INVALID_ARGUMENT")
     for (_, expected), (outputs, error) in zip(goods, results[:5] + results[6:]):
         check_good(expected, outputs, error)
+    # GEModel counts a refusal before it answers; Triton's core refuses before the model sees it.
+    assert _input_failures(server, bad.model) - refusals_before == (bad.refused_by == "GEModel")
     assert_healthy(server)
+
+
+def _input_failures(server, model: str) -> float:
+    return metrics.fetch(server.metrics_url).value("ge_request_failures", model=model, kind="input")
 
 
 def _raw_http_infer(server, header: dict, binary: bytes, header_length: int | None = None) -> tuple[int, str]:
