@@ -133,9 +133,8 @@ def one_at_a_time(client, model: str, session, count: int, seed: int) -> list[st
     return results
 
 
-def gauge(server, name: str, model: str, **labels: str) -> float:
-    """A GEModel metric once its flush (right after the last answer) has landed."""
-    time.sleep(0.2)
+def model_metric(server, name: str, model: str, **labels: str) -> float:
+    """A GEModel metric. Failures and health changes are flushed before the answer is sent."""
     return metrics.fetch(server.metrics_url).value(name, model=model, **labels)
 
 
@@ -153,8 +152,8 @@ def test_a_transient_fault_fails_only_its_batch_and_the_model_recovers(server, b
     assert [i for i, r in enumerate(results) if r] == [failing]
     assert message in results[failing] and "injected failure" in results[failing]
     assert one_at_a_time(client, model, session, 20, seed=7) == [None] * 20
-    assert gauge(server, "ge_request_failures", model, kind="engine") == 1
-    assert gauge(server, "ge_engine_healthy", model) == 1
+    assert model_metric(server, "ge_request_failures", model, kind="engine") == 1
+    assert model_metric(server, "ge_engine_healthy", model) == 1
     count = len(ledger.lines())
     unload(server, client, model)
     assert [line["live"] for line in ledger.after(count, 1)] == [[]]
@@ -174,8 +173,8 @@ def test_device_lost_takes_the_model_out_of_service_until_it_is_reloaded(server,
         assert later.endswith("reload it once the device is back")
     assert "engine failed fatally, refusing every request from now on: acl.mdl.execute_async returned 507899" \
         in server.log_text()
-    assert gauge(server, "ge_engine_healthy", "device_lost") == 0
-    assert gauge(server, "ge_request_failures", "device_lost", kind="engine") == 4
+    assert model_metric(server, "ge_engine_healthy", "device_lost") == 0
+    assert model_metric(server, "ge_request_failures", "device_lost", kind="engine") == 4
     # Triton 24.10 has no readiness hook for Python models: the model still reports READY.
     assert client.is_model_ready("device_lost")
     count = len(ledger.lines())
@@ -183,7 +182,7 @@ def test_device_lost_takes_the_model_out_of_service_until_it_is_reloaded(server,
     assert [line["live"] for line in ledger.after(count, 1)] == [[]]
     client.load_model("device_lost")
     assert one_at_a_time(client, "device_lost", session, 3, seed=4) == [None] * 3
-    assert gauge(server, "ge_engine_healthy", "device_lost") == 1
+    assert model_metric(server, "ge_engine_healthy", "device_lost") == 1
     count = len(ledger.lines())
     unload(server, client, "device_lost")
     assert [line["live"] for line in ledger.after(count, 1)] == [[]]
