@@ -205,6 +205,13 @@ def plan_group(items: Sequence[int], rows: Sequence[int], shapes: NonBatchShapes
 def gather(chunk: Chunk, items: Sequence[Mapping[str, np.ndarray]], buffers: Mapping[str, np.ndarray]) -> None:
     """Copy each part's rows into the chunk's input buffers; zero the padding."""
     for name, buffer in buffers.items():
+        if chunk.batch_axis and _one_copy(chunk, items, name, buffer):
+            # Parts fill rows 0..rows in order: one C call copies them all.
+            sources = [items[p.item][name][p.source_start : p.source_start + p.count] for p in chunk.parts]
+            np.concatenate(sources, axis=0, out=buffer[: chunk.rows], casting="no")
+            if chunk.rows < buffer.shape[0]:
+                buffer[chunk.rows :].fill(0)
+            continue
         for part in chunk.parts:
             source = items[part.item][name]
             if chunk.batch_axis:
@@ -219,6 +226,17 @@ def gather(chunk: Chunk, items: Sequence[Mapping[str, np.ndarray]], buffers: Map
                 target[tuple(slice(0, d) for d in source.shape)] = source
         if chunk.batch_axis and chunk.rows < buffer.shape[0]:
             buffer[chunk.rows :].fill(0)
+
+
+def _one_copy(chunk: Chunk, items, name: str, buffer: np.ndarray) -> bool:
+    """The parts fill rows 0..rows in order and have the buffer's row shape (no shape-gear
+    padding inside rows), so one concatenation can gather them."""
+    row, expected = buffer.shape[1:], 0
+    for part in chunk.parts:
+        if part.target_start != expected or items[part.item][name].shape[1:] != row:
+            return False
+        expected += part.count
+    return True
 
 
 def scatter(chunk: Chunk, outputs: Mapping[str, np.ndarray]) -> list[tuple[Part, dict[str, np.ndarray]]]:
