@@ -29,12 +29,17 @@ def common_arguments(parser: argparse.ArgumentParser, *, duration: float, warmup
 
 @dataclass(frozen=True)
 class Ratio:
-    """A measured ratio and its target: ``at_least`` (True: >=, False: <=) ``target``."""
+    """A ratio measured once per repeat, and its target: ``at_least`` (True: >=, False: <=)
+    ``target``. The median decides whether the target is met."""
 
     name: str
-    value: float
+    values: Sequence[float]
     target: float | None = None
     at_least: bool = True
+
+    @property
+    def value(self) -> float:
+        return float(np.median(self.values))
 
     @property
     def met(self) -> str:
@@ -44,11 +49,16 @@ class Ratio:
 
     def row(self) -> list[str]:
         target = "" if self.target is None else f"{'>=' if self.at_least else '<='} {self.target:g}"
-        return [self.name, f"{self.value:.2f}", target, self.met]
+        spread = f"{min(self.values):.2f}..{max(self.values):.2f}" if len(self.values) > 1 else ""
+        return [self.name, f"{self.value:.2f}", spread, target, self.met]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "values": list(self.values), "median": self.value, "target": self.target,
+                "at_least": self.at_least, "met": self.met}
 
 
 def ratio_table(ratios: Sequence[Ratio]) -> str:
-    return format_rows([["ratio", "measured", "target", "met"]] + [r.row() for r in ratios])
+    return format_rows([["ratio", "median", "range", "target", "met"]] + [r.row() for r in ratios])
 
 
 def sweep_model(server, model: str, inputs: dict[str, np.ndarray], levels: Sequence[int], args,
@@ -97,13 +107,25 @@ def point_row(name: str, p: Point) -> list[str]:
     server_ms, client_ms = cpu.get("server_ms", float("nan")), cpu.get("client_ms", float("nan"))
     return [name, f"{p.level:g}", f"{p.inferences:.1f}", f"{p.latency_ms.p50:.2f}", f"{p.latency_ms.p99:.2f}",
             f"{server.get('avg_batch', 0.0):.2f}", f"{server_ms:.2f}", f"{client_ms:.2f}",
-            f"{p.throughput * (server_ms + client_ms) / 1000:.2f}", str(p.errors)]
+            f"{p.throughput * (server_ms + client_ms) / 1000:.2f}", f"{cpu.get('others_cores', float('nan')):.2f}",
+            str(p.errors)]
 
 
 #: "cores busy" is req/s x (server + client CPU ms per request): how many of the machine's
-#: cores the server and the load generator kept busy together.
+#: cores the server and the load generator kept busy together; "others" how many everything
+#: else on the host kept busy in the same window (other tenants of a shared machine).
 POINT_HEADER = ["served by", "concurrency", "infer/s", "p50 ms", "p99 ms", "avg batch", "server CPU ms/req",
-                "client CPU ms/req", "cores busy", "errors"]
+                "client CPU ms/req", "cores busy", "others", "errors"]
+
+
+#: A run during which other processes kept more CPUs busy than this measured them too.
+CONTAMINATED_CORES = 0.25
+
+
+def clean(points):
+    """The points measured while the rest of the host stayed nearly idle (all if none was)."""
+    quiet = [p for p in points if p.cpu_ms_per_request.get("others_cores", 0.0) < CONTAMINATED_CORES]
+    return quiet or list(points)
 
 
 def save_json(path: Path, document: dict) -> Path:

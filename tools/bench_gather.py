@@ -82,9 +82,9 @@ def main() -> int:
     from ge_python_backend.bench.report import format_rows
 
     print(format_rows(rows))
-    ratios = [Ratio("gather+pad+scatter / memcpy, 8 requests -> batch 8", cases[0]["ratio"], 1.5, False),
-              Ratio("gather+pad+scatter / memcpy, 7 requests -> batch 8 (1 row padded)", cases[1]["ratio"]),
-              Ratio("gather+pad+scatter / memcpy, 5 requests -> batch 8 (3 rows padded)", cases[2]["ratio"])]
+    ratios = [Ratio("gather+pad+scatter / memcpy, 8 requests -> batch 8", [cases[0]["ratio"]], 1.5, False),
+              Ratio("gather+pad+scatter / memcpy, 7 requests -> batch 8 (1 row padded)", [cases[1]["ratio"]]),
+              Ratio("gather+pad+scatter / memcpy, 5 requests -> batch 8 (3 rows padded)", [cases[2]["ratio"]])]
     print("\n" + ratio_table(ratios))
     print(f"wrote {save_json(args.json, {'cases': cases, 'cpu_busy_before': busy})}")
     return 0

@@ -18,6 +18,7 @@ measured points and a table of ratios against the targets of issue 7.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -32,7 +33,7 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import (  # noqa: E402
-    POINT_HEADER, Ratio, common_arguments, point_row, ratio_table, save_json, sweep_model, time_calls,
+    CONTAMINATED_CORES, POINT_HEADER, clean, Ratio, common_arguments, point_row, ratio_table, save_json, sweep_model, time_calls,
 )
 from ge_python_backend.bench.host import wait_quiet  # noqa: E402
 from ge_python_backend.bench.report import format_rows, plot  # noqa: E402
@@ -152,6 +153,12 @@ class PyTritonProcess:
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
+    def __enter__(self) -> "PyTritonProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(2)
@@ -170,6 +177,12 @@ def quiet(what: str) -> float | None:
     return busy
 
 
+def representative(points):
+    """The run with the median throughput (lower median for an even count)."""
+    ordered = sorted(points, key=lambda p: p.inferences)
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def at(points, level):
     return next(p for p in points if p.level == level)
 
@@ -180,6 +193,7 @@ def main() -> int:
     parser.add_argument("--levels", type=_levels, default=(1, 8, 16), help="concurrency levels (must include 1 and 8)")
     parser.add_argument("--raw-seconds", type=float, default=4.0, help="seconds per raw-engine batch size")
     parser.add_argument("--skip-pytriton", action="store_true")
+    parser.add_argument("--repeats", type=int, default=1, help="interleaved repeats; tables show medians")
     parser.add_argument("--perf-analyzer", help="perf_analyzer binary: cross-check the GEModel at concurrency 1 and 8")
     args = parser.parse_args()
     if not {1, 8} <= set(args.levels):
@@ -199,62 +213,89 @@ def main() -> int:
                   f"{r['cpu_ms_per_image']:.2f} CPU ms per image")
 
     build_repository(onnx_file, workdir / "repo")
-    series: dict[str, list] = {}
+    names = {"GEModel": "ge", "hand-written": "handwritten"} | ({} if args.skip_pytriton else {"PyTriton": "pytriton"})
+    runs: dict[str, list[list]] = {label: [] for label in names}
     cross_check = {}
-    print("tritonserver: GEModel folder and hand-written model.py ...", flush=True)
-    with TritonServer(workdir / "repo") as server:
-        quiet("GEModel")
-        series["GEModel"] = sweep_model(server, "ge", inputs, args.levels, args)
-        quiet("hand-written")
-        series["hand-written"] = sweep_model(server, "handwritten", inputs, args.levels, args)
-        if args.perf_analyzer:
-            for c in (1, 8):
-                quiet(f"perf_analyzer c={c}")
-                cross_check[c] = perf_analyzer(args.perf_analyzer, server.grpc_address, "ge", c, args.duration)
-    if not args.skip_pytriton:
-        print("PyTriton @batch ...", flush=True)
-        pytriton = PyTritonProcess(onnx_file, workdir / "pytriton.log")
-        try:
-            quiet("PyTriton")
-            series["PyTriton"] = sweep_model(pytriton, "pytriton", inputs, args.levels, args)
-        finally:
-            pytriton.stop()
+    print("tritonserver (GEModel folder, hand-written model.py)" + ("" if args.skip_pytriton else " and PyTriton")
+          + f": {args.repeats} interleaved repeat(s) ...", flush=True)
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(TritonServer(workdir / "repo"))
+        servers = {"GEModel": server, "hand-written": server}
+        if not args.skip_pytriton:
+            servers["PyTriton"] = stack.enter_context(PyTritonProcess(onnx_file, workdir / "pytriton.log"))
+        for repeat in range(args.repeats):
+            order = list(names) if repeat % 2 == 0 else list(names)[::-1]
+            for label in order:
+                quiet(label)
+                runs[label].append(sweep_model(servers[label], names[label], inputs, args.levels, args))
+            if args.perf_analyzer and repeat == 0:
+                for c in (1, 8):
+                    quiet(f"perf_analyzer c={c}")
+                    cross_check[c] = perf_analyzer(args.perf_analyzer, server.grpc_address, "ge", c, args.duration)
 
+    series = {label: [representative(clean([run[i] for run in label_runs])) for i in range(len(args.levels))]
+              for label, label_runs in runs.items()}
     rows = [POINT_HEADER] + [point_row(name, p) for name, points in series.items() for p in points]
-    print("\n" + format_rows(rows))
+    print(f"\nmedian run of {args.repeats} per model and level (by throughput; quiet runs only when there "
+          f"are any):\n" + format_rows(rows))
     if cross_check:
         check_rows = [["concurrency", "bench infer/s", "perf_analyzer infer/s", "bench p50", "perf_analyzer p50"]]
         for c, pa in cross_check.items():
-            p = at(series["GEModel"], c)
+            p = at(runs["GEModel"][0], c)
             check_rows.append([str(c), f"{p.inferences:.1f}", f"{pa['infer_per_s']:.1f}", f"{p.latency_ms.p50:.2f}",
                                f"{pa['p50_ms']:.2f}"])
-        print("\ncross-check of the GEModel figures (gRPC, batch-1 requests):\n" + format_rows(check_rows))
+        print("\ncross-check of the GEModel figures of the first repeat (gRPC, batch-1 requests):\n"
+              + format_rows(check_rows))
 
-    ge, hand = series["GEModel"], series["hand-written"]
-    saturation = max(ge, key=lambda p: p.inferences)
+    raw_same = raw["engine settings"][MAX_BATCH]["images_per_s"]
+    raw_best = max(r["images_per_s"] for b in raw.values() for r in b.values())
+
+    quiet_repeats = [i for i in range(args.repeats)
+                     if all(len(clean(label_runs[i])) == len(label_runs[i]) for label_runs in runs.values())]
+    if len(quiet_repeats) < args.repeats:
+        print(f"\n{args.repeats - len(quiet_repeats)} of {args.repeats} repeat(s) had other processes keeping "
+              f">= {CONTAMINATED_CORES} CPUs busy" + ("; the ratios use the others" if quiet_repeats else
+                                                      "; no quiet repeat: the ratios use them all"))
+
+    def paired(value) -> list[float]:
+        """``value(runs of one repeat)`` for every quiet repeat (every repeat if none was)."""
+        return [value({label: label_runs[i] for label, label_runs in runs.items()})
+                for i in (quiet_repeats or range(args.repeats))]
+
+    def saturation(points) -> float:
+        return max(p.inferences for p in points)
+
     ratios = [
-        Ratio(f"GEModel at saturation (c={saturation.level:g}) / raw ORT batch {MAX_BATCH}, same session settings",
-              saturation.inferences / raw["engine settings"][MAX_BATCH]["images_per_s"], 0.90),
-        Ratio(f"GEModel at saturation / best raw ORT at any batch and settings",
-              saturation.inferences / max(r["images_per_s"] for b in raw.values() for r in b.values())),
-        Ratio("GEModel / hand-written throughput, c=8", at(ge, 8).inferences / at(hand, 8).inferences, 1.0),
-        Ratio("GEModel / hand-written p50, c=1", at(ge, 1).latency_ms.p50 / at(hand, 1).latency_ms.p50, 1.0, False),
-        Ratio("GEModel / hand-written throughput, c=1", at(ge, 1).inferences / at(hand, 1).inferences),
-        Ratio("GEModel / hand-written p50, c=8", at(ge, 8).latency_ms.p50 / at(hand, 8).latency_ms.p50),
+        Ratio(f"GEModel at saturation / raw ORT batch {MAX_BATCH}, same session settings",
+              paired(lambda r: saturation(r["GEModel"]) / raw_same), 0.90),
+        Ratio("GEModel at saturation / best raw ORT (any batch, any settings)",
+              paired(lambda r: saturation(r["GEModel"]) / raw_best)),
+        Ratio("GEModel / hand-written throughput, c=8",
+              paired(lambda r: at(r["GEModel"], 8).inferences / at(r["hand-written"], 8).inferences), 1.0),
+        Ratio("GEModel / hand-written p50, c=1",
+              paired(lambda r: at(r["GEModel"], 1).latency_ms.p50 / at(r["hand-written"], 1).latency_ms.p50), 1.0, False),
+        Ratio("GEModel / hand-written throughput, c=1",
+              paired(lambda r: at(r["GEModel"], 1).inferences / at(r["hand-written"], 1).inferences)),
+        Ratio("GEModel / hand-written throughput at saturation",
+              paired(lambda r: saturation(r["GEModel"]) / saturation(r["hand-written"]))),
     ]
-    if "PyTriton" in series:
-        py = series["PyTriton"]
+    if "PyTriton" in runs:
         ratios += [
-            Ratio("GEModel / PyTriton throughput, c=8", at(ge, 8).inferences / at(py, 8).inferences, 1.4),
-            Ratio("GEModel / PyTriton p50, c=1", at(ge, 1).latency_ms.p50 / at(py, 1).latency_ms.p50, 0.7, False),
+            Ratio("GEModel / PyTriton throughput, c=8",
+                  paired(lambda r: at(r["GEModel"], 8).inferences / at(r["PyTriton"], 8).inferences), 1.4),
+            Ratio("GEModel / PyTriton p50, c=1",
+                  paired(lambda r: at(r["GEModel"], 1).latency_ms.p50 / at(r["PyTriton"], 1).latency_ms.p50), 0.7, False),
+            Ratio("GEModel / PyTriton throughput at saturation",
+                  paired(lambda r: saturation(r["GEModel"]) / saturation(r["PyTriton"]))),
         ]
     print("\n" + ratio_table(ratios))
 
     document = {
         "model": "image_classifier defaults", "cpus": os.cpu_count(), "protocol": args.protocol,
         "duration_s": args.duration, "warmup_s": args.warmup, "raw_onnxruntime": raw,
-        "series": {name: [p.to_dict() for p in points] for name, points in series.items()},
-        "perf_analyzer": cross_check, "ratios": [r.__dict__ | {"met": r.met} for r in ratios],
+        "repeats": args.repeats,
+        "runs": {label: [[p.to_dict() for p in run] for run in label_runs] for label, label_runs in runs.items()},
+        "perf_analyzer": cross_check, "ratios": [r.to_dict() for r in ratios],
     }
     print(f"\nwrote {save_json(workdir / 'serving.json', document)}")
     print(f"wrote {plot(series, workdir / 'serving.png', 'image_classifier, batch-1 requests, ' + args.protocol)}")

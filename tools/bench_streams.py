@@ -83,14 +83,14 @@ def main() -> int:
         print(f"\n{name}, GEModel metrics:\n{model_metrics_table(points[-1:])}")
     top = {name: points[-1] for name, points in series.items()}
     ratios = [
-        Ratio(f"S=2 / S=1 throughput, c={top['S=2'].level:g}", top["S=2"].inferences / top["S=1"].inferences, 1.8),
-        Ratio(f"S=4 / S=1 throughput, c={top['S=4'].level:g}", top["S=4"].inferences / top["S=1"].inferences),
-        Ratio("S=1 throughput / device-bound ceiling", top["S=1"].inferences / (LARGEST_GEAR / batch_s)),
+        Ratio(f"S=2 / S=1 throughput, c={top['S=2'].level:g}", [top["S=2"].inferences / top["S=1"].inferences], 1.8),
+        Ratio(f"S=4 / S=1 throughput, c={top['S=4'].level:g}", [top["S=4"].inferences / top["S=1"].inferences]),
+        Ratio("S=1 throughput / device-bound ceiling", [top["S=1"].inferences / (LARGEST_GEAR / batch_s)]),
     ]
     print("\n" + ratio_table(ratios))
     document = {"device_ms": args.device_ms, "row_ms": args.row_ms, "levels": list(args.levels),
                 "series": {n: [p.to_dict() for p in ps] for n, ps in series.items()},
-                "ratios": [r.__dict__ | {"met": r.met} for r in ratios]}
+                "ratios": [r.to_dict() for r in ratios]}
     print(f"\nwrote {save_json(workdir / 'streams.json', document)}")
     print(f"wrote {plot(series, workdir / 'streams.png', 'acl-sim, device-bound, S execution slots')}")
     return 0

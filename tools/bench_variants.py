@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import common_arguments, save_json  # noqa: E402
+from bench_common import CONTAMINATED_CORES, clean, common_arguments, save_json  # noqa: E402
 from bench_serving import build_repository  # noqa: E402
 from ge_python_backend.bench import Sweep, Target, run_sweep  # noqa: E402
 from ge_python_backend.bench.host import wait_quiet  # noqa: E402
@@ -64,18 +64,21 @@ def main() -> int:
     def median(points, value) -> float:
         return statistics.median(value(p) for p in points)
 
-    rows = [["model", "concurrency", "infer/s", "runs", "p50 ms", "avg batch", "server CPU ms/req", "cores busy"]]
+    rows = [["model", "concurrency", "infer/s", "runs (infer/s)", "p50 ms", "avg batch", "server CPU ms/req", "cores busy"]]
     for level in args.levels:
         for name in names:
-            points = runs[(name, level)]
+            every = runs[(name, level)]
+            points = clean(every)
             rows.append([
                 name, str(level), f"{median(points, lambda p: p.inferences):.1f}",
-                " ".join(f"{p.inferences:.0f}" for p in points), f"{median(points, lambda p: p.latency_ms.p50):.2f}",
+                " ".join(f"{p.inferences:.0f}" + ("" if p in points else "*") for p in every), f"{median(points, lambda p: p.latency_ms.p50):.2f}",
                 f"{median(points, lambda p: p.server.get('avg_batch', 0.0)):.2f}",
                 f"{median(points, lambda p: p.cpu_ms_per_request.get('server_ms', float('nan'))):.2f}",
                 f"{median(points, lambda p: p.throughput * sum(p.cpu_ms_per_request.values()) / 1000):.2f}",
             ])
     print("\n" + format_rows(rows))
+    print(f"medians over quiet runs; * marks a run during which other processes kept >= {CONTAMINATED_CORES} "
+          "CPUs busy (left out unless every run was)")
     worst = max((b for b in busy_seen if b is not None), default=None)
     if worst is not None:
         print(f"\nbusiest host before a measurement: {worst:.0%} of the CPUs")

@@ -19,6 +19,16 @@ def _cpu_times() -> tuple[float, float] | None:
     return sum(values) - idle, sum(values)
 
 
+def busy_cpu_seconds() -> float | None:
+    """CPU seconds all CPUs have been busy since boot (from /proc/stat); None if unknown."""
+    times = _cpu_times()
+    if times is None:
+        return None
+    import os
+
+    return times[0] / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_busy(seconds: float = 1.0) -> float | None:
     """Fraction (0..1) of all CPUs busy over the next ``seconds``; None if unknown."""
     first = _cpu_times()

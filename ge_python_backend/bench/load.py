@@ -245,7 +245,8 @@ async def _sweep(target: Target, sweep: Sweep, progress: Progress, on_point: Cal
             server = metrics.breakdown(before, after, target.model, sweep.metrics_prefix) if before and after else {}
             point = measured_point(
                 sweep.mode, level, window.finished - window.started, window.latencies, window.errors, target.rows, server,
-                _cpu_per_request(cpu_before, cpu_after, len(window.latencies) + len(window.errors)),
+                _cpu_per_request(cpu_before, cpu_after, len(window.latencies) + len(window.errors),
+                                 window.finished - window.started),
             )
             points.append(point)
             elapsed_before += sweep.warmup_s + sweep.duration_s
@@ -257,18 +258,23 @@ async def _sweep(target: Target, sweep: Sweep, progress: Progress, on_point: Cal
     return points
 
 
-def _cpu(server_pid: int | None) -> tuple[float, float | None]:
-    """(this process's CPU seconds, the server tree's CPU seconds or None)."""
-    return time.process_time(), host.process_tree_cpu(server_pid) if server_pid else None
+def _cpu(server_pid: int | None) -> tuple[float, float | None, float | None]:
+    """(this process's CPU seconds, the server tree's CPU seconds or None, the whole host's
+    busy CPU seconds or None)."""
+    return time.process_time(), host.process_tree_cpu(server_pid) if server_pid else None, host.busy_cpu_seconds()
 
 
-def _cpu_per_request(before, after, requests: int) -> dict[str, float]:
-    """CPU milliseconds per request of the load generator and (when known) of the server."""
+def _cpu_per_request(before, after, requests: int, seconds: float) -> dict[str, float]:
+    """CPU milliseconds per request of the load generator and (when known) of the server, and
+    ``others_cores``: CPUs kept busy by everything else on the host during the window."""
     if not requests:
         return {}
     result = {"client_ms": (after[0] - before[0]) * 1000 / requests}
     if before[1] is not None and after[1] is not None:
         result["server_ms"] = (after[1] - before[1]) * 1000 / requests
+        if before[2] is not None and after[2] is not None and seconds > 0:
+            ours = (after[0] - before[0]) + (after[1] - before[1])
+            result["others_cores"] = max(0.0, (after[2] - before[2]) - ours) / seconds
     return result
 
 

@@ -23,14 +23,15 @@ def _ms(us: float) -> str:
 def table(points: Sequence[Point]) -> str:
     """One line per point: load, throughput, latency percentiles, errors; when the server's
     metrics were read, the average batch and Triton's per-request time split (ms); when the
-    server's process was known, CPU ms per request of the server and of the load generator."""
+    server's process was known, CPU ms per request of the server and of the load generator and
+    the CPUs other processes on the host kept busy."""
     with_server = any(p.server for p in points)
     with_cpu = any("server_ms" in p.cpu_ms_per_request for p in points)
     header = ["mode", "level", "req/s", "infer/s", "p50 ms", "p90 ms", "p99 ms", "errors"]
     if with_server:
         header += ["batch", "queue", "c.input", "c.infer", "c.output"]
     if with_cpu:
-        header += ["srv cpu", "cli cpu"]
+        header += ["srv cpu", "cli cpu", "others"]
     rows = [header]
     for p in points:
         row = [p.mode, f"{p.level:g}", f"{p.throughput:.1f}", f"{p.inferences:.1f}", f"{p.latency_ms.p50:.2f}",
@@ -42,7 +43,8 @@ def table(points: Sequence[Point]) -> str:
             ]
         if with_cpu:
             cpu = p.cpu_ms_per_request
-            row += [f"{cpu.get('server_ms', math.nan):.2f}", f"{cpu.get('client_ms', math.nan):.2f}"]
+            row += [f"{cpu.get('server_ms', math.nan):.2f}", f"{cpu.get('client_ms', math.nan):.2f}",
+                    f"{cpu.get('others_cores', math.nan):.2f}"]
         rows.append(row)
     return format_rows(rows)
 

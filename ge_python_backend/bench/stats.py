@@ -57,7 +57,9 @@ class Point:
     multiplies it by the rows per request. ``server`` is the server-side breakdown over the
     same window (see ``metrics.breakdown``), or empty when the metrics endpoint was not read.
     ``cpu_ms_per_request`` is CPU time per request (answered or failed) of the load generator
-    (``client_ms``) and of the server's process tree (``server_ms``) when it was known.
+    (``client_ms``) and of the server's process tree (``server_ms``) when it was known, with
+    ``others_cores``: how many CPUs everything else on the host kept busy meanwhile (a run
+    on a shared machine with others_cores well above 0 measured the neighbours too).
     """
 
     mode: str
