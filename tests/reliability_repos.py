@@ -80,7 +80,14 @@ def broken_models(repo: Path, sources: Sources) -> dict[str, str]:
     folder = model(repo, sources.linear_om, "om_corrupt")
     om = folder / "1" / "model.om"
     om.write_bytes(om.read_bytes()[:200])
-    expected["om_corrupt"] = "acl.mdl.query_size"
+    expected["om_corrupt"] = "acl.mdl.query_size returned 100013 ACL_ERROR_PARSE_MODEL"
+
+    folder = model(repo, sources.linear_om, "om_garbled")
+    om = folder / "1" / "model.om"
+    garbled = bytearray(om.read_bytes())
+    garbled[30:60] = b"\xff" * 30  # inside the JSON description, after the 24-byte header
+    om.write_bytes(bytes(garbled))
+    expected["om_garbled"] = "offset 24: bad JSON description"
 
     folder = classifier(repo, sources, "labels_not_utf8")
     (folder / "1" / "labels.txt").write_bytes("".join(f"{label}\n" for label in LABELS).encode("utf-16"))

@@ -48,6 +48,8 @@ def built(tmp_path_factory):
     rr.model(repo, om, "load_fault", {"acl_sim_faults": "load_from_file:2"}, streams=2)
     folder = rr.model(repo, om, "om_truncated", streams=2)
     (folder / "1" / "model.om").write_bytes(om.read_bytes()[:200])
+    folder = rr.model(repo, om, "om_bad_onnx", streams=2)
+    (folder / "1" / "model.om").write_bytes(om.read_bytes()[:-50] + bytes(50))  # the embedded ONNX model's end
     for name in CYCLED:
         rr.model(repo, om, name, streams=2)
     return repo, sources, root / "ledger.jsonl"
@@ -194,6 +196,8 @@ def test_device_lost_takes_the_model_out_of_service_until_it_is_reloaded(server,
     ("malloc_host_fault", "acl.rt.malloc_host returned 200000 ACL_ERROR_BAD_ALLOC"),
     ("load_fault", "acl.mdl.load_from_file returned 545001 ACL_ERROR_GE_LOAD_MODEL (model load failed) while loading"),
     ("om_truncated", "acl.mdl.query_size returned 100013 ACL_ERROR_PARSE_MODEL (model could not be parsed)"),
+    ("om_bad_onnx", "acl.mdl.load_from_file returned 100013 ACL_ERROR_PARSE_MODEL (model could not be parsed) while "
+                    "loading"),
 ])
 def test_a_load_that_fails_half_way_frees_everything(server, built, model, message):
     ledger, client = Ledger(built[2]), httpclient.InferenceServerClient(server.http_address)
