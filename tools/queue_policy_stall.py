@@ -1,27 +1,31 @@
 """Measure tritonserver 2.51's dynamic-batcher stall with a queue policy.
 
-    .venv/bin/python tools/queue_policy_stall.py [--seconds 8] [--concurrency 8]
+    .venv/bin/python tools/queue_policy_stall.py [--seconds 10] [--concurrency 8]
 
 Serves the same trivial models twice from one tritonserver on loopback, once without and once
 with a ``default_queue_policy`` (a max_queue_size far above the load, so nothing is refused),
-and runs a closed loop of --concurrency clients against each (ge_python_backend.bench). Two
+and runs a closed loop of --concurrency gRPC clients against each, keeping every latency. Two
 kinds of model: ``identity`` is a plain Python-backend model (no GEModel: Triton alone) and
-``linear`` a GEModel on ONNX Runtime, generated with and without ``--max-queue-size``. With a
-policy, p99 and max latency jump to about 0.5 s and throughput drops: this is why generated
+``linear`` a GEModel on ONNX Runtime, generated with and without ``--max-queue-size``. The table
+shows throughput, latency percentiles and the requests that took longer than --stall-ms: with a
+policy, requests stall for about 0.5 s at a time and throughput drops. This is why generated
 configs carry a queue policy only when asked.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import tritonclient.grpc.aio as grpcaio
+from tritonclient.utils import InferenceServerException
 
-from ge_python_backend.bench import Sweep, Target, run_sweep
 from ge_python_backend.bench.report import format_rows
 from ge_python_backend.repository.config import format_config, mc
 from ge_python_backend.repository.generate import GenerateOptions, generate
@@ -65,25 +69,56 @@ def build_repository(folder: Path) -> Path:
     return repo
 
 
+async def closed_loop(url: str, model: str, concurrency: int, seconds: float) -> tuple[list[float], int, float]:
+    """(latencies in ms, errors, elapsed s) of ``concurrency`` clients, each sending its next
+    request as soon as the last is answered, for ``seconds``."""
+    client = grpcaio.InferenceServerClient(url)
+    tensor = grpcaio.InferInput("x", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.ones((1, 4), np.float32))
+    latencies: list[float] = []
+    errors = 0
+    started = time.perf_counter()
+
+    async def worker() -> None:
+        nonlocal errors
+        while time.perf_counter() - started < seconds:
+            begin = time.perf_counter()
+            try:
+                await client.infer(model, [tensor])
+            except InferenceServerException:
+                errors += 1
+            else:
+                latencies.append((time.perf_counter() - begin) * 1000)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    finally:
+        await client.close()
+    return latencies, errors, time.perf_counter() - started
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per model")
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per model")
     parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds before each")
     parser.add_argument("--concurrency", type=int, default=8, help="closed-loop clients")
+    parser.add_argument("--stall-ms", type=float, default=250.0, help="a request slower than this counts as stalled")
     args = parser.parse_args(argv)
-    sweep = Sweep(levels=(args.concurrency,), duration_s=args.seconds, warmup_s=args.warmup)
-    rows = [["model", "queue policy", "req/s", "p50 ms", "p99 ms", "max ms", "errors"]]
+    rows = [["model", "queue policy", "requests", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms",
+             f"> {args.stall_ms:g} ms", "errors"]]
     with tempfile.TemporaryDirectory(prefix="ge-stall-") as scratch:
         with TritonServer(build_repository(Path(scratch))) as server:
             for kind in ("identity", "linear"):
                 for suffix in ("", "_policy"):
-                    target = Target(server.grpc_address, kind + suffix, {"x": np.ones((1, 4), np.float32)})
-                    (point,) = run_sweep(target, sweep)
-                    latency = point.latency_ms
-                    rows.append([kind, f"max_queue_size {MAX_QUEUE_SIZE}" if suffix else "none",
-                                 f"{point.throughput:.0f}", f"{latency.p50:.1f}", f"{latency.p99:.1f}",
-                                 f"{latency.max:.1f}", str(point.errors)])
-    print(f"closed loop, {args.concurrency} clients, {args.seconds:g} s per model (gRPC, 1 row per request)")
+                    model = kind + suffix
+                    asyncio.run(closed_loop(server.grpc_address, model, args.concurrency, args.warmup))
+                    latencies, errors, elapsed = asyncio.run(
+                        closed_loop(server.grpc_address, model, args.concurrency, args.seconds))
+                    rows.append([kind, f"max_queue_size {MAX_QUEUE_SIZE}" if suffix else "none", str(len(latencies)),
+                                 f"{len(latencies) / elapsed:.0f}"]
+                                + [f"{np.percentile(latencies, q):.1f}" for q in (50, 99, 99.9)]
+                                + [f"{max(latencies):.1f}", str(sum(ms > args.stall_ms for ms in latencies)), str(errors)])
+    print(f"closed loop, {args.concurrency} gRPC clients, {args.seconds:g} s per model, 1 row per request")
     print(format_rows(rows))
     return 0
 
