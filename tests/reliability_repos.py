@@ -7,7 +7,6 @@ tests see exactly what a user would.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from ge_python_backend.repository.config import format_config, read_config_file
@@ -98,15 +97,6 @@ def broken_models(repo: Path, sources: Sources) -> dict[str, str]:
     expected["labels_empty"] = "is empty; write one label per line"
 
     model(repo, sources.linear, "unknown_parameter", {"top_kk": "3"})
-    expected["unknown_parameter"] = "top_kk"
+    expected["unknown_parameter"] = "unknown parameter 'top_kk' (value '3'); accepted parameters: "
     return expected
 
-
-def copy_model(repo: Path, name: str, new_name: str) -> Path:
-    """Another model folder with the same content under ``new_name`` (config name changed)."""
-    target = repo / new_name
-    shutil.copytree(repo / name, target)
-    config = read_config_file(target / "config.pbtxt")
-    config.name = new_name
-    (target / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
-    return target
