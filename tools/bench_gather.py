@@ -3,8 +3,8 @@
 Requests of FP32 3x224x224 (batch 1 each) are planned into one engine batch, gathered into a
 reused input buffer (zeroing any padding rows) and the batch's outputs (FP32 x1000) scattered
 back per request, as the runner does for every batch. The reference is one ``np.copyto`` of a
-contiguous array holding exactly the requests' bytes into a reused buffer. Medians of many
-repetitions; in-process, no server.
+contiguous array holding exactly the requests' bytes into a reused buffer. Medians of
+alternating blocks of both; in-process, no server.
 
     .venv/bin/python tools/bench_gather.py [--seconds 2] [--json out/bench/gather.json]
 """
@@ -28,18 +28,21 @@ SHAPE = (3, 224, 224)
 CLASSES = 1000
 
 
-def median_seconds(call, seconds: float, inner: int = 20) -> float:
-    """Median time of one ``call`` over blocks of ``inner`` calls, for about ``seconds``."""
+def paired_medians(first, second, seconds: float, inner: int = 20) -> tuple[float, float]:
+    """Median time of one call of ``first`` and of ``second``, measured in alternating blocks of
+    ``inner`` calls for about ``seconds`` (so drift and neighbours' load hit both alike)."""
     for _ in range(inner):
-        call()
-    blocks = []
+        first()
+        second()
+    blocks: tuple[list[float], list[float]] = ([], [])
     deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(blocks) < 5:
-        started = time.perf_counter()
-        for _ in range(inner):
-            call()
-        blocks.append((time.perf_counter() - started) / inner)
-    return float(np.median(blocks))
+    while time.perf_counter() < deadline or len(blocks[0]) < 5:
+        for call, times in zip((first, second), blocks):
+            started = time.perf_counter()
+            for _ in range(inner):
+                call()
+            times.append((time.perf_counter() - started) / inner)
+    return float(np.median(blocks[0])), float(np.median(blocks[1]))
 
 
 def case(requests: int, gears: tuple[int, ...], seconds: float) -> dict[str, float]:
@@ -57,8 +60,7 @@ def case(requests: int, gears: tuple[int, ...], seconds: float) -> dict[str, flo
 
     source = np.concatenate([item["image"] for item in items])
     target = np.empty_like(source)
-    memcpy = median_seconds(lambda: np.copyto(target, source), seconds)
-    ours = median_seconds(gather_pad_scatter, seconds)
+    memcpy, ours = paired_medians(lambda: np.copyto(target, source), gather_pad_scatter, seconds)
     gathered = np.concatenate([item["image"] for item in items])
     gather_pad_scatter()
     assert np.array_equal(buffer["image"][:requests], gathered) and not buffer["image"][requests:].any()
@@ -69,7 +71,7 @@ def case(requests: int, gears: tuple[int, ...], seconds: float) -> dict[str, flo
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per measurement")
+    parser.add_argument("--seconds", type=float, default=4.0, help="seconds per case")
     parser.add_argument("--json", type=Path, default=Path("out/bench/gather.json"))
     args = parser.parse_args()
     busy = wait_quiet()
