@@ -11,7 +11,7 @@ The model is ``ge_python_backend.testing.models.image_classifier`` (FP32 3x224x2
 served with dynamic batching up to 8 and 500 us queue delay, batch-1 requests. Prints the
 measured points and a table of ratios against the targets of issue 7.
 
-    .venv/bin/python tools/bench_serving.py [--levels 1,8,16] [--duration 6] [--warmup 2]
+    .venv/bin/python tools/bench_serving.py [--repeats 3] [--levels 1,8,16] [--duration 6] [--warmup 2]
         [--perf-analyzer /tmp/perf_analyzer/perf_analyzer] [--skip-pytriton]
 """
 
