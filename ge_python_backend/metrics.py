@@ -4,20 +4,22 @@ They appear on tritonserver's metrics endpoint next to Triton's ``nv_*`` metrics
 ``model``, ``version`` and ``instance``. Counters are cumulative, like Triton's own latency
 counters: divide by ``ge_batches`` (or take rates) for averages.
 
-Each metric update is an IPC round trip from the stub to the server, so updates are summed in
-process and flushed at most every ``FLUSH_INTERVAL`` seconds, and whenever no batch is in
-flight (so an idle model's numbers are always current).
+Each metric update is an IPC round trip from the stub to the server, so nothing is sent on the
+batch path: updates are summed in process and sent by a background thread every
+``FLUSH_INTERVAL`` seconds, and soon after the model goes idle (at most every
+``IDLE_FLUSH_GAP``). Rare events — a failed request, a fatal engine failure, a change in the
+number of sequences — are sent at once, before the request is answered.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Mapping
 
 from .runner import Observer
 
 FLUSH_INTERVAL = 1.0
+IDLE_FLUSH_GAP = 0.1
 
 PHASES = ("gather", "host_to_device", "execute", "device_to_host", "scatter")
 FAILURE_KINDS = ("input", "engine", "postprocess", "internal")
@@ -51,10 +53,14 @@ class TritonMetrics(Observer):
                 self._metrics[(name, value)] = self._families[name].Metric(labels=metric_labels)
         self._pending: dict[tuple[str, str], float] = {}
         self._gauges: dict[str, float] = {"ge_batches_in_flight": 0, "ge_sequences_active": 0, "ge_engine_healthy": 1}
+        self._sent_gauges: dict[str, float] = {}
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self._last_flush = time.monotonic()
-        self.flush_if_due(force=True)
+        self._idle = threading.Event()
+        self._stop = threading.Event()
+        self.flush()
+        self._flusher = threading.Thread(target=self._flush_periodically, name="ge-metrics", daemon=True)
+        self._flusher.start()
 
     def _add(self, name: str, value: float, label: str = "") -> None:
         key = (name, label)
@@ -67,41 +73,50 @@ class TritonMetrics(Observer):
             self._add("ge_padding_rows", padding)
 
     def phase(self, name: str, seconds: float) -> None:
-        with self._lock:
-            self._add("ge_phase_duration_us", seconds * 1e6, name)
+        if seconds:
+            with self._lock:
+                self._add("ge_phase_duration_us", seconds * 1e6, name)
 
     def failure(self, kind: str) -> None:
         with self._lock:
             self._add("ge_request_failures", 1, kind)
-        self.flush_if_due(force=True)
+        self.flush()
 
     def in_flight(self, batches: int) -> None:
         with self._lock:
             self._gauges["ge_batches_in_flight"] = batches
-        self.flush_if_due(force=batches == 0)
+        if batches == 0:
+            self._idle.set()
 
     def sequences(self, active: int) -> None:
         with self._lock:
             changed = self._gauges["ge_sequences_active"] != active
             self._gauges["ge_sequences_active"] = active
-        self.flush_if_due(force=changed)
+        if changed:
+            self.flush()
 
     def out_of_service(self, reason: str) -> None:
         with self._lock:
             self._gauges["ge_engine_healthy"] = 0
-        self.flush_if_due(force=True)
+        self.flush()
 
-    def flush_if_due(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last_flush < FLUSH_INTERVAL:
-            return
+    def _flush_periodically(self) -> None:
+        while not self._stop.is_set():
+            woken = self._idle.wait(FLUSH_INTERVAL)
+            self._idle.clear()
+            self.flush()
+            if woken:  # coalesce: an idle flush at most every IDLE_FLUSH_GAP
+                self._stop.wait(IDLE_FLUSH_GAP)
+
+    def flush(self) -> None:
+        """Send what changed since the last flush."""
         # One flush at a time, snapshot and send together: a later snapshot must never be
         # overwritten by an earlier one still being sent.
         with self._flush_lock:
             with self._lock:
                 pending, self._pending = self._pending, {}
-                gauges = dict(self._gauges)
-                self._last_flush = now
+                gauges = {k: v for k, v in self._gauges.items() if self._sent_gauges.get(k) != v}
+                self._sent_gauges.update(gauges)
             for key, value in pending.items():
                 if value:
                     self._metrics[key].increment(value)
@@ -109,6 +124,9 @@ class TritonMetrics(Observer):
                 self._metrics[(name, "")].set(value)
 
     def close(self) -> None:
-        self.flush_if_due(force=True)
+        self._stop.set()
+        self._idle.set()
+        self._flusher.join()
+        self.flush()
         self._metrics.clear()
         self._families.clear()

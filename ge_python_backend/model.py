@@ -9,7 +9,8 @@ can be formed while this one runs. Subclasses override ``preprocess`` and ``post
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from functools import partial
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -66,11 +67,24 @@ class GEModel:
         )
 
     def execute(self, requests: list) -> list:
-        """Hand the requests to the runner; every answer goes through the response sender."""
-        self.runner.submit([self._request(r) for r in requests])
+        """Hand the requests to the runner and answer each one.
+
+        Response mode "sender": answers go through each request's response sender, so this returns
+        as soon as the batch is handed to a free slot and the next batch forms meanwhile (what an
+        NPU, or S > 1 slots, turn into overlap). Mode "return": wait and return the answers, one
+        IPC message for the whole batch (cheapest when the engine computes on the server's own
+        CPU cores, where there is nothing to overlap).
+        """
         if self.settings.log_verbosity >= 1:
-            pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: dispatched {len(requests)} request(s)")
-        return [None] * len(requests)
+            pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: {len(requests)} request(s)")
+        if self._answer_through_sender:
+            self.runner.submit([self._request(r, _through_sender(r)) for r in requests])
+            return [None] * len(requests)
+        responses: list = [None] * len(requests)
+        self.runner.submit(
+            [self._request(r, partial(responses.__setitem__, i)) for i, r in enumerate(requests)], wait=True
+        )
+        return responses
 
     def finalize(self) -> None:
         self._release()
@@ -115,6 +129,10 @@ class GEModel:
             engine_name, path, device_id=settings.device_id, slots=settings.slots, options=settings.engine_options
         )
         self._check_io()
+        mode = settings.response_mode
+        if mode == "auto":
+            mode = "sender" if self.engine.name != "onnxruntime" or settings.slots > 1 else "return"
+        self._answer_through_sender = mode == "sender"
         if settings.metrics:
             self.metrics = TritonMetrics(
                 pb_utils,
@@ -183,8 +201,7 @@ class GEModel:
         if problems:
             raise ConfigError("; ".join(problems))
 
-    def _request(self, request: Any) -> Request:
-        sender = request.get_response_sender()
+    def _request(self, request: Any, deliver: Callable[[Any], None]) -> Request:
         info = RequestInfo(
             request_id=request.request_id(),
             correlation_id=request.correlation_id(),
@@ -195,10 +212,9 @@ class GEModel:
         try:
             inputs = {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}
         except Exception as exc:  # e.g. BF16 tensors have no numpy view
-            inputs = {}
             failure = InputError(f"could not read the request's inputs: {exc}")
-            return Request(info, inputs, lambda outputs, error: _send(sender, None, failure))
-        return Request(info, inputs, lambda outputs, error: _send(sender, outputs, error))
+            return Request(info, {}, lambda outputs, error: deliver(_response(None, failure)))
+        return Request(info, inputs, lambda outputs, error: deliver(_response(outputs, error)))
 
     def _release(self) -> None:
         if self.runner is not None:
@@ -228,10 +244,13 @@ class _VerboseLog(Observer):
             pb_utils.Logger.log_verbose(f"{self._name}: a request failed ({kind})")
 
 
-def _send(sender: Any, outputs: Arrays | None, error: GEError | None) -> None:
+def _response(outputs: Arrays | None, error: GEError | None) -> Any:
     if error is None:
-        response = pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs.items()])
-    else:
-        code = pb_utils.TritonError.INVALID_ARG if isinstance(error, InputError) else pb_utils.TritonError.INTERNAL
-        response = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
-    sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs.items()])
+    code = pb_utils.TritonError.INVALID_ARG if isinstance(error, InputError) else pb_utils.TritonError.INTERNAL
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
+
+
+def _through_sender(request: Any) -> Callable[[Any], None]:
+    sender = request.get_response_sender()
+    return lambda response: sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

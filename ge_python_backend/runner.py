@@ -123,6 +123,7 @@ class _Tracked:
         self.request = request
         self.rows = 0
         self.parts_left = 0
+        self.own_outputs = False  # copy outputs out of slot memory (the slot may run again first)
         self.outputs: dict[str, np.ndarray] | None = None
         self.answered = threading.Event()
         self._lock = threading.Lock()
@@ -156,7 +157,7 @@ class _Tracked:
         with self._lock:
             if self.parts_left == 1 and self.outputs is None:
                 self.parts_left = 0
-                return outputs
+                return {name: array.copy() for name, array in outputs.items()} if self.own_outputs else outputs
             if self.outputs is None:
                 self.outputs = {
                     name: np.empty((self.rows,) + array.shape[1:], array.dtype) for name, array in outputs.items()
@@ -218,40 +219,57 @@ class Runner:
         self._workers = ThreadPoolExecutor(
             max_workers=len(engine.slots), initializer=engine.bind_thread, thread_name_prefix="ge-slot"
         )
+        self._bound = threading.local()
         self._in_flight = 0
         self._idle = threading.Condition()
         self.out_of_service: EngineError | None = None
 
     # -- submit: runs on Triton's execute thread ---------------------------------------------
 
-    def submit(self, requests: Sequence[Request]) -> None:
-        """Validate, batch and dispatch ``requests``; every one is answered exactly once."""
+    def submit(self, requests: Sequence[Request], wait: bool = False) -> None:
+        """Validate, batch and dispatch ``requests``; every one is answered exactly once.
+
+        With ``wait`` (and always for stateful models, whose next step needs this one's state)
+        return only once every request is answered. Answers may then be read after later
+        batches of the same call have reused a slot, so they own their data whenever the call
+        runs more than one batch.
+        """
         if self.out_of_service is not None:
             for request in requests:
                 _Tracked(request, self._observer, self._log).fail(self.out_of_service, "engine")
             return
         if self._sequences is None:
-            self._submit([_Tracked(r, self._observer, self._log) for r in requests])
+            tracked = [_Tracked(r, self._observer, self._log) for r in requests]
+            self._submit(tracked, wait=wait, kept=wait, other_batches=False)
             return
         self._observer.sequences(len(self._sequences))
         if self._sequences.expire():
             self._observer.sequences(len(self._sequences))
-        for wave in _waves(requests):
+        waves = _waves(requests)
+        for wave in waves:
             tracked = [_Tracked(r, self._observer, self._log) for r in wave]
-            self._submit(tracked)
-            for t in tracked:
-                t.answered.wait()
+            self._submit(tracked, wait=True, kept=wait, other_batches=len(waves) > 1)
         self._observer.sequences(len(self._sequences))
 
-    def _submit(self, tracked: list[_Tracked]) -> None:
+    def _submit(self, tracked: list[_Tracked], wait: bool, kept: bool, other_batches: bool) -> None:
+        """``kept``: answers are read after this call returns, so with several batches in the
+        call (here, or ``other_batches`` elsewhere in it) they must own their data."""
         try:
             items = self._prepare_all(tracked)
-            for members, shapes in self._groups(items):
-                self._plan_and_dispatch(members, shapes, items, tracked)
+            chunks = [c for members, shapes in self._groups(items) for c in self._plan(members, shapes, tracked)]
+            if kept and (other_batches or len(chunks) > 1):
+                for t in tracked:
+                    t.own_outputs = True
+            inline = wait and (len(chunks) == 1 or len(self._engine.slots) == 1)
+            for chunk in chunks:
+                self._dispatch(chunk, items, tracked, inline)
         except Exception as exc:  # a bug here must still answer every request
             self._log(f"internal error while batching: {type(exc).__name__}: {exc}")
             for t in tracked:
                 t.fail(GEError(f"internal error while batching: {type(exc).__name__}: {exc}"), "internal")
+        if wait:
+            for t in tracked:
+                t.answered.wait()
 
     def _prepare_all(self, tracked: list[_Tracked]) -> dict[int, _Item]:
         items = {}
@@ -343,20 +361,20 @@ class Runner:
     def _non_batch_shapes(self, item: _Item) -> dict[str, tuple[int, ...]]:
         return {name: a.shape[1:] if self._has_batch_axis else a.shape for name, a in item.batched.items()}
 
-    def _plan_and_dispatch(self, members, shapes, items, tracked) -> None:
+    def _plan(self, members, shapes, tracked) -> list[Chunk]:
+        """The chunks of one group (its requests fail alone when no profile fits them)."""
         try:
             profile = choose_profile(self.profiles, shapes)
         except InputError as exc:
             for m in members:
                 tracked[m].fail(exc, "input")
-            return
+            return []
         rows = {m: max(tracked[m].rows, 1) for m in members}
         chunks = plan_group(members, rows, shapes, profile)
         for chunk in chunks:
             for part in chunk.parts:
                 tracked[part.item].parts_left += 1
-        for chunk in chunks:
-            self._dispatch(chunk, items, tracked)
+        return chunks
 
     def _stage(self, slot: Slot, chunk: Chunk, items: Mapping[int, _Item]) -> None:
         """Gather ``chunk`` into ``slot``'s input buffers (unbatched inputs: the shared value)."""
@@ -369,7 +387,9 @@ class Runner:
         batch_first = {n: self._layout.to_batch_first(n, buffers[n]) for n in chunk.shapes}
         gather(chunk, items, batch_first)
 
-    def _dispatch(self, chunk: Chunk, items, tracked: list[_Tracked]) -> None:
+    def _dispatch(self, chunk: Chunk, items, tracked: list[_Tracked], inline: bool) -> None:
+        """Gather ``chunk`` into a free slot and run it on the slot's worker thread, or right
+        here when the caller waits anyway and nothing could run beside it (no thread hand-off)."""
         if all(tracked[p.item].answered.is_set() for p in chunk.parts):
             return
         slot = self._free.get()
@@ -384,7 +404,16 @@ class Runner:
         with self._idle:
             self._in_flight += 1
             self._observer.in_flight(self._in_flight)
-        self._workers.submit(self._run, slot, chunk, tracked)
+        if inline:
+            self._bind_this_thread()
+            self._run(slot, chunk, tracked)
+        else:
+            self._workers.submit(self._run, slot, chunk, tracked)
+
+    def _bind_this_thread(self) -> None:
+        if not getattr(self._bound, "done", False):
+            self._engine.bind_thread()
+            self._bound.done = True
 
     # -- run: on the slot's worker thread ---------------------------------------------------
 

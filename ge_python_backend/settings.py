@@ -41,6 +41,14 @@ CORE_PARAMETERS = (
     ),
     Parameter("streams", parse_int(1, 64), 1, "an integer from 1 to 64", "execution slots (batches in flight) per instance"),
     Parameter(
+        "response_mode",
+        parse_choice("auto", "sender", "return"),
+        "auto",
+        "auto, sender or return",
+        "answer through response senders (overlap batches) or return answers from execute (least IPC); "
+        "auto: sender for NPU engines or streams > 1, else return",
+    ),
+    Parameter(
         "reject_nonfinite",
         parse_bool,
         False,
@@ -103,6 +111,7 @@ class ModelSettings:
     model_file: str
     device_id: int
     slots: int
+    response_mode: str
     reject_nonfinite: bool
     log_verbosity: int
     metrics: bool
@@ -200,6 +209,7 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         model_file=values["model_file"],
         device_id=device_ids[index % len(device_ids)],
         slots=values["streams"],
+        response_mode=values["response_mode"],
         reject_nonfinite=values["reject_nonfinite"],
         log_verbosity=values["log_verbosity"],
         metrics=values["metrics"],

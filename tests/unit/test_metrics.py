@@ -35,7 +35,7 @@ def test_batches_rows_padding_phases_and_failures_are_counted(tmp_path, onnx_dir
         responses = model.infer(good + [bad])
         assert [r.has_error() for r in responses] == [False, False, True]
         model.model.runner.drain()
-        model.model.metrics.flush_if_due(force=True)
+        model.model.metrics.flush()
         labels = {m.labels["instance"] for m in pb.MetricFamily.registry["ge_batches"].metrics}
         assert labels == {"metered_0_0"}
         assert values("ge_batches", "metered") == {(): 1}
