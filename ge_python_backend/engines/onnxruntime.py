@@ -44,9 +44,10 @@ PARAMETERS = (
     Parameter(
         "onnxruntime_spinning",
         parse_bool,
-        False,
-        "true or false",
-        "let ORT's thread pools spin-wait between operators (fast alone, costly beside tritonserver's own threads)",
+        None,
+        "true or false (default: true with one slot, false with several)",
+        "let ORT's thread pools spin-wait between operators: faster when one batch runs at a time, "
+        "costly when several slots' threads compete for the cores",
     ),
     Parameter(
         "onnxruntime_graph_optimization",
@@ -111,7 +112,9 @@ def _import_onnxruntime():
     return onnxruntime
 
 
-def load_session(model_path: Path, *, device_id: int = 0, options: Mapping[str, Any] | None = None):
+def load_session(
+    model_path: Path, *, device_id: int = 0, slots: int = 1, options: Mapping[str, Any] | None = None
+):
     """An ONNX Runtime session for ``model_path`` configured from engine ``options``."""
     ort = _import_onnxruntime()
     values = {p.name: p.default for p in PARAMETERS} | dict(options or {})
@@ -127,7 +130,8 @@ def load_session(model_path: Path, *, device_id: int = 0, options: Mapping[str, 
     session_options = ort.SessionOptions()
     session_options.intra_op_num_threads = values["onnxruntime_intra_op_threads"]
     session_options.inter_op_num_threads = values["onnxruntime_inter_op_threads"]
-    spinning = "1" if values["onnxruntime_spinning"] else "0"
+    spin = values["onnxruntime_spinning"]
+    spinning = "1" if (slots == 1 if spin is None else spin) else "0"
     session_options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
     session_options.add_session_config_entry("session.inter_op.allow_spinning", spinning)
     session_options.graph_optimization_level = {
@@ -199,7 +203,7 @@ class OnnxRuntimeEngine(Engine):
     name = "onnxruntime"
 
     def __init__(self, model_path: Path, *, device_id: int = 0, slots: int = 1, options: Mapping[str, Any] | None = None):
-        self._session = load_session(model_path, device_id=device_id, options=options)
+        self._session = load_session(model_path, device_id=device_id, slots=slots, options=options)
         self.spec = spec_from_session(self._session)
         self._providers = self._session.get_providers()
         self._slots = tuple(_OrtSlot(i, self._session, self.spec) for i in range(slots))
