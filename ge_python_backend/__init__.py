@@ -8,6 +8,7 @@ fake in ``ge_python_backend.testing``). Everything else imports anywhere.
 from __future__ import annotations
 
 from .errors import ConfigError, EngineError, GEError, InputError, OmFormatError
+from .runner import RequestInfo
 from .specs import BatchSupport, ModelSpec, ShapeGear, TensorSpec
 
 __version__ = "0.1.0"
@@ -32,8 +33,4 @@ def __getattr__(name: str):
         from .model import GEModel
 
         return GEModel
-    if name == "RequestInfo":
-        from .runner import RequestInfo
-
-        return RequestInfo
     raise AttributeError(f"module 'ge_python_backend' has no attribute {name!r}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,8 @@ from ge_python_backend.cli import main
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.sim.compile import sim_compile
+from samples import OM_SAMPLES, OM_SAMPLES_DIR
 
-OM_SAMPLES = sorted(Path("/work/shared/om-samples").glob("*.om"))
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +193,7 @@ def test_backend_ge_without_the_backend_installed(tmp_path, onnx_dir):
     assert check_repository(repo, tmp_path / "backends").problems == ()
 
 
-@pytest.mark.skipif(not OM_SAMPLES, reason="no public .om samples in /work/shared/om-samples")
+@pytest.mark.skipif(not OM_SAMPLES, reason=f"no public .om samples in {OM_SAMPLES_DIR}")
 def test_real_om_samples_generate_clean_folders(tmp_path):
     repo = tmp_path / "repo"
     for sample in OM_SAMPLES:

@@ -72,7 +72,7 @@ def test_hooks_turn_bytes_into_tensors_and_logits_into_label_strings(tmp_path):
         blobs = [np.array([[img.tobytes()] for img in batch], dtype=np.object_) for batch in images]
         bad = np.array([[b"short"]], dtype=np.object_)
         responses = model.infer([request(IMAGE=b) for b in blobs] + [request(IMAGE=bad)])
-    for batch, blob, response in zip(images, blobs, responses):
+    for blob, response in zip(blobs, responses):
         (logits,) = session.run(None, {"image": decode(blob, 8)})
         labels, scores = top_k(logits, 3, [f"class_{i}" for i in range(10)])
         got = {t.name(): t.as_numpy() for t in response.output_tensors()}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from om_builder import Header, Model, Tensor, standard_om
@@ -11,8 +10,8 @@ from ge_python_backend.cli import main
 from ge_python_backend.modelfile import read_model_file
 from ge_python_backend.repository.config import mc, read_config_file
 from ge_python_backend.specs import api_type
+from samples import OM_SAMPLES, OM_SAMPLES_DIR
 
-OM_SAMPLES = sorted(Path("/work/shared/om-samples").glob("*.om"))
 
 
 def gear_om() -> bytes:
@@ -42,7 +41,7 @@ def test_generate_from_a_dynamic_batch_om(tmp_path, capsys):
     assert (tmp_path / "repo" / "net" / "1" / "model.om").read_bytes() == om.read_bytes()
 
 
-@pytest.mark.skipif(not OM_SAMPLES, reason="no public .om samples in /work/shared/om-samples")
+@pytest.mark.skipif(not OM_SAMPLES, reason=f"no public .om samples in {OM_SAMPLES_DIR}")
 @pytest.mark.parametrize("sample", OM_SAMPLES, ids=lambda p: p.stem)
 def test_generate_from_real_om_samples_matches_the_reader(tmp_path, sample, capsys):
     assert main(["generate", str(sample), "-o", str(tmp_path), "--name", "m"]) == 0

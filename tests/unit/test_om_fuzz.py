@@ -14,8 +14,9 @@ from om_builder import MODEL_DEF, TASK_INFO, Header, Model, Tensor, attr_s, inou
 from ge_python_backend.errors import OmFormatError
 from ge_python_backend.om import read_om
 from ge_python_backend.om.report import to_json, to_text
+from samples import OM_SAMPLES_DIR
 
-SAMPLES = Path("/work/shared/om-samples")
+SAMPLES = OM_SAMPLES_DIR
 
 
 def _synthetic_seeds() -> list[bytes]:

@@ -1,4 +1,4 @@
-"""The reader on the public sample files of /work/shared/om-samples (facts from om-format.md §3).
+"""The reader on the public sample files of ../shared/om-samples (facts from om-format.md §3).
 
 Skipped when the samples are not present.
 """
@@ -14,8 +14,9 @@ from ge_python_backend.om.inout import parse_inout
 from ge_python_backend.om.iospec import io_from_inout, io_from_model_def
 from ge_python_backend.om.modeldef import ModelDef
 from ge_python_backend.specs import BatchSupport, TensorSpec
+from samples import OM_SAMPLES_DIR
 
-SAMPLES = Path("/work/shared/om-samples")
+SAMPLES = OM_SAMPLES_DIR
 
 
 def sample(name: str) -> Path:

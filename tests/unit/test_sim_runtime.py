@@ -9,13 +9,13 @@ from __future__ import annotations
 import ctypes
 import json
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import acl_sim_nets as nets
 from ge_python_backend.sim import Simulator, sim_compile
+from samples import OM_SAMPLES
 
 H2D, D2H, HUGE_FIRST = 1, 2, 0
 
@@ -367,10 +367,9 @@ def test_arguments_are_positional_only_and_typed_like_the_binding(acl):
     assert acl.mdl.get_input_dims(0, -1) == ({}, 100000)  # "k" masks -1 instead of refusing it
 
 
-SAMPLES = sorted(Path("/work/shared/om-samples").glob("*.om"))
 
 
-@pytest.mark.parametrize("sample", SAMPLES or [None], ids=[p.name for p in SAMPLES] or ["absent"])
+@pytest.mark.parametrize("sample", OM_SAMPLES or [None], ids=[p.name for p in OM_SAMPLES] or ["absent"])
 def test_public_cann_samples_are_refused_as_real_models(acl, sample):
     if sample is None:
         pytest.skip("no public .om samples on this machine")
