@@ -1,9 +1,10 @@
 """GEModel: a reusable TritonPythonModel. Triton glue only.
 
-It reads each request's tensors, hands them to the ``Runner`` (which batches, runs the engine
-and slices the results back) and answers every request through its response sender, so
-``execute`` returns as soon as the work is handed to a free execution slot and the next batch
-can be formed while this one runs. Subclasses override ``preprocess`` and ``postprocess``.
+It reads each request's tensors and hands them to the ``Runner`` (which batches, runs the
+engine and slices the results back). Answers go through each request's response sender, so
+``execute`` returns as soon as the batch is on a free execution slot, or, when there is nothing
+to overlap, are returned from ``execute`` in one reply (parameter ``response_mode``).
+Subclasses override ``preprocess`` and ``postprocess``.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class GEModel:
     def postprocess(self, outputs: dict[str, np.ndarray], request: RequestInfo) -> Mapping[str, np.ndarray]:
         """Turn one request's slice of the engine's outputs into its response tensors.
 
-        Default: unchanged. Runs on a slot's worker thread: keep it thread-safe.
+        Default: unchanged. May run on a slot's worker thread: keep it thread-safe.
         """
         return outputs
 
