@@ -1,4 +1,8 @@
-"""A deterministic in-memory engine for runner tests: outputs y = x * 2 + slot marker."""
+"""A deterministic in-memory engine for runner tests: y = x * 2.
+
+Like the acl engine, each slot lends input buffers it keeps, and returns its outputs as views of
+a buffer it reuses on the next run: answers that outlive their slot must have been copied.
+"""
 
 from __future__ import annotations
 
@@ -16,10 +20,16 @@ class _DoublingSlot(Slot):
         self.index = index
         self.last_times = PhaseTimes()
         self._engine = engine
+        self._buffers: dict[tuple, np.ndarray] = {}
         self._staged: dict[str, np.ndarray] = {}
 
+    def _buffer(self, key: tuple) -> np.ndarray:
+        if key not in self._buffers:
+            self._buffers[key] = np.empty(key[1:], np.float32)
+        return self._buffers[key]
+
     def inputs(self, shapes):
-        self._staged = {name: np.empty(shape, np.float32) for name, shape in shapes.items()}
+        self._staged = {name: self._buffer((name,) + tuple(shape)) for name, shape in shapes.items()}
         return self._staged
 
     def run(self):
@@ -28,7 +38,9 @@ class _DoublingSlot(Slot):
             self._engine.batches.append(x.shape[0])
         if (x == self._engine.poison).any():
             raise EngineError("injected failure: poison value in the batch", fatal=self._engine.fatal)
-        return {"y": x * 2}
+        y = self._buffer(("y",) + x.shape)
+        np.multiply(x, 2, out=y)
+        return {"y": y}
 
 
 class DoublingEngine(Engine):

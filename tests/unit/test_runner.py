@@ -14,9 +14,14 @@ from ge_python_backend.specs import BatchSupport
 
 
 class Answers:
-    """Collects respond() calls and fails a test that sees a request answered twice."""
+    """Collects respond() calls and fails a test that sees a request answered twice.
 
-    def __init__(self, count: int) -> None:
+    ``copy``: take the data during respond(), as Triton's response sender does; without it the
+    answers are kept as given, as the answers ``execute`` returns are until it returns.
+    """
+
+    def __init__(self, count: int, copy: bool = True) -> None:
+        self.copy = copy
         self.results: dict[int, tuple] = {}
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -26,6 +31,8 @@ class Answers:
         def respond(outputs, error):
             with self._lock:
                 assert index not in self.results, f"request {index} answered twice"
+                if self.copy and outputs is not None:
+                    outputs = {name: np.array(array) for name, array in outputs.items()}
                 self.results[index] = (outputs, error)
                 if len(self.results) == self._count:
                     self._done.set()
@@ -37,8 +44,8 @@ class Answers:
         return self.results
 
 
-def run(engine, arrays, *, batching=True, max_batch_size=8, preprocess=None, postprocess=None, **kwargs):
-    runner = Runner(
+def make_runner(engine, *, batching=True, max_batch_size=8, preprocess=None, postprocess=None, **kwargs):
+    return Runner(
         engine,
         batching=batching,
         max_batch_size=max_batch_size,
@@ -47,8 +54,13 @@ def run(engine, arrays, *, batching=True, max_batch_size=8, preprocess=None, pos
         postprocess=postprocess or (lambda outputs, info: outputs),
         **kwargs,
     )
-    answers = Answers(len(arrays))
-    runner.submit([Request(RequestInfo(request_id=str(i)), {"x": a}, answers.respond(i)) for i, a in enumerate(arrays)])
+
+
+def run(engine, arrays, *, wait=False, **kwargs):
+    runner = make_runner(engine, **kwargs)
+    answers = Answers(len(arrays), copy=not wait)
+    requests = [Request(RequestInfo(request_id=str(i)), {"x": a}, answers.respond(i)) for i, a in enumerate(arrays)]
+    runner.submit(requests, wait=wait)
     results = answers.wait()
     runner.close()
     return results
@@ -149,14 +161,7 @@ def test_nonfinite_inputs_are_refused_when_asked():
 @pytest.mark.parametrize("slots", [1, 2, 3])
 def test_many_concurrent_submits_on_several_slots_lose_nothing(slots):
     engine = DoublingEngine(BatchSupport("gears", (1, 2, 4, 8)), slots=slots)
-    runner = Runner(
-        engine,
-        batching=True,
-        max_batch_size=8,
-        output_types={"y": np.dtype(np.float32)},
-        preprocess=lambda i, _: i,
-        postprocess=lambda o, _: o,
-    )
+    runner = make_runner(engine)
     rng = np.random.default_rng(slots)
     arrays = [rng.standard_normal((int(rng.integers(1, 9)), 2)).astype(np.float32) for _ in range(300)]
     answers = Answers(len(arrays))
@@ -171,14 +176,7 @@ def test_many_concurrent_submits_on_several_slots_lose_nothing(slots):
 
 def test_a_fatal_engine_failure_takes_the_model_out_of_service():
     engine = DoublingEngine(BatchSupport("dynamic"), fatal=True)
-    runner = Runner(
-        engine,
-        batching=True,
-        max_batch_size=8,
-        output_types={"y": np.dtype(np.float32)},
-        preprocess=lambda i, _: i,
-        postprocess=lambda o, _: o,
-    )
+    runner = make_runner(engine)
     bad = np.full((1, 2), engine.poison, np.float32)
     first = Answers(1)
     runner.submit([Request(RequestInfo(), {"x": bad}, first.respond(0))])
@@ -190,3 +188,21 @@ def test_a_fatal_engine_failure_takes_the_model_out_of_service():
         assert error.fatal and "out of service after a fatal engine failure" in str(error)
     assert engine.batches == [1]  # nothing else reached the engine
     runner.close()
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_answers_read_after_a_waiting_submit_survive_slot_reuse(slots):
+    # Answers returned from execute are read only after it returns, when later batches of the
+    # same call may have reused the slot's output buffer.
+    engine = DoublingEngine(BatchSupport("gears", (1, 2)), slots=slots)
+    arrays = rows(2, 2, 2, 1, 2)
+    results = run(engine, arrays, wait=True)
+    assert len(engine.batches) == 5
+    for i, array in enumerate(arrays):
+        np.testing.assert_array_equal(results[i][0]["y"], array * 2)
+
+
+def test_a_single_batch_waiting_submit_hands_out_views_without_copying():
+    engine = DoublingEngine(BatchSupport("gears", (1, 2, 4, 8)))
+    results = run(engine, rows(3, 4), wait=True)
+    assert np.shares_memory(results[0][0]["y"], results[1][0]["y"].base)
