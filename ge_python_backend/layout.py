@@ -9,7 +9,7 @@ copy) and ``engine_shape`` puts it back where the engine wants it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -22,6 +22,15 @@ class Layout:
     """Batch axis per engine tensor: an int (default 0), or None for an unbatched input."""
 
     axes: Mapping[str, int | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, unbatched: Iterable[str] = (), states: Iterable = (), state_axis: int = 0) -> "Layout":
+        """The layout GEModel's parameters describe: ``unbatched`` inputs have no batch axis;
+        both tensors of every state pair (``.input``/``.output``) batch on ``state_axis``."""
+        axes: dict[str, int | None] = {name: None for name in unbatched}
+        for pair in states:
+            axes[pair.input] = axes[pair.output] = state_axis
+        return cls(axes)
 
     def axis(self, name: str) -> int | None:
         return self.axes.get(name, 0)

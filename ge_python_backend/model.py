@@ -19,7 +19,6 @@ import triton_python_backend_utils as pb_utils
 from .engines import open_engine, resolve_auto
 from .errors import ConfigError, GEError, InputError
 from .iomatch import compare_io
-from .layout import Layout
 from .metrics import TritonMetrics
 from .params import Parameter
 from .runner import Arrays, Observer, Observers, Request, RequestInfo, Runner
@@ -146,19 +145,12 @@ class GEModel:
             output_types={o.name: o.numpy_dtype for o in settings.outputs},
             preprocess=self.preprocess,
             postprocess=self.postprocess,
-            layout=self._layout(),
+            layout=settings.layout,
             sequences=self._sequence_states(),
             reject_nonfinite=settings.reject_nonfinite,
             observer=Observers(*filter(None, (self.metrics, _VerboseLog(settings)))),
             log=self.log_error,
         )
-
-    def _layout(self) -> Layout:
-        settings = self.settings
-        axes: dict[str, int | None] = {name: None for name in settings.unbatched_inputs}
-        for pair in settings.sequence_state:
-            axes[pair.input] = axes[pair.output] = settings.sequence_state_batch_axis
-        return Layout(axes)
 
     def _sequence_states(self) -> SequenceStates | None:
         settings = self.settings
@@ -195,7 +187,7 @@ class GEModel:
             settings.inputs,
             settings.outputs,
             batching=settings.batching,
-            layout=self._layout(),
+            layout=settings.layout,
             states=states,
             overrides=frozenset(hook for hook in ("preprocess", "postprocess") if self._overrides(hook)),
         )

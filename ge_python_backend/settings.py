@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from .engines import ENGINE_NAMES, default_model_file, engine_parameters
 from .errors import ConfigError
+from .layout import Layout
 from .params import Parameter, parse_bool, parse_choice, parse_float, parse_int, parse_list, parse_parameters
 from .sequences import StatePair, parse_initial_values, parse_state_pairs
 from .specs import TensorSpec, api_type
@@ -127,6 +128,11 @@ class ModelSettings:
     @property
     def batching(self) -> bool:
         return self.max_batch_size > 0
+
+    @property
+    def layout(self) -> Layout:
+        """Where each engine tensor keeps its batch axis, per the parameters."""
+        return Layout.of(self.unbatched_inputs, self.sequence_state, self.sequence_state_batch_axis)
 
     @property
     def sequence_batching(self) -> bool:

@@ -91,15 +91,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.model is None:
         raise ConfigError("give a model file (or --list-templates)")
-    for flag, value, low in (("--instances", args.instances, 1), ("--streams", args.streams, 1),
-                             ("--version", args.version, 1), ("--max-queue-delay-us", args.max_queue_delay_us, 0),
-                             ("--max-queue-size", args.max_queue_size, 0), ("--queue-timeout-ms", args.queue_timeout_ms, 0),
-                             ("--sequence-idle-ms", args.sequence_idle_ms, 0),
-                             ("--state-batch-axis", args.state_batch_axis, 0)):
-        if value < low:
-            raise ConfigError(f"{flag} {value}: expected an integer >= {low}")
-    if args.max_batch_size is not None and args.max_batch_size < 0:
-        raise ConfigError(f"--max-batch-size {args.max_batch_size}: expected 0 or more")
     options = GenerateOptions(
         name=args.name or args.model.stem,
         template=args.template,

@@ -257,10 +257,9 @@ class _ModelCheck:
         if parameters.valid:
             self._check_settings(config, extras or ())
         values = parameters.values
-        axes: dict[str, int | None] = {name: None for name in values["unbatched_inputs"]}
-        for pair in values["sequence_state"]:
-            axes[pair.input] = axes[pair.output] = values["sequence_state_batch_axis"]
-        parameters.layout = Layout(axes)
+        parameters.layout = Layout.of(
+            values["unbatched_inputs"], values["sequence_state"], values["sequence_state_batch_axis"]
+        )
         return parameters
 
     def _check_settings(self, config, extras: tuple[Parameter, ...]) -> None:

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..engines import engine_parameters
 from ..errors import ConfigError
 from ..modelfile import ModelFile, read_model_file
 from ..layout import Layout
 from ..sequences import StatePair
+from ..settings import CORE_PARAMETERS
 from ..specs import ModelSpec, TensorSpec, config_type
 from .config import ModelConfig, format_config, mc, read_config_file
 from .templates import Template, load_template, safe_join
@@ -72,11 +74,24 @@ class GenerateOptions:
     state_batch_axis: int = 0
     unbatched_inputs: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        for flag, value, low in (
+            ("--version", self.version, 1),
+            ("--instances", self.instance_count, 1),
+            ("--streams", self.streams, 1),
+            ("--max-queue-delay-us", self.max_queue_delay_us, 0),
+            ("--max-queue-size", self.max_queue_size, 0),
+            ("--max-batch-size", 0 if self.max_batch_size is None else self.max_batch_size, 0),
+            ("--state-batch-axis", self.state_batch_axis, 0),
+        ):
+            if value < low:
+                raise ConfigError(f"{flag} {value}: expected an integer >= {low}")
+        for flag, micros in (("--queue-timeout-ms", self.queue_timeout_us), ("--sequence-idle-ms", self.sequence_idle_us)):
+            if micros < 0:
+                raise ConfigError(f"{flag} {micros / 1000:g}: expected a number >= 0")
+
     def layout(self) -> Layout:
-        axes: dict[str, int | None] = {name: None for name in self.unbatched_inputs}
-        for pair in self.states:
-            axes[pair.input] = axes[pair.output] = self.state_batch_axis
-        return Layout(axes)
+        return Layout.of(self.unbatched_inputs, self.states, self.state_batch_axis)
 
 
 @dataclass(frozen=True)
@@ -269,12 +284,21 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
         parameters["sequence_state_batch_axis"] = str(options.state_batch_axis)
     if options.unbatched_inputs:
         parameters["unbatched_inputs"] = ",".join(options.unbatched_inputs)
+    _check_parameters(parameters)
     parameters.update(template.render_data(dict(template.parameters), values, "parameters"))
     for key, value in parameters.items():
         config.parameters[key].string_value = str(value)
     if options.warmup:
         _add_warmup(config, max_batch)
     return config, notes
+
+
+def _check_parameters(parameters: Mapping[str, str]) -> None:
+    """Parse what the generator writes with the parsers GEModel will use, so a config it writes
+    never fails to load for a value a flag allowed (e.g. --streams 100)."""
+    declared = {p.name: p for p in CORE_PARAMETERS + engine_parameters()}
+    for name, text in parameters.items():
+        declared[name].read(text)
 
 
 def _add_warmup(config, max_batch: int) -> None:

@@ -90,7 +90,7 @@ def test_missing_model_file_gives_one_line(tmp_path, capsys):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--max-batch-size", "-1"], "--max-batch-size -1: expected 0 or more"),
+        (["--max-batch-size", "-1"], "--max-batch-size -1: expected an integer >= 0"),
         (["--instances", "0"], "--instances 0: expected an integer >= 1"),
         (["--max-batch-size", "4", "--name", "pair"], None),
         (["--template", "nope"], "no template named 'nope'; available: classification, generic"),
@@ -157,3 +157,17 @@ def test_other_verbs_give_one_line(tmp_path, capsys, onnx_dir, argv, message):
     argv = [a.format(**names) for a in argv]
     assert main(argv) == 2
     assert message in one_line_error(capsys, argv[0])
+
+
+def test_the_library_refuses_what_the_flags_refuse_and_what_gemodel_would(tmp_path, onnx_dir):
+    from ge_python_backend.errors import ConfigError
+    from ge_python_backend.repository.generate import GenerateOptions, generate
+
+    with pytest.raises(ConfigError, match="--instances 0: expected an integer >= 1"):
+        GenerateOptions(name="m", instance_count=0)
+    with pytest.raises(ConfigError, match=r"--queue-timeout-ms -1: expected a number >= 0"):
+        GenerateOptions(name="m", queue_timeout_us=-1000)
+    # streams 100 passes the flag's lower bound, but GEModel accepts 1..64: refused before writing.
+    with pytest.raises(ConfigError, match="parameter 'streams' has value '100'"):
+        generate(onnx_dir / "linear.onnx", tmp_path / "repo", GenerateOptions(name="m", streams=100))
+    assert not (tmp_path / "repo").exists()
