@@ -15,7 +15,7 @@ import ctypes
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -86,17 +86,36 @@ class _ModelPlan:
     input_indexes: tuple[int, ...]
     input_sizes: tuple[int, ...]
     output_sizes: tuple[int, ...]
+    #: per gear, the last argument(s) of its set_dynamic_* call, built once
+    gear_arguments: tuple[tuple[Any, ...], ...]
 
 
 @dataclass
 class _Buffer:
     """One model input or output: its device buffer and (for client tensors) its pinned host twin."""
 
+    kind: str  # "input" or "output"
+    index: int  # model input or output index
     name: str
     dtype: np.dtype | None
     capacity: int
     device: int = 0
     host: int = 0
+
+
+    def copy_what(self) -> str:
+        return f"copying {self.kind} {self.name!r} to the {'device' if self.kind == 'input' else 'host'}"
+
+    def shape_what(self) -> str:
+        return f"reading the shape of output {self.name!r}"
+
+
+def _gear_arguments(kind: str, gears: tuple[Shape, ...]) -> tuple[tuple[Any, ...], ...]:
+    """The values each gear passes to set_dynamic_batch_size (batch), set_dynamic_hw_size (h, w)
+    or set_input_dynamic_dims (the dims dict, pyacl.md §4.3)."""
+    if kind == "dims":
+        return tuple(({"dimCount": len(g), "name": "", "dims": list(g)},) for g in gears)
+    return gears
 
 
 def _refuse_unservable(tensors: list[LayoutTensor], kind: str) -> None:
@@ -171,9 +190,12 @@ class AclSlot(Slot):
         self._host_ptrs: list[int] = []
         self._inputs: list[_Buffer] = []
         self._outputs: list[_Buffer] = []
-        self._input_views: dict[int, dict[str, np.ndarray]] = {}
-        self._output_views: dict[tuple[Shape, ...], dict[str, np.ndarray]] = {}
-        self._staged: tuple[int, list[int]] | None = None
+        #: per gear: views of the pinned input buffers, and the bytes each input copies
+        self._input_views: tuple[dict[str, np.ndarray], ...] = ()
+        self._input_bytes: tuple[tuple[int, ...], ...] = ()
+        #: per set of output shapes met so far: views of the pinned output buffers and their bytes
+        self._output_views: dict[tuple[Shape, ...], tuple[dict[str, np.ndarray], tuple[int, ...]]] = {}
+        self._staged: int | None = None
         try:
             self._open(model_path, plan)
         except BaseException:
@@ -202,6 +224,10 @@ class AclSlot(Slot):
         self._input_dataset = self._build_dataset("input", draft)
         self._output_dataset = self._build_dataset("output", draft)
         self.plan = plan or self._probe_gears(draft)
+        layout = self.plan.layout
+        gear_shapes = [tuple(layout.input_shapes(g).values()) for g in range(layout.gear_count)]
+        self._input_views = tuple({b.name: _view(b, s) for b, s in zip(self._inputs, shapes)} for shapes in gear_shapes)
+        self._input_bytes = tuple(tuple(_byte_size(b, s) for b, s in zip(self._inputs, shapes)) for shapes in gear_shapes)
 
     def _read_plan(self) -> _ModelPlan:
         """The model's tensors and gears from the desc (output shapes per gear still unknown)."""
@@ -229,6 +255,7 @@ class AclSlot(Slot):
             input_indexes,
             tuple(sizes[i] for i in range(count)),
             tuple(t.size for t in outputs),
+            _gear_arguments(kind, gears),
         )
 
     def _build_dataset(self, kind: str, plan: _ModelPlan) -> int:
@@ -242,7 +269,7 @@ class AclSlot(Slot):
             sizes, buffers = plan.input_sizes, self._inputs
         else:
             tensors, sizes, buffers = list(plan.layout.outputs), plan.output_sizes, self._outputs
-        for tensor, size in zip(tensors, sizes):
+        for index, (tensor, size) in enumerate(zip(tensors, sizes)):
             name = tensor.name if tensor else ACL_DYNAMIC_TENSOR_NAME
             what = f"allocating {kind} {name!r} ({size} bytes) of slot {self.index}"
             device, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
@@ -257,7 +284,7 @@ class AclSlot(Slot):
             host, ret = acl.rt.malloc_host(size)
             check(acl, ret, "acl.rt.malloc_host", what)
             self._host_ptrs.append(host)
-            buffers.append(_Buffer(name, numpy_dtype(tensor.data_type.triton), size, device, host))
+            buffers.append(_Buffer(kind, index, name, numpy_dtype(tensor.data_type.triton), size, device, host))
         return dataset
 
     def _probe_gears(self, draft: _ModelPlan) -> _ModelPlan:
@@ -267,29 +294,31 @@ class AclSlot(Slot):
         for g in range(layout.gear_count):
             if layout.kind:
                 self._set_gear(draft, g)
-            gear_outputs.append(self._current_output_shapes(len(layout.outputs)))
+            gear_outputs.append(self._current_output_shapes())
         final = ModelLayout(layout.inputs, layout.outputs, layout.kind, layout.gears, tuple(gear_outputs))
-        return _ModelPlan(final, draft.dynamic_index, draft.input_indexes, draft.input_sizes, draft.output_sizes)
+        return replace(draft, layout=final)
 
     def _set_gear(self, plan: _ModelPlan, g: int) -> None:
-        acl, layout = self._acl, plan.layout
-        gear, model_id, dataset, index = layout.gears[g], self._model_id, self._input_dataset, plan.dynamic_index
-        if layout.kind == "batch":
-            ret = acl.mdl.set_dynamic_batch_size(model_id, dataset, index, gear[0])
-            check(acl, ret, "acl.mdl.set_dynamic_batch_size", f"selecting batch {gear[0]}")
-        elif layout.kind == "hw":
-            ret = acl.mdl.set_dynamic_hw_size(model_id, dataset, index, gear[0], gear[1])
-            check(acl, ret, "acl.mdl.set_dynamic_hw_size", f"selecting {gear[0]}x{gear[1]}")
+        """Select gear ``g`` with the arguments built at load (pyacl.md §9 step 6)."""
+        acl, kind, values = self._acl, plan.layout.kind, plan.gear_arguments[g]
+        model_id, dataset, index = self._model_id, self._input_dataset, plan.dynamic_index
+        if kind == "batch":
+            ret = acl.mdl.set_dynamic_batch_size(model_id, dataset, index, values[0])
+            function = "acl.mdl.set_dynamic_batch_size"
+        elif kind == "hw":
+            ret = acl.mdl.set_dynamic_hw_size(model_id, dataset, index, values[0], values[1])
+            function = "acl.mdl.set_dynamic_hw_size"
         else:
-            dims = {"dimCount": len(gear), "name": "", "dims": list(gear)}
-            ret = acl.mdl.set_input_dynamic_dims(model_id, dataset, index, dims)
-            check(acl, ret, "acl.mdl.set_input_dynamic_dims", f"selecting dims {list(gear)}")
+            ret = acl.mdl.set_input_dynamic_dims(model_id, dataset, index, values[0])
+            function = "acl.mdl.set_input_dynamic_dims"
+        check(acl, ret, function, lambda: f"selecting {plan.layout.gear_label(g)}")
 
-    def _current_output_shapes(self, count: int) -> tuple[Shape, ...]:
+    def _current_output_shapes(self) -> tuple[Shape, ...]:
+        """The output shapes of the gear currently set, from the runtime (pyacl.md §9 step 8)."""
         acl, shapes = self._acl, []
-        for j in range(count):
-            dims, ret = acl.mdl.get_cur_output_dims(self._desc, j)
-            check(acl, ret, "acl.mdl.get_cur_output_dims", f"reading output {j}'s shape")
+        for buffer in self._outputs:
+            dims, ret = acl.mdl.get_cur_output_dims(self._desc, buffer.index)
+            check(acl, ret, "acl.mdl.get_cur_output_dims", buffer.shape_what)
             shapes.append(_shape(dims))
         return tuple(shapes)
 
@@ -305,53 +334,49 @@ class AclSlot(Slot):
 
     def inputs(self, shapes: Shapes) -> dict[str, np.ndarray]:
         """Views of the pinned input buffers in exactly ``shapes`` (no pyACL call: any thread)."""
-        layout = self.plan.layout
         try:
-            g = layout.find_gear(shapes)
+            g = self.plan.layout.find_gear(shapes)
         except ValueError as exc:
             raise EngineError(str(exc)) from None
-        views = self._input_views.get(g)
-        if views is None:
-            views = {}
-            for buffer, shape in zip(self._inputs, layout.input_shapes(g).values()):
-                views[buffer.name] = _view(buffer, shape)
-            self._input_views[g] = views
-        self._staged = (g, [v.nbytes for v in views.values()])
-        return dict(views)
+        self._staged = g
+        return dict(self._input_views[g])
 
     def run(self) -> dict[str, np.ndarray]:
-        """Copy in, select the gear, execute, copy out, all on this slot's stream; then wait."""
-        if self._staged is None:
+        """Copy in, select the gear, execute, copy out, all on this slot's stream; then wait.
+
+        Any failure once work may be queued (an AclError, or an output that outgrows its buffer)
+        first waits for the stream, so the slot's buffers are quiet when the error is raised.
+        """
+        g = self._staged
+        if g is None:
             raise EngineError(f"slot {self.index}: run() without inputs() first")
-        acl, stream = self._acl, self._stream
-        g, sizes = self._staged
+        acl, stream, plan = self._acl, self._stream, self.plan
         start, copied_in, executed, copied_out = self._events
         try:
             ret = acl.rt.record_event(start, stream)
             check(acl, ret, "acl.rt.record_event")
-            for buffer, size in zip(self._inputs, sizes):
+            for buffer, size in zip(self._inputs, self._input_bytes[g]):
                 ret = acl.rt.memcpy_async(buffer.device, buffer.capacity, buffer.host, size,
                                           ACL_MEMCPY_HOST_TO_DEVICE, stream)
-                check(acl, ret, "acl.rt.memcpy_async", f"copying input {buffer.name!r} to the device")
+                check(acl, ret, "acl.rt.memcpy_async", buffer.copy_what)
             ret = acl.rt.record_event(copied_in, stream)
             check(acl, ret, "acl.rt.record_event")
-            if self.plan.layout.kind:
-                self._set_gear(self.plan, g)
+            if plan.layout.kind:
+                self._set_gear(plan, g)
             ret = acl.mdl.execute_async(self._model_id, self._input_dataset, self._output_dataset, stream)
-            check(acl, ret, "acl.mdl.execute_async", f"running {self.plan.layout.gear_label(g)}")
+            check(acl, ret, "acl.mdl.execute_async", lambda: f"running {plan.layout.gear_label(g)}")
             ret = acl.rt.record_event(executed, stream)
             check(acl, ret, "acl.rt.record_event")
-            shapes = self._current_output_shapes(len(self._outputs))
-            for buffer, shape in zip(self._outputs, shapes):
-                size = _byte_size(buffer, shape)
+            views, sizes = self._outputs_at(self._current_output_shapes())
+            for buffer, size in zip(self._outputs, sizes):
                 ret = acl.rt.memcpy_async(buffer.host, buffer.capacity, buffer.device, size,
                                           ACL_MEMCPY_DEVICE_TO_HOST, stream)
-                check(acl, ret, "acl.rt.memcpy_async", f"copying output {buffer.name!r} to the host")
+                check(acl, ret, "acl.rt.memcpy_async", buffer.copy_what)
             ret = acl.rt.record_event(copied_out, stream)
             check(acl, ret, "acl.rt.record_event")
             ret = acl.rt.synchronize_stream(stream)
-            check(acl, ret, "acl.rt.synchronize_stream", f"running {self.plan.layout.gear_label(g)}")
-        except AclError:
+            check(acl, ret, "acl.rt.synchronize_stream", lambda: f"running {plan.layout.gear_label(g)}")
+        except BaseException:
             self._drain()
             raise
         self.last_times = PhaseTimes(
@@ -359,19 +384,21 @@ class AclSlot(Slot):
             execute=self._elapsed(copied_in, executed),
             device_to_host=self._elapsed(executed, copied_out),
         )
-        return self._outputs_as(shapes)
+        return dict(views)
 
     def _elapsed(self, first: int, last: int) -> float:
         ms, ret = self._acl.rt.event_elapsed_time(first, last)
         check(self._acl, ret, "acl.rt.event_elapsed_time")
         return ms / 1000.0
 
-    def _outputs_as(self, shapes: tuple[Shape, ...]) -> dict[str, np.ndarray]:
-        views = self._output_views.get(shapes)
-        if views is None:
-            views = {b.name: _view(b, s) for b, s in zip(self._outputs, shapes)}
-            self._output_views[shapes] = views
-        return dict(views)
+    def _outputs_at(self, shapes: tuple[Shape, ...]) -> tuple[dict[str, np.ndarray], tuple[int, ...]]:
+        """Views of the pinned output buffers in ``shapes`` and the bytes to copy (cached per shape set);
+        EngineError when a shape needs more than its buffer holds."""
+        found = self._output_views.get(shapes)
+        if found is None:
+            sizes = tuple(_byte_size(b, s) for b, s in zip(self._outputs, shapes))
+            found = self._output_views[shapes] = ({b.name: _view(b, s) for b, s in zip(self._outputs, shapes)}, sizes)
+        return found
 
     def _drain(self) -> None:
         """After a failure: wait for whatever was queued, so the slot's buffers are quiet again."""
@@ -386,7 +413,7 @@ class AclSlot(Slot):
     def release(self) -> None:
         """Free everything in pyacl.md §10 order; log (never raise) failures. Idempotent."""
         acl = self._acl
-        self._input_views.clear()
+        self._input_views, self._input_bytes = (), ()
         self._output_views.clear()
         if self._stream:
             ret = acl.rt.synchronize_stream(self._stream)

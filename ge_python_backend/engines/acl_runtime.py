@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 from collections import Counter
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from ..errors import ConfigError, EngineError
 from .acl_constants import ACL_SUCCESS, DEVICE_FATAL_RETS, describe_ret, ret_code
@@ -50,10 +50,11 @@ def recent_message(acl: Any) -> str | None:
     return message
 
 
-def check(acl: Any, ret: int, function: str, what: str = "") -> None:
-    """Raise AclError unless ``ret`` is ACL_SUCCESS."""
+def check(acl: Any, ret: int, function: str, what: str | Callable[[], str] = "") -> None:
+    """Raise AclError unless ``ret`` is ACL_SUCCESS. ``what`` may be a zero-argument callable, so
+    the execute path builds its message only on failure."""
     if ret != ACL_SUCCESS:
-        raise AclError(function, ret, recent_message(acl), what)
+        raise AclError(function, ret, recent_message(acl), what() if callable(what) else what)
 
 
 def check_handle(acl: Any, handle: int, function: str, what: str = "") -> int:

@@ -248,6 +248,30 @@ def test_a_real_cann_om_is_refused_by_the_simulator(tmp_path):
         open_sim(fake)
 
 
+def test_a_failure_that_is_not_an_acl_error_still_drains_the_stream(models, monkeypatch):
+    """get_cur_output_dims claims an output larger than its buffer: run() raises EngineError after the
+    copy and the execution were queued, and must wait for them before raising (nothing left in flight)."""
+    onnx_path, om_path = models["batch"]
+    sim.configure(device_ms=200.0)
+    engine = open_sim(om_path)
+    models_in_sim = sim.get_simulator().models
+    try:
+        engine.bind_thread()
+        slot = engine.slots[0]
+        too_big = {"name": "y", "dimCount": 2, "dims": [64, 3]}
+        monkeypatch.setattr(sim.get_acl().mdl, "get_cur_output_dims", lambda desc, index: (too_big, 0))
+        slot.inputs({"x": (2, 4)})
+        with pytest.raises(EngineError, match=r"'y' of shape \[64,3\] needs 768 bytes, its buffer holds 96") as info:
+            slot.run()
+        assert not isinstance(info.value, AclError)
+        in_flight = [dict(m.running) for m in models_in_sim.values() if any(m.running.values())]
+        assert in_flight == [], "run() raised while its execution was still queued on the stream"
+        monkeypatch.undo()
+        run_and_compare(slot, onnx_path, {"x": (2, 4)}, np.random.default_rng(0))
+    finally:
+        engine.close()
+
+
 # --- faults ----------------------------------------------------------------------------------------
 
 
