@@ -246,8 +246,14 @@ class MdlApi(Namespace):
     # --- dynamic gears --------------------------------------------------------------------------
 
     def _gears(self, model_desc, kind: str) -> list[list[int]]:
+        """The model's gears of ``kind``; none, or a failure (SimConfig.absent_gears_ret), if it lacks them."""
         layout = self._described(model_desc).om.layout
-        return [list(g) for g in layout.gears] if layout.kind == kind else []
+        if layout.kind == kind:
+            return [list(g) for g in layout.gears]
+        absent = self._sim.config.absent_gears_ret
+        if absent:
+            raise AclFail(absent, f"the model has {layout.kind or 'no'} gears, not {kind} gears")
+        return []
 
     @acl_function("k", outputs=({},))
     def get_dynamic_batch(self, model_desc):

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..engines.acl_constants import ret_code
+from ..engines.acl_constants import RET_CODES, ret_code
 from .faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultPlan, FaultState
 from .memory import DeviceMemory, HostMemory, is_device_address, read_host, write_host
 from .models import DataBuffer, Dataset, LoadedModel, ModelDesc
@@ -49,6 +49,10 @@ class SimConfig:
     device_ms: float = 0.0
     #: Device time per row of the batch axis, in ms.
     row_ms: float = 0.0
+    #: What get_dynamic_batch / get_dynamic_hw / get_input_dynamic_gear_count / get_input_dynamic_dims
+    #: return for a gear kind the model lacks: 0 answers "no gears" (ret 0, count 0, as pyacl.md §4.3
+    #: infers); any other code makes them fail with that code instead (a runtime may do either).
+    absent_gears_ret: int = 0
 
 
 @dataclass
@@ -98,14 +102,16 @@ class Simulator:
 
     def configure(self, *, faults: FaultPlan | str | None = None, device_ms: float | None = None,
                   row_ms: float | None = None, device_count: int | None = None,
-                  device_memory: int | None = None) -> None:
+                  device_memory: int | None = None, absent_gears_ret: int | None = None) -> None:
         """Change the simulated hardware. ``faults`` installs a new plan (fresh counters, device back)."""
+        if absent_gears_ret is not None and absent_gears_ret not in RET_CODES:
+            raise ValueError(f"absent_gears_ret {absent_gears_ret} is not a code listed in pyacl.md")
         with self.lock:
             if faults is not None:
                 plan = FaultPlan.parse(faults) if isinstance(faults, str) else faults
                 self.faults = FaultState(plan)
             for name, value in (("device_ms", device_ms), ("row_ms", row_ms), ("device_count", device_count),
-                                ("device_memory", device_memory)):
+                                ("device_memory", device_memory), ("absent_gears_ret", absent_gears_ret)):
                 if value is not None:
                     setattr(self.config, name, value)
 

@@ -144,6 +144,22 @@ def test_static_model_has_no_dynamic_input(acl, om_files):
     assert acl.mdl.set_dynamic_batch_size(rig.model_id, rig.inputs, 1, 2) == 100019
 
 
+def test_gear_lookups_of_a_kind_the_model_lacks_answer_empty_or_fail_as_configured(sim, acl, om_files):
+    rig = Rig(acl, om_files["batch"])
+    assert acl.mdl.get_input_dynamic_gear_count(rig.desc, -1) == (0, 0)
+    assert acl.mdl.get_input_dynamic_dims(rig.desc, -1, 0) == ([], 0)
+    sim.configure(absent_gears_ret=145000)
+    assert acl.mdl.get_dynamic_hw(rig.desc, -1) == ({}, 145000)
+    assert "has batch gears, not hw gears" in acl.get_recent_err_msg()
+    assert acl.mdl.get_input_dynamic_gear_count(rig.desc, -1) == (0, 145000)
+    assert acl.mdl.get_input_dynamic_dims(rig.desc, -1, 0) == (None, 145000)
+    assert acl.mdl.get_dynamic_batch(rig.desc) == ({"batchCount": 3, "batch": [1, 2, 4]}, 0)  # its own kind
+    static = Rig(acl, om_files["static"])
+    assert acl.mdl.get_dynamic_batch(static.desc) == ({}, 145000)
+    with pytest.raises(ValueError, match="not a code"):
+        sim.configure(absent_gears_ret=123)
+
+
 def test_host_memory_is_real_and_aligned(acl):
     ptr, ret = acl.rt.malloc_host(100)
     assert ret == 0 and ptr % 64 == 0
