@@ -152,22 +152,38 @@ def _shape(dims: Mapping[str, Any]) -> Shape:
 
 
 def _gears(acl: Any, desc: int) -> tuple[str, tuple[Shape, ...]]:
-    """The gear kind and gears of a model that has ascend_mbatch_shape_data."""
+    """The gear kind and gears of a model that has ascend_mbatch_shape_data.
+
+    A lookup that fails, or answers no gears, means "not this kind": pyacl.md §4.3 only infers
+    ret 0 with count 0 for a kind the model lacks, so a runtime may answer with an error code
+    instead. Only when none of the three finds gears is the model refused, listing each answer.
+    """
+    answers = []
     batch, ret = acl.mdl.get_dynamic_batch(desc)
-    check(acl, ret, "acl.mdl.get_dynamic_batch")
-    if batch["batchCount"]:
+    if ret == ACL_SUCCESS and batch["batchCount"]:
         return "batch", tuple((int(b),) for b in batch["batch"][: batch["batchCount"]])
+    answers.append(_lookup_answer(acl, "acl.mdl.get_dynamic_batch", ret, f"batchCount {batch.get('batchCount')}"))
     hw, ret = acl.mdl.get_dynamic_hw(desc, _RESERVED_INDEX)
-    check(acl, ret, "acl.mdl.get_dynamic_hw")
-    if hw["hwCount"]:
+    if ret == ACL_SUCCESS and hw["hwCount"]:
         return "hw", tuple((int(h), int(w)) for h, w in hw["hw"][: hw["hwCount"]])
+    answers.append(_lookup_answer(acl, "acl.mdl.get_dynamic_hw", ret, f"hwCount {hw.get('hwCount')}"))
     count, ret = acl.mdl.get_input_dynamic_gear_count(desc, _RESERVED_INDEX)
-    check(acl, ret, "acl.mdl.get_input_dynamic_gear_count")
-    if count:
+    if ret == ACL_SUCCESS and count:
         gears, ret = acl.mdl.get_input_dynamic_dims(desc, _RESERVED_INDEX, count)
-        check(acl, ret, "acl.mdl.get_input_dynamic_dims")
+        check(acl, ret, "acl.mdl.get_input_dynamic_dims", f"reading the model's {count} dims gears")
         return "dims", tuple(_shape(g) for g in gears)
-    raise ConfigError(f"the model has the input {ACL_DYNAMIC_TENSOR_NAME!r} but reports no batch, HW or dims gears")
+    answers.append(_lookup_answer(acl, "acl.mdl.get_input_dynamic_gear_count", ret, f"gear count {count}"))
+    raise ConfigError(f"the model has the input {ACL_DYNAMIC_TENSOR_NAME!r} but no gear lookup found gears: "
+                      + "; ".join(answers))
+
+
+def _lookup_answer(acl: Any, function: str, ret: int, found: str) -> str:
+    """How one gear lookup answered (reading the runtime's message, so none is left behind)."""
+    if ret == ACL_SUCCESS:
+        return f"{function} returned 0 with {found}"
+    answer = str(AclError(function, ret, recent_message(acl)))
+    LOG.debug("gear lookup: %s (taken as: not this gear kind)", answer)
+    return answer
 
 
 class AclSlot(Slot):

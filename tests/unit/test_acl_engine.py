@@ -47,7 +47,7 @@ def models(tmp_path_factory):
 def clean_simulator():
     assert sim.live() == []
     yield
-    sim.configure(faults="", device_ms=0.0, row_ms=0.0)
+    sim.configure(faults="", device_ms=0.0, row_ms=0.0, absent_gears_ret=0)
     assert sim.live() == []
 
 
@@ -78,9 +78,12 @@ def run_and_compare(slot, onnx_path, shapes, rng):
         np.testing.assert_allclose(outputs[name], want, rtol=1e-3 if want.dtype == np.float16 else 1e-6)
 
 
+@pytest.mark.parametrize("absent_gears_ret", [0, 145000], ids=["absent-kinds-empty", "absent-kinds-fail"])
 @pytest.mark.parametrize("kind", ["batch", "static", "hw", "dims"])
-def test_every_gear_matches_onnxruntime(models, kind):
+def test_every_gear_matches_onnxruntime(models, kind, absent_gears_ret):
+    """Also when the gear lookups of the kinds the model lacks fail instead of answering 0 gears."""
     onnx_path, om_path = models[kind]
+    sim.configure(absent_gears_ret=absent_gears_ret)
     engine = open_sim(om_path)
     try:
         engine.bind_thread()
@@ -122,6 +125,23 @@ def test_spec_comes_from_the_runtime_desc(models):
     finally:
         engine.close()
     assert engine.describe() == "acl-sim engine (closed)"
+
+
+@pytest.mark.parametrize("absent_gears_ret, others", [
+    (0, ["get_dynamic_hw returned 0 with hwCount 0", "get_input_dynamic_gear_count returned 0 with gear count 0"]),
+    (145000, ["get_dynamic_hw returned 145000 ACL_ERROR_GE_PARAM_INVALID",
+              "get_input_dynamic_gear_count returned 145000 ACL_ERROR_GE_PARAM_INVALID"]),
+])
+def test_a_dynamic_model_whose_lookups_find_no_gears_is_refused_listing_each_answer(
+        models, monkeypatch, absent_gears_ret, others):
+    sim.configure(absent_gears_ret=absent_gears_ret)
+    monkeypatch.setattr(sim.get_acl().mdl, "get_dynamic_batch", lambda desc: ({}, 100000))
+    with pytest.raises(ConfigError) as info:
+        open_sim(models["batch"][1])
+    message = str(info.value)
+    assert "'ascend_mbatch_shape_data'" in message
+    for answer in ["get_dynamic_batch returned 100000 ACL_ERROR_INVALID_PARAM", *others]:
+        assert answer in message
 
 
 def test_shapes_that_are_not_a_gear_are_refused_listing_the_gears(models):
