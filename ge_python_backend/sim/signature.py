@@ -49,11 +49,6 @@ class Signature:
         letters = self.fmt.replace("|", "")
         return (self.fmt.index("|") if "|" in self.fmt else len(letters)), len(letters)
 
-    @property
-    def result_count(self) -> int:
-        """How many names the result unpacks into (1 for ret-only and value functions)."""
-        return 1 if self.outputs is None or self.value else len(self.outputs) + 1
-
 
 def _integer(value: Any, fn: str, position: int) -> int:
     if isinstance(value, float):
