@@ -38,12 +38,6 @@ class Profile:
     padded: bool = False
     label: str = ""
 
-    @property
-    def largest(self) -> int | None:
-        if self.batch_sizes is not None:
-            return self.batch_sizes[-1]
-        return self.limit
-
     def fits(self, shapes: NonBatchShapes) -> bool:
         for name, want in self.shapes.items():
             have = shapes[name]

@@ -17,7 +17,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from .engines import open_engine, resolve_auto
-from .errors import ConfigError, GEError, InputError
+from .errors import ConfigError, EngineError, GEError, InputError
 from .iomatch import compare_io
 from .metrics import TritonMetrics
 from .params import Parameter
@@ -57,9 +57,10 @@ class GEModel:
         try:
             self.settings = read_settings(args, self.extra_parameters)
             self._open()
-        except GEError as exc:
+        except Exception as exc:  # release what was opened, whatever went wrong
             self._release()
-            raise pb_utils.TritonModelException(f"model {args.get('model_name', '?')!r}: {exc}") from None
+            message = str(exc) if isinstance(exc, GEError) else f"{type(exc).__name__}: {exc}"
+            raise pb_utils.TritonModelException(f"model {args.get('model_name', '?')!r}: {message}") from None
         self.log_info(
             f"{self.settings.instance_name}: {self.engine.describe()}, device {self.settings.device_id}, "
             f"max_batch_size {self.settings.max_batch_size}; runs "
@@ -78,11 +79,11 @@ class GEModel:
         if self.settings.log_verbosity >= 1:
             pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: {len(requests)} request(s)")
         if self._answer_through_sender:
-            self.runner.submit([self._request(r, _through_sender(r)) for r in requests])
+            self.runner.submit(_readable(self._request(r, _through_sender(r)) for r in requests))
             return [None] * len(requests)
         responses: list = [None] * len(requests)
         self.runner.submit(
-            [self._request(r, partial(responses.__setitem__, i)) for i, r in enumerate(requests)], wait=True
+            _readable(self._request(r, partial(responses.__setitem__, i)) for i, r in enumerate(requests)), wait=True
         )
         return responses
 
@@ -128,6 +129,7 @@ class GEModel:
         self.engine = open_engine(
             engine_name, path, device_id=settings.device_id, slots=settings.slots, options=settings.engine_options
         )
+        settings.layout.check(self.engine.spec)  # names the state/unbatched tensors the model lacks
         self._check_io()
         mode = settings.response_mode
         if mode == "auto":
@@ -148,22 +150,25 @@ class GEModel:
             layout=settings.layout,
             sequences=self._sequence_states(),
             reject_nonfinite=settings.reject_nonfinite,
-            observer=Observers(*filter(None, (self.metrics, _VerboseLog(settings)))),
+            observer=Observers(*self._observers()),
             log=self.log_error,
         )
+
+    def _observers(self) -> list[Observer]:
+        observers: list[Observer] = [self.metrics] if self.metrics is not None else []
+        if self.settings.log_verbosity >= 2:
+            observers.append(_VerboseLog(self.settings.instance_name))
+        return observers
 
     def _sequence_states(self) -> SequenceStates | None:
         settings = self.settings
         if not settings.sequence_state:
             return None
         initial = {}
-        for pair in settings.sequence_state:
+        axis = settings.sequence_state_batch_axis
+        for pair in settings.sequence_state:  # names and ranks already checked by the layout
             tensor = self.engine.spec.input(pair.input)
-            self.engine.spec.output(pair.output)
             shape = list(tensor.shape)
-            axis = settings.sequence_state_batch_axis
-            if axis >= len(shape):
-                raise ConfigError(f"state input {pair.input!r} has rank {len(shape)}; no batch axis {axis}")
             shape[axis] = 1
             if any(d < 0 for d in shape):
                 raise ConfigError(
@@ -194,7 +199,9 @@ class GEModel:
         if problems:
             raise ConfigError("; ".join(problems))
 
-    def _request(self, request: Any, deliver: Callable[[Any], None]) -> Request:
+    def _request(self, request: Any, deliver: Callable[[Any], None]) -> Request | None:
+        """The runner's view of a request; None when its inputs cannot even be read (it is
+        answered here and then)."""
         info = RequestInfo(
             request_id=request.request_id(),
             correlation_id=request.correlation_id(),
@@ -205,8 +212,8 @@ class GEModel:
         try:
             inputs = {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}
         except Exception as exc:  # e.g. BF16 tensors have no numpy view
-            failure = InputError(f"could not read the request's inputs: {exc}")
-            return Request(info, {}, lambda outputs, error: deliver(_response(None, failure)))
+            deliver(_response(None, InputError(f"could not read the request's inputs: {exc}")))
+            return None
         return Request(info, inputs, lambda outputs, error: deliver(_response(outputs, error)))
 
     def _release(self) -> None:
@@ -224,23 +231,29 @@ class GEModel:
 class _VerboseLog(Observer):
     """Per-batch verbose log lines (parameter log_verbosity 2; tritonserver --log-verbose >= 1)."""
 
-    def __init__(self, settings: ModelSettings) -> None:
-        self._name = settings.instance_name
-        self._enabled = settings.log_verbosity >= 2
+    def __init__(self, instance_name: str) -> None:
+        self._name = instance_name
 
     def batch(self, rows: int, padding: int) -> None:
-        if self._enabled:
-            pb_utils.Logger.log_verbose(f"{self._name}: ran a batch of {rows} row(s) + {padding} padding")
+        pb_utils.Logger.log_verbose(f"{self._name}: ran a batch of {rows} row(s) + {padding} padding")
 
     def failure(self, kind: str) -> None:
-        if self._enabled:
-            pb_utils.Logger.log_verbose(f"{self._name}: a request failed ({kind})")
+        pb_utils.Logger.log_verbose(f"{self._name}: a request failed ({kind})")
+
+
+def _readable(requests) -> list[Request]:
+    return [request for request in requests if request is not None]
 
 
 def _response(outputs: Arrays | None, error: GEError | None) -> Any:
     if error is None:
         return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs.items()])
-    code = pb_utils.TritonError.INVALID_ARG if isinstance(error, InputError) else pb_utils.TritonError.INTERNAL
+    if isinstance(error, InputError):
+        code = pb_utils.TritonError.INVALID_ARG
+    elif isinstance(error, EngineError) and error.fatal:  # out of service: another instance may serve it
+        code = pb_utils.TritonError.UNAVAILABLE
+    else:
+        code = pb_utils.TritonError.INTERNAL
     return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
 
 

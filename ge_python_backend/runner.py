@@ -19,6 +19,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -28,7 +29,7 @@ from .engines.base import Engine, Slot
 from .errors import EngineError, GEError, InputError
 from .layout import Layout
 from .sequences import SequenceStates
-from .specs import TensorSpec, dtype_name, format_shape
+from .specs import TensorSpec, dtype_name, format_shape, shape_fits
 
 Arrays = Mapping[str, np.ndarray]
 
@@ -83,34 +84,37 @@ class Observer:
 
 
 class Observers(Observer):
-    """Several observers as one."""
+    """Several observers as one. An observer that raises is logged and never stops the
+    request path (a failed metric update must not leave a request unanswered)."""
 
-    def __init__(self, *observers: Observer) -> None:
+    def __init__(self, *observers: Observer, log: Callable[[str], None] = lambda message: None) -> None:
         self._observers = observers
+        self._log = log
+
+    def _each(self, method: str, *args: Any) -> None:
+        for observer in self._observers:
+            try:
+                getattr(observer, method)(*args)
+            except Exception as exc:
+                self._log(f"observer {type(observer).__name__}.{method} failed: {type(exc).__name__}: {exc}")
 
     def batch(self, rows: int, padding: int) -> None:
-        for observer in self._observers:
-            observer.batch(rows, padding)
+        self._each("batch", rows, padding)
 
     def phase(self, name: str, seconds: float) -> None:
-        for observer in self._observers:
-            observer.phase(name, seconds)
+        self._each("phase", name, seconds)
 
     def failure(self, kind: str) -> None:
-        for observer in self._observers:
-            observer.failure(kind)
+        self._each("failure", kind)
 
     def in_flight(self, batches: int) -> None:
-        for observer in self._observers:
-            observer.in_flight(batches)
+        self._each("in_flight", batches)
 
     def sequences(self, active: int) -> None:
-        for observer in self._observers:
-            observer.sequences(active)
+        self._each("sequences", active)
 
     def out_of_service(self, reason: str) -> None:
-        for observer in self._observers:
-            observer.out_of_service(reason)
+        self._each("out_of_service", reason)
 
 
 Hook = Callable[[dict[str, np.ndarray], RequestInfo], Mapping[str, np.ndarray]]
@@ -119,27 +123,42 @@ Hook = Callable[[dict[str, np.ndarray], RequestInfo], Mapping[str, np.ndarray]]
 class _Tracked:
     """A request in flight: its parts still outstanding and whether it has been answered."""
 
-    def __init__(self, request: Request, observer: Observer, log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        request: Request,
+        observer: Observer,
+        log: Callable[[str], None],
+        on_failure: Callable[[], None] = lambda: None,
+    ) -> None:
         self.request = request
         self.rows = 0
         self.parts_left = 0
         self.own_outputs = False  # copy outputs out of slot memory (the slot may run again first)
         self.outputs: dict[str, np.ndarray] | None = None
+        #: set once the answer has been handed to ``respond`` (not merely decided)
         self.answered = threading.Event()
+        self._claimed = False
         self._lock = threading.Lock()
         self._observer = observer
         self._log = log
+        self._on_failure = on_failure
+
+    @property
+    def claimed(self) -> bool:
+        """An answer (outputs or an error) has been decided; nothing more is done for it."""
+        return self._claimed
 
     def _claim(self) -> bool:
         with self._lock:
-            if self.answered.is_set():
+            if self._claimed:
                 return False
-            self.answered.set()
+            self._claimed = True
             return True
 
     def fail(self, error: GEError, kind: str) -> None:
         if self._claim():
-            self._observer.failure(kind)
+            self._on_failure()
+            self._observer.failure(kind)  # before the answer: a client that got it can read the metric
             self._send(None, error)
 
     def succeed(self, outputs: Arrays) -> None:
@@ -151,6 +170,8 @@ class _Tracked:
             self.request.respond(outputs, error)
         except Exception as exc:  # the client may be gone; nothing else can be done
             self._log(f"could not send the response of request {self.request.info.request_id!r}: {exc}")
+        finally:
+            self.answered.set()
 
     def add_part(self, source_start: int, outputs: Arrays) -> Arrays | None:
         """Record one part's outputs; return the request's outputs once every part is in."""
@@ -210,8 +231,12 @@ class Runner:
         self._postprocess = postprocess
         self._sequences = sequences
         self._reject_nonfinite = reject_nonfinite
-        self._observer = observer or Observer()
+        self._observer = Observers(observer or Observer(), log=log)
         self._log = log
+        # Per engine input, computed once: its batch axis and the shape a request must have.
+        self._input_axes = {spec.name: self._layout.axis(spec.name) for spec in self._inputs}
+        self._client_shapes = {spec.name: self._client_shape(spec) for spec in self._inputs}
+        self._aliasing_outputs = engine.outputs_alias_slot_memory
         self.profiles: tuple[Profile, ...] = profiles_for(self._spec, batching, max_batch_size)
         self._free: queue.Queue[Slot] = queue.Queue()
         for slot in engine.slots:
@@ -236,20 +261,24 @@ class Runner:
         """
         if self.out_of_service is not None:
             for request in requests:
-                _Tracked(request, self._observer, self._log).fail(self.out_of_service, "engine")
+                self._track(request).fail(self.out_of_service, "engine")
             return
         if self._sequences is None:
-            tracked = [_Tracked(r, self._observer, self._log) for r in requests]
-            self._submit(tracked, wait=wait, kept=wait, other_batches=False)
+            self._submit([self._track(r) for r in requests], wait=wait, kept=wait, other_batches=False)
             return
-        self._observer.sequences(len(self._sequences))
-        if self._sequences.expire():
-            self._observer.sequences(len(self._sequences))
+        self._sequences.expire()
         waves = _waves(requests)
         for wave in waves:
-            tracked = [_Tracked(r, self._observer, self._log) for r in wave]
-            self._submit(tracked, wait=True, kept=wait, other_batches=len(waves) > 1)
+            self._submit([self._track(r) for r in wave], wait=True, kept=wait, other_batches=len(waves) > 1)
         self._observer.sequences(len(self._sequences))
+
+    def _track(self, request: Request) -> _Tracked:
+        """A request in flight; a failed step of a sequence drops that sequence's state (its
+        next step must start over rather than run on stale state)."""
+        forget = (lambda: None) if self._sequences is None else partial(
+            self._sequences.forget, request.info.correlation_id
+        )
+        return _Tracked(request, self._observer, self._log, forget)
 
     def _submit(self, tracked: list[_Tracked], wait: bool, kept: bool, other_batches: bool) -> None:
         """``kept``: answers are read after this call returns, so with several batches in the
@@ -257,7 +286,7 @@ class Runner:
         try:
             items = self._prepare_all(tracked)
             chunks = [c for members, shapes in self._groups(items) for c in self._plan(members, shapes, tracked)]
-            if kept and (other_batches or len(chunks) > 1):
+            if kept and self._aliasing_outputs and (other_batches or len(chunks) > 1):
                 for t in tracked:
                     t.own_outputs = True
             inline = wait and (len(chunks) == 1 or len(self._engine.slots) == 1)
@@ -278,8 +307,8 @@ class Runner:
                 items[index] = self._prepare(t)
             except InputError as exc:
                 t.fail(exc, "input")
-            except Exception as exc:
-                t.fail(InputError(f"preprocess failed: {type(exc).__name__}: {exc}"), "input")
+            except Exception as exc:  # a crash in the hook (or here) is the server's fault, not the client's
+                t.fail(GEError(f"preprocess failed: {type(exc).__name__}: {exc}"), "internal")
         return items
 
     def _prepare(self, t: _Tracked) -> _Item:
@@ -292,7 +321,7 @@ class Runner:
         item = _Item({}, {})
         for spec in self._inputs:
             array = self._validated(spec, arrays)
-            if self._layout.axis(spec.name) is None:
+            if self._input_axes[spec.name] is None:
                 item.shared[spec.name] = self._shared_value(spec, array)
             else:
                 item.batched[spec.name] = self._layout.to_batch_first(spec.name, array)
@@ -307,14 +336,14 @@ class Runner:
         return item
 
     def _validated(self, spec: TensorSpec, arrays: Mapping[str, Any]) -> np.ndarray:
-        client_shape = self._client_shape(spec)
+        client_shape = self._client_shapes[spec.name]
         if spec.name not in arrays or arrays[spec.name] is None:
             raise InputError(f"missing input {spec.name!r} ({spec.dtype} {format_shape(client_shape)})")
         array = np.asarray(arrays[spec.name])
         expected = spec.numpy_dtype
         if array.dtype != expected and not (spec.dtype == "BYTES" and array.dtype.kind in "OSU"):
             raise InputError(f"input {spec.name!r} has data type {dtype_name(array.dtype)}; the model expects {spec.dtype}")
-        if len(array.shape) != len(client_shape) or any(d not in (-1, s) for s, d in zip(array.shape, client_shape)):
+        if not shape_fits(array.shape, client_shape):
             raise InputError(
                 f"input {spec.name!r} has shape {format_shape(array.shape)}; the model expects {format_shape(client_shape)}"
             )
@@ -353,7 +382,7 @@ class Runner:
         groups: dict[tuple, list[int]] = {}
         for index, item in items.items():
             shapes = tuple(sorted(self._non_batch_shapes(item).items()))
-            shared = tuple((n, v.dtype.str, v.shape, v.tobytes()) for n, v in sorted(item.shared.items()))
+            shared = tuple((n, v.dtype.str, v.shape, _value_key(v)) for n, v in sorted(item.shared.items()))
             groups.setdefault((shapes, shared), []).append(index)
         for (shapes, _), members in groups.items():
             yield members, dict(shapes)
@@ -390,7 +419,10 @@ class Runner:
     def _dispatch(self, chunk: Chunk, items, tracked: list[_Tracked], inline: bool) -> None:
         """Gather ``chunk`` into a free slot and run it on the slot's worker thread, or right
         here when the caller waits anyway and nothing could run beside it (no thread hand-off)."""
-        if all(tracked[p.item].answered.is_set() for p in chunk.parts):
+        if all(tracked[p.item].claimed for p in chunk.parts):
+            return
+        if self.out_of_service is not None:  # an earlier chunk of this call lost the device
+            self._fail_chunk(chunk, tracked, self.out_of_service)
             return
         slot = self._free.get()
         started = time.perf_counter()
@@ -405,10 +437,13 @@ class Runner:
             self._in_flight += 1
             self._observer.in_flight(self._in_flight)
         if inline:
-            self._bind_this_thread()
-            self._run(slot, chunk, tracked)
-        else:
+            self._run(slot, chunk, tracked, bind=True)
+            return
+        try:
             self._workers.submit(self._run, slot, chunk, tracked)
+        except RuntimeError as exc:  # the pool is shut down (the model is being unloaded)
+            self._release(slot)
+            self._fail_chunk(chunk, tracked, EngineError(f"the model is shutting down: {exc}"))
 
     def _bind_this_thread(self) -> None:
         if not getattr(self._bound, "done", False):
@@ -417,8 +452,10 @@ class Runner:
 
     # -- run: on the slot's worker thread ---------------------------------------------------
 
-    def _run(self, slot: Slot, chunk: Chunk, tracked: list[_Tracked]) -> None:
+    def _run(self, slot: Slot, chunk: Chunk, tracked: list[_Tracked], bind: bool = False) -> None:
         try:
+            if bind:
+                self._bind_this_thread()
             try:
                 outputs = slot.run()
             except EngineError as exc:
@@ -437,12 +474,18 @@ class Runner:
             started = time.perf_counter()
             self._answer(chunk, outputs, tracked)
             self._observer.phase("scatter", time.perf_counter() - started)
+        except Exception as exc:  # a bug here must still answer every request of the chunk
+            self._log(f"internal error around the batch: {type(exc).__name__}: {exc}")
+            self._fail_chunk(chunk, tracked, GEError(f"internal error: {type(exc).__name__}: {exc}"), "internal")
         finally:
-            self._free.put(slot)
-            with self._idle:
-                self._in_flight -= 1
-                self._observer.in_flight(self._in_flight)
-                self._idle.notify_all()
+            self._release(slot)
+
+    def _release(self, slot: Slot) -> None:
+        self._free.put(slot)
+        with self._idle:
+            self._in_flight -= 1
+            self._observer.in_flight(self._in_flight)
+            self._idle.notify_all()
 
     def _answer(self, chunk: Chunk, outputs: Arrays, tracked: list[_Tracked]) -> None:
         try:
@@ -453,7 +496,7 @@ class Runner:
             return
         for part, part_outputs in pieces:
             t = tracked[part.item]
-            if t.answered.is_set():
+            if t.claimed:
                 continue
             complete = t.add_part(part.source_start, part_outputs)
             if complete is not None:
@@ -502,12 +545,9 @@ class Runner:
         self._log(f"engine failed fatally, refusing every request from now on: {cause}")
         self._observer.out_of_service(str(cause))
 
-    def _fail_chunk(self, chunk: Chunk, tracked: list[_Tracked], error: GEError) -> None:
+    def _fail_chunk(self, chunk: Chunk, tracked: list[_Tracked], error: GEError, kind: str = "engine") -> None:
         for part in chunk.parts:
-            t = tracked[part.item]
-            if self._sequences is not None and not t.answered.is_set():
-                self._sequences.forget(t.request.info.correlation_id)
-            t.fail(error, "engine")
+            tracked[part.item].fail(error, kind)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -537,3 +577,8 @@ def _waves(requests: Sequence[Request]) -> list[list[Request]]:
             waves.append([request])
             seen.append({cid})
     return waves
+
+
+def _value_key(value: np.ndarray) -> tuple | bytes:
+    """A hashable key equal for equal values (object arrays compare their elements, not pointers)."""
+    return tuple(value.ravel().tolist()) if value.dtype == np.dtype(object) else value.tobytes()

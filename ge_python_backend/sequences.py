@@ -30,26 +30,25 @@ class StatePair:
     output: str
 
 
-def parse_state_pairs(text: str) -> tuple[StatePair, ...]:
-    """``"h_in=h_out,c_in=c_out"`` -> state pairs."""
+def _name_value_pairs(text: str, what: str) -> list[tuple[str, str]]:
+    """``"a=b, c=d"`` -> [("a", "b"), ("c", "d")]; ``what`` describes an item for errors."""
     pairs = []
     for item in text.split(","):
-        name_in, sep, name_out = item.strip().partition("=")
-        if not sep or not name_in.strip() or not name_out.strip():
-            raise ValueError(f"{item.strip()!r} is not input_name=output_name")
-        pairs.append(StatePair(name_in.strip(), name_out.strip()))
-    return tuple(pairs)
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not name or not value:
+            raise ValueError(f"{item.strip()!r} is not {what}")
+        pairs.append((name, value))
+    return pairs
+
+
+def parse_state_pairs(text: str) -> tuple[StatePair, ...]:
+    """``"h_in=h_out,c_in=c_out"`` -> state pairs."""
+    return tuple(StatePair(name, value) for name, value in _name_value_pairs(text, "input_name=output_name"))
 
 
 def parse_initial_values(text: str) -> dict[str, float]:
     """``"h_in=0,c_in=0.5"`` -> constant initial value per state input."""
-    values = {}
-    for item in text.split(","):
-        name, sep, value = item.strip().partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"{item.strip()!r} is not input_name=number")
-        values[name.strip()] = float(value)
-    return values
+    return {name: float(value) for name, value in _name_value_pairs(text, "input_name=number")}
 
 
 class SequenceStates:
@@ -81,7 +80,7 @@ class SequenceStates:
         if correlation_id in (0, ""):
             raise InputError("the request carries no sequence correlation ID; a stateful model needs one")
         if flags & SEQUENCE_START:
-            state = {name: value.copy() for name, value in self._initial.items()}
+            state = self._initial  # read only: the runner copies it into the engine's buffers
         else:
             with self._lock:
                 entry = self._states.get(correlation_id)

@@ -123,6 +123,7 @@ class ModelSettings:
     sequence_idle_timeout: float = 1.0
     engine_options: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: the whole model config as Triton passed it (for subclasses)
     config: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -133,10 +134,6 @@ class ModelSettings:
     def layout(self) -> Layout:
         """Where each engine tensor keeps its batch axis, per the parameters."""
         return Layout.of(self.unbatched_inputs, self.sequence_state, self.sequence_state_batch_axis)
-
-    @property
-    def sequence_batching(self) -> bool:
-        return "sequence_batching" in self.config
 
     def model_path(self, engine: str) -> Path:
         """The model file for ``engine``: the model_file parameter or the engine's default."""
@@ -176,14 +173,15 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         raise ConfigError(f"initialize args carry no readable model_config: {exc}") from None
     raw = {name: value.get("string_value", "") for name, value in config.get("parameters", {}).items()}
     extra = tuple(extra_parameters)
-    declared = CORE_PARAMETERS + engine_parameters() + extra
+    engine_declared = engine_parameters()
+    declared = CORE_PARAMETERS + engine_declared + extra
     values = parse_parameters(raw, declared, ignored=TRITON_PARAMETERS)
     if values["device_id"] is not None and values["device_ids"] is not None:
         raise ConfigError("parameters 'device_id' and 'device_ids' are both set; set one of them")
     name = args.get("model_instance_name", config.get("name", ""))
     index = instance_index(name)
     device_ids = values["device_ids"] or (values["device_id"] or 0,)
-    engine_names = {p.name for p in engine_parameters()}
+    engine_names = {p.name for p in engine_declared}
     model_dir = Path(args.get("model_repository", "."))
     version = args.get("model_version", "1")
     max_batch = int(config.get("max_batch_size", 0))

@@ -61,6 +61,9 @@ class Engine(ABC):
     #: "onnxruntime", "acl" or "acl-sim".
     name: str
     spec: ModelSpec
+    #: True when ``Slot.run`` returns views of slot memory that its next run overwrites
+    #: (acl's pinned buffers); False when every run returns fresh arrays (ONNX Runtime).
+    outputs_alias_slot_memory: bool = True
 
     @property
     @abstractmethod

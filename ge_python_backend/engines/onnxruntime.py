@@ -201,6 +201,7 @@ class OnnxRuntimeEngine(Engine):
     """An ONNX model on ONNX Runtime with ``slots`` concurrent execution contexts."""
 
     name = "onnxruntime"
+    outputs_alias_slot_memory = False  # session.run returns fresh arrays
 
     def __init__(self, model_path: Path, *, device_id: int = 0, slots: int = 1, options: Mapping[str, Any] | None = None):
         self._session = load_session(model_path, device_id=device_id, slots=slots, options=options)

@@ -6,7 +6,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from ge_python_backend.errors import ConfigError, InputError
+from ge_python_backend.errors import InputError
 from ge_python_backend.model import GEModel
 from ge_python_backend.runner import Request, RequestInfo, _waves
 from ge_python_backend.sequences import SequenceStates, StatePair, parse_state_pairs
@@ -151,4 +151,21 @@ def test_state_parameters_need_sequence_batching(tmp_path):
     (folder / "config.pbtxt").write_text(text[:start] + text[end:])
     with pytest.raises(pb.TritonModelException, match="'sequence_state' needs sequence_batching"):
         ModelHarness(TritonPythonModel, folder).__enter__()
-    assert ConfigError
+
+
+def test_a_failed_step_drops_the_sequence_so_nothing_runs_on_stale_state(tmp_path):
+    folder = tmp_path / "cell"
+    models.recurrent_cell(folder / "1" / "model.onnx", layers_first=True, with_gain=True)
+    (folder / "config.pbtxt").write_text(CONFIG.format(strategy="direct"))
+    gain = pb.Tensor("gain", np.array([1.0], np.float32))
+
+    def step(x, flags=0):
+        return pb.InferenceRequest([pb.Tensor("x", x), gain], correlation_id=5, flags=flags)
+
+    with ModelHarness(TritonPythonModel, folder) as model:
+        (first,) = model.infer([step(np.ones((1, 4), np.float32), START)])
+        (bad,) = model.infer([step(np.ones((1, 3), np.float32))])
+        (after,) = model.infer([step(np.ones((1, 4), np.float32))])
+    assert not first.has_error()
+    assert "has shape [1,3]" in bad.error().message()
+    assert "sequence 5 has no state" in after.error().message()
