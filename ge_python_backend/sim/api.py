@@ -59,6 +59,11 @@ class UtilApi(Namespace):
                              f"cannot read; copy it to host memory with acl.rt.memcpy first")
         if ptr == 0:
             raise ValueError("acl.util.ptr_to_bytes: NULL pointer")
+        freed = self._sim.host_memory.freed_block(ptr, size)
+        if freed is not None:
+            # The real binding would read memory the process may already have reused.
+            raise ValueError(f"acl.util.ptr_to_bytes: {ptr:#x} is in the malloc_host block at {freed.addr:#x}, "
+                             f"which was freed")
         return read_host(ptr, size)
 
     @acl_function("O", value=True, needs_init=False, locked=False)

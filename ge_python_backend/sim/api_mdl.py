@@ -71,6 +71,13 @@ def _dims(name: str, dims) -> dict[str, Any]:
     return {"name": name, "dimCount": len(dims), "dims": list(dims)}
 
 
+def _refuse_while_executing(model: LoadedModel, doing: str) -> None:
+    busy = model.busy_elsewhere(None)
+    if busy is not None:
+        where = "synchronously in another thread" if busy == SYNC else f"on stream {busy:#x}"
+        raise AclFail(MODEL_EXECUTE, f"model {model.model_id} is still executing {where}; synchronize before {doing}")
+
+
 class MdlApi(Namespace):
     _prefix = "acl.mdl"
 
@@ -125,11 +132,7 @@ class MdlApi(Namespace):
 
     @acl_function("I")
     def unload(self, model_id):
-        model = self._sim.model(model_id, self._sim.current_context())
-        busy = model.busy_elsewhere(None)
-        if busy is not None:
-            where = "synchronously in another thread" if busy == SYNC else f"on stream {busy:#x}"
-            raise AclFail(MODEL_EXECUTE, f"model {model_id} is still executing {where}; synchronize before unloading")
+        _refuse_while_executing(self._sim.model(model_id, self._sim.current_context()), "unloading")
         del self._sim.models[model_id]
 
     # --- desc -----------------------------------------------------------------------------------
@@ -279,6 +282,7 @@ class MdlApi(Namespace):
     def _set_gear(self, model_id, dataset, index, kind: str, gear: tuple[int, ...]) -> None:
         sim = self._sim
         model = sim.model(model_id, sim.current_context())
+        _refuse_while_executing(model, "selecting a gear")
         layout = model.om.layout
         if layout.kind != kind:
             raise AclFail(NOT_DYNAMIC, f"model {model_id} has {layout.kind or 'no'} gears, not {kind} gears")

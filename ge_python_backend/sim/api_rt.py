@@ -16,7 +16,7 @@ from ..engines.acl_constants import (
 )
 from .api import Namespace
 from .memory import is_device_address
-from .runtime import BAD_HANDLE, INVALID_PARAM, Context, DeviceState
+from .runtime import BAD_HANDLE, INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
 from .signature import AclFail, acl_function
 from .streams import Event, Stream
 
@@ -59,6 +59,9 @@ class RtApi(Namespace):
         if state.refcount == 0:
             del sim.devices[device_id]
             del sim.contexts[state.default_context]
+            for context in sim.contexts.values():
+                if context.device == device_id:
+                    context.device_reset = True
 
     @acl_function("", outputs=(0,))
     def get_device(self):
@@ -83,15 +86,23 @@ class RtApi(Namespace):
 
     @acl_function("k")
     def destroy_context(self, context):
-        found = self._sim.lookup(self._sim.contexts, context, "context")
+        sim = self._sim
+        sim.current_context()
+        found = sim.lookup(sim.contexts, context, "context")
         if found.default:
             raise AclFail(INVALID_PARAM, f"context {context:#x} is device {found.device}'s default context, "
                                          f"which reset_device releases; destroy_context cannot")
-        del self._sim.contexts[context]
+        owned = sim.owned_by(context)
+        if owned:
+            raise AclFail(INVALID_PARAM, f"context {context:#x} still owns {', '.join(owned)}; destroy its events "
+                                         f"and streams and unload its models first (pyacl.md §10)")
+        sim.remove(sim.contexts, context, "context")
 
     @acl_function("k")
     def set_context(self, context):
-        self._sim.lookup(self._sim.contexts, context, "context")
+        found = self._sim.lookup(self._sim.contexts, context, "context")
+        if found.device_reset:
+            raise AclFail(INVALID_PARAM, f"context {context:#x} cannot be set: device {found.device} was reset")
         self._sim.bind(context)
 
     @acl_function("", outputs=(0,))
@@ -251,23 +262,28 @@ class RtApi(Namespace):
     def record_event(self, event, stream):
         found = self._sim.lookup(self._sim.events, event, "event")
         target = self._sim.stream(stream, self._sim.current_context())
+        if found.context != target.context:
+            raise AclFail(STREAM_CONTEXT, f"event {event:#x} belongs to context {found.context:#x}, stream "
+                                          f"{stream:#x} to context {target.context:#x}")
         found.arm()
         target.submit("record_event", found.fire)
 
     @acl_function("k", locked=False)
     def synchronize_event(self, event):
         with self._sim.lock:
+            self._sim.current_context()
             found = self._sim.lookup(self._sim.events, event, "event")
         if found.recorded:
             found.done.wait()
 
     @acl_function("k")
     def destroy_event(self, event):
-        self._sim.lookup(self._sim.events, event, "event")
-        del self._sim.events[event]
+        self._sim.current_context()
+        self._sim.remove(self._sim.events, event, "event")
 
     @acl_function("kk", outputs=(0.0,))
     def event_elapsed_time(self, start, end):
+        self._sim.current_context()
         first = self._sim.lookup(self._sim.events, start, "event")
         last = self._sim.lookup(self._sim.events, end, "event")
         for event in (first, last):

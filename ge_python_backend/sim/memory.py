@@ -4,7 +4,9 @@ Device memory lives in Python bytearrays behind addresses in a range the host ca
 dereference (x86-64 non-canonical addresses: touching one through ctypes faults at once),
 so only memcpy/memset/execute can move data in or out. Addresses are never reused, so a
 use after free is always recognised. Host memory from ``malloc_host`` is real, 64-byte aligned
-memory whose address the caller may wrap with ctypes/numpy.
+memory whose address the caller may wrap with ctypes/numpy; freed blocks are held back from the
+process for a while (``HOST_QUARANTINE`` bytes of the latest frees), so a copy from or into one
+is recognised as a use after free instead of touching memory Python may have reused.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ DEVICE_BASE = 0x4000_0000_0000_0000
 DEVICE_SPAN = 1 << 60
 _PAGE = 4096
 HOST_ALIGN = 64
+#: Bytes of freed malloc_host blocks kept reserved (oldest released first).
+HOST_QUARANTINE = 64 << 20
 
 INVALID_PARAM = ret_code("ACL_ERROR_INVALID_PARAM")
 
@@ -101,11 +105,16 @@ class DeviceMemory:
 
 
 class HostMemory:
-    """Live ``malloc_host`` blocks (real memory) and the addresses already freed."""
+    """Live ``malloc_host`` blocks (real memory), the addresses already freed, and the freed blocks
+    still held in quarantine (in the order they were freed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, quarantine: int = HOST_QUARANTINE) -> None:
         self.live: dict[int, HostBlock] = {}
         self._freed: set[int] = set()
+        self._quarantine = quarantine
+        self._held: dict[int, HostBlock] = {}
+        self._held_starts: list[int] = []
+        self._held_bytes = 0
 
     def allocate(self, size: int) -> HostBlock:
         raw = (ctypes.c_char * (size + HOST_ALIGN))()
@@ -116,14 +125,40 @@ class HostMemory:
         return block
 
     def free(self, addr: int) -> None:
-        if self.live.pop(addr, None) is not None:
+        block = self.live.pop(addr, None)
+        if block is not None:
             self._freed.add(addr)
+            self._hold(block)
             return
         if addr in self._freed:
             raise AclFail(INVALID_PARAM, f"double free of host address {addr:#x}")
         if is_device_address(addr):
             raise AclFail(INVALID_PARAM, f"{addr:#x} is device memory; free it with acl.rt.free")
         raise AclFail(INVALID_PARAM, f"{addr:#x} was never returned by acl.rt.malloc_host")
+
+    def _hold(self, block: HostBlock) -> None:
+        """Keep a freed block's memory reserved; release the oldest beyond the quarantine size."""
+        self._held[block.addr] = block
+        bisect.insort(self._held_starts, block.addr)
+        self._held_bytes += block.size
+        while self._held_bytes > self._quarantine:
+            oldest = self._held.pop(next(iter(self._held)))
+            del self._held_starts[bisect.bisect_left(self._held_starts, oldest.addr)]
+            self._held_bytes -= oldest.size
+
+    def freed_block(self, addr: int, count: int) -> HostBlock | None:
+        """The freed (quarantined) block that ``count`` bytes at ``addr`` overlap, if any."""
+        i = bisect.bisect_right(self._held_starts, addr + max(count, 1) - 1) - 1
+        if i < 0:
+            return None
+        block = self._held[self._held_starts[i]]
+        return block if addr < block.addr + block.size else None
+
+    def check_not_freed(self, addr: int, count: int, what: str) -> None:
+        block = self.freed_block(addr, count)
+        if block is not None:
+            raise AclFail(INVALID_PARAM, f"{what}: host range {addr:#x}+{count} is in the {block.size}-byte "
+                                         f"malloc_host block at {block.addr:#x}, which was freed (use after free)")
 
     def find(self, addr: int, count: int) -> HostBlock | None:
         """The live block holding ``count`` bytes at ``addr``."""

@@ -60,6 +60,8 @@ class Context:
     handle: int
     device: int
     default: bool
+    #: its device's set_device count dropped to 0: it can no longer be set or used
+    device_reset: bool = False
 
 
 @dataclass
@@ -223,6 +225,9 @@ class Simulator:
         if context is None:
             raise AclFail(CONTEXT_NULL, f"thread {threading.current_thread().name!r}: its current context "
                                         f"{handle:#x} was destroyed (or its device reset)")
+        if context.device_reset:
+            raise AclFail(CONTEXT_NULL, f"thread {threading.current_thread().name!r}: its current context "
+                                        f"{handle:#x} is unusable, device {context.device} was reset")
         return context
 
     def stream(self, handle: int, context: Context) -> Stream:
@@ -249,6 +254,18 @@ class Simulator:
             raise AclFail(INVALID_PARAM, f"{kind} {handle:#x} does not exist (never created or destroyed)")
         return found
 
+    def remove(self, table: dict[int, Any], handle: int, kind: str) -> Any:
+        """Take ``handle`` out of ``table`` (a destroy_* call); AclFail when it does not exist."""
+        found = self.lookup(table, handle, kind)
+        del table[handle]
+        return found
+
+    def owned_by(self, context: int) -> list[str]:
+        """The streams, events and loaded models that belong to ``context``."""
+        return ([f"stream {s.handle:#x}" for s in self.streams.values() if s.context == context]
+                + [f"event {e.handle:#x}" for e in self.events.values() if e.context == context]
+                + [f"model {m.model_id}" for m in self.models.values() if m.context == context])
+
     # --- memory ---------------------------------------------------------------------------------
 
     def device_used(self, device: int) -> int:
@@ -264,6 +281,7 @@ class Simulator:
             return bytes(block.data[offset:offset + count])
         if is_device_address(addr):
             raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is device memory, host memory was expected")
+        self.host_memory.check_not_freed(addr, count, what)
         return read_host(addr, count)
 
     def write(self, addr: int, data: bytes, device: bool, what: str) -> None:
@@ -275,6 +293,7 @@ class Simulator:
             return
         if is_device_address(addr):
             raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is device memory, host memory was expected")
+        self.host_memory.check_not_freed(addr, len(data), what)
         write_host(addr, data)
 
     def check_range(self, addr: int, count: int, device: bool, what: str) -> None:
@@ -287,6 +306,8 @@ class Simulator:
             raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is device memory, host memory was expected")
         elif addr == 0:
             raise AclFail(INVALID_PARAM, f"{what}: NULL host address")
+        else:
+            self.host_memory.check_not_freed(addr, count, what)
 
     # --- ledger ---------------------------------------------------------------------------------
 

@@ -26,7 +26,12 @@ def om_files(tmp_path_factory):
     onnx_path = nets.matmul_add(folder / "m.onnx")
     sim_compile(onnx_path, folder / "batch.om", batch_gears=[1, 2, 4])
     sim_compile(onnx_path, folder / "static.om", input_shapes={"x": (2, 4)})
-    return {"onnx": onnx_path, "batch": folder / "batch.om", "static": folder / "static.om", "dir": folder}
+    sim_compile(nets.conv(folder / "conv.onnx"), folder / "hw.om", input_shapes="x:1,3,-1,-1",
+                dynamic_image_size="8,8;4,6")
+    sim_compile(nets.two_inputs(folder / "two.onnx"), folder / "dims.om", input_shapes="a:-1,-1;b:-1,-1",
+                dynamic_dims="1,2,1,2;2,3,2,3")
+    return {"onnx": onnx_path, "batch": folder / "batch.om", "static": folder / "static.om",
+            "hw": folder / "hw.om", "dims": folder / "dims.om", "dir": folder}
 
 
 @pytest.fixture
@@ -236,6 +241,81 @@ def test_finalize_reports_live_resources_to_the_ledger_file(sim, tmp_path, monke
 # --- refused misuse --------------------------------------------------------------------------------
 
 
+def in_thread(work):
+    """Run ``work`` on a new thread (no current context there); return its result."""
+    results = []
+    thread = threading.Thread(target=lambda: results.append(work()))
+    thread.start()
+    thread.join()
+    return results[0]
+
+
+def test_event_and_context_calls_need_a_current_context(acl):
+    context, _ = acl.rt.create_context(0)
+    start, _ = acl.rt.create_event()
+    end, _ = acl.rt.create_event()
+    assert in_thread(lambda: {
+        "synchronize_event": acl.rt.synchronize_event(start),
+        "event_elapsed_time": acl.rt.event_elapsed_time(start, end),
+        "destroy_event": acl.rt.destroy_event(start),
+        "destroy_context": acl.rt.destroy_context(context),
+    }) == {"synchronize_event": 107002, "event_elapsed_time": (0.0, 107002), "destroy_event": 107002,
+           "destroy_context": 107002}
+
+
+def test_record_event_refuses_an_event_of_another_context(acl):
+    acl.rt.create_context(0)
+    event, _ = acl.rt.create_event()
+    acl.rt.create_context(0)  # now current
+    stream, _ = acl.rt.create_stream()
+    assert acl.rt.record_event(event, stream) == 107003
+    assert "event" in acl.get_recent_err_msg()
+
+
+@pytest.mark.parametrize("kind", ["batch", "hw", "dims"])
+def test_selecting_a_gear_while_the_model_executes_is_refused(sim, acl, om_files, kind):
+    rig = Rig(acl, om_files[kind])
+
+    def select():
+        if kind == "batch":
+            return acl.mdl.set_dynamic_batch_size(rig.model_id, rig.inputs, rig.dyn_index, 2)
+        if kind == "hw":
+            return acl.mdl.set_dynamic_hw_size(rig.model_id, rig.inputs, rig.dyn_index, 4, 6)
+        return acl.mdl.set_input_dynamic_dims(rig.model_id, rig.inputs, rig.dyn_index,
+                                              {"dimCount": 4, "name": "", "dims": [2, 3, 2, 3]})
+
+    assert select() == 0
+    sim.configure(device_ms=300)
+    assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, rig.stream) == 0
+    assert select() == 507011
+    assert "still executing on stream" in acl.get_recent_err_msg()
+    assert acl.rt.synchronize_stream(rig.stream) == 0
+    assert select() == 0
+
+
+def test_a_context_of_a_reset_device_can_no_longer_be_used(acl):
+    context, _ = acl.rt.create_context(0)
+    assert acl.rt.reset_device(0) == 0  # the fixture's set_device: the count is 0 now
+    assert acl.rt.create_stream() == (0, 107002)
+    assert "device 0 was reset" in acl.get_recent_err_msg()
+    assert acl.rt.set_context(context) == 100000
+    assert "device 0 was reset" in acl.get_recent_err_msg()
+    assert acl.rt.set_device(0) == 0  # the device comes back with a new default context, not this one
+    assert acl.rt.set_context(context) == 100000
+    assert acl.rt.destroy_context(context) == 0  # releasing it still works
+
+
+def test_destroy_context_refuses_a_context_that_still_owns_resources(acl, om_files):
+    rig = Rig(acl, om_files["static"])
+    event, _ = acl.rt.create_event()
+    assert acl.rt.destroy_context(rig.context) == 100000
+    message = acl.get_recent_err_msg()
+    assert f"stream {rig.stream:#x}" in message and f"event {event:#x}" in message
+    assert f"model {rig.model_id}" in message
+    assert acl.rt.destroy_event(event) == 0
+    rig.release()  # streams, models, then the context: the documented order works
+
+
 def test_thread_without_context_is_refused(acl):
     results = {}
 
@@ -305,6 +385,31 @@ def test_double_free_unknown_pointer_and_use_after_free(acl):
     assert acl.rt.free_host(host) == 0
     assert acl.rt.free_host(host) == 100000
     assert acl.rt.free_host(12345) == 100000
+
+
+def test_copies_refuse_freed_pinned_memory(acl):
+    dev, _ = acl.rt.malloc(16, 0)
+    host, _ = acl.rt.malloc_host(16)
+    ctypes.memmove(host, b"x" * 16, 16)
+    assert acl.rt.free_host(host) == 0
+    assert acl.rt.memcpy(dev, 16, host, 16, H2D) == 100000
+    assert "which was freed" in acl.get_recent_err_msg()
+    assert acl.rt.memcpy(host + 4, 8, dev, 8, D2H) == 100000  # writing into it, from inside the block
+    assert "which was freed" in acl.get_recent_err_msg()
+    with pytest.raises(ValueError, match="was freed"):
+        acl.util.ptr_to_bytes(host, 16)
+
+
+def test_queued_copy_into_pinned_memory_freed_before_it_runs_fails(sim, acl, om_files):
+    rig = Rig(acl, om_files["static"])
+    host, _ = acl.rt.malloc_host(24)
+    sim.configure(device_ms=300)
+    assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, rig.stream) == 0
+    dev_y, _, _ = rig.out_ptrs[0]
+    assert acl.rt.memcpy_async(host, 24, dev_y, 24, D2H, rig.stream) == 0
+    assert acl.rt.free_host(host) == 0
+    assert acl.rt.synchronize_stream(rig.stream) == 100000
+    assert "which was freed" in acl.get_recent_err_msg()
 
 
 def test_copies_over_capacity_or_past_an_allocation_are_refused(acl):
