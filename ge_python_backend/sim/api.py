@@ -104,30 +104,30 @@ class TopApi(Namespace):
 
     @acl_function("kk", value=True)
     def create_data_buffer(self, data_ptr, size):
-        handle = self._sim.new_handle()
-        self._sim.buffers[handle] = DataBuffer(handle, data_ptr, size)
-        return handle
+        return self._sim.add(self._sim.buffers, lambda handle: DataBuffer(handle, data_ptr, size))
+
+    def _buffer(self, buffer: int) -> DataBuffer:
+        return self._sim.lookup(self._sim.buffers, buffer, "data buffer")
 
     @acl_function("k")
     def destroy_data_buffer(self, buffer):
-        self._sim.lookup(self._sim.buffers, buffer, "data buffer")
-        del self._sim.buffers[buffer]
+        self._sim.remove(self._sim.buffers, buffer, "data buffer")
 
     @acl_function("k", value=True)
     def get_data_buffer_addr(self, buffer):
-        return self._sim.lookup(self._sim.buffers, buffer, "data buffer").addr
+        return self._buffer(buffer).addr
 
     @acl_function("k", value=True)
     def get_data_buffer_size(self, buffer):
-        return self._sim.lookup(self._sim.buffers, buffer, "data buffer").size
+        return self._buffer(buffer).size
 
     @acl_function("k", value=True)
     def get_data_buffer_size_v2(self, buffer):
-        return self._sim.lookup(self._sim.buffers, buffer, "data buffer").size
+        return self._buffer(buffer).size
 
     @acl_function("kkk")
     def update_data_buffer(self, buffer, data_ptr, size):
-        found = self._sim.lookup(self._sim.buffers, buffer, "data buffer")
+        found = self._buffer(buffer)
         found.addr, found.size = data_ptr, size
 
     @acl_function("i", value=True, needs_init=False)

@@ -139,9 +139,7 @@ class MdlApi(Namespace):
 
     @acl_function("", value=True)
     def create_desc(self):
-        handle = self._sim.new_handle()
-        self._sim.descs[handle] = ModelDesc(handle)
-        return handle
+        return self._sim.add(self._sim.descs, ModelDesc)
 
     @acl_function("kI")
     def get_desc(self, model_desc, model_id):
@@ -150,8 +148,7 @@ class MdlApi(Namespace):
 
     @acl_function("k")
     def destroy_desc(self, model_desc):
-        self._sim.lookup(self._sim.descs, model_desc, "model desc")
-        del self._sim.descs[model_desc]
+        self._sim.remove(self._sim.descs, model_desc, "model desc")
 
     def _described(self, model_desc) -> LoadedModel:
         desc = self._sim.lookup(self._sim.descs, model_desc, "model desc")
@@ -166,6 +163,10 @@ class MdlApi(Namespace):
             kind = "output" if outputs else "input"
             raise AclFail(INVALID_PARAM, f"{kind} index {index} is out of range; the model has {len(tensors)}")
         return tensors[index]
+
+    def _declared_dims(self, model_desc, index, outputs: bool) -> dict[str, Any]:
+        tensor = self._tensor(model_desc, index, outputs)
+        return _dims(tensor.name, tensor.dims)
 
     @acl_function("k", value=True)
     def get_num_inputs(self, model_desc):
@@ -185,18 +186,15 @@ class MdlApi(Namespace):
 
     @acl_function("kk", outputs=({},))
     def get_input_dims(self, model_desc, index):
-        tensor = self._tensor(model_desc, index, False)
-        return _dims(tensor.name, tensor.dims)
+        return self._declared_dims(model_desc, index, False)
 
     @acl_function("kk", outputs=({},))
     def get_input_dims_v2(self, model_desc, index):
-        tensor = self._tensor(model_desc, index, False)
-        return _dims(tensor.name, tensor.dims)
+        return self._declared_dims(model_desc, index, False)
 
     @acl_function("kk", outputs=({},))
     def get_output_dims(self, model_desc, index):
-        tensor = self._tensor(model_desc, index, True)
-        return _dims(tensor.name, tensor.dims)
+        return self._declared_dims(model_desc, index, True)
 
     @acl_function("kk", outputs=({},))
     def get_cur_output_dims(self, model_desc, index):
@@ -328,14 +326,11 @@ class MdlApi(Namespace):
 
     @acl_function("", value=True)
     def create_dataset(self):
-        handle = self._sim.new_handle()
-        self._sim.datasets[handle] = Dataset(handle)
-        return handle
+        return self._sim.add(self._sim.datasets, Dataset)
 
     @acl_function("k")
     def destroy_dataset(self, dataset):
-        self._sim.lookup(self._sim.datasets, dataset, "dataset")
-        del self._sim.datasets[dataset]
+        self._sim.remove(self._sim.datasets, dataset, "dataset")
 
     @acl_function("kk", outputs=(0,))
     def add_dataset_buffer(self, dataset, data_buffer):

@@ -39,20 +39,17 @@ class RtApi(Namespace):
     @acl_function("i")
     def set_device(self, device_id):
         sim = self._sim
-        sim.check_device_id(device_id)
-        state = sim.devices.get(device_id)
+        state = sim.device_state(device_id)
         if state is None:
-            context = Context(sim.new_handle(), device_id, default=True)
-            sim.contexts[context.handle] = context
-            state = sim.devices[device_id] = DeviceState(0, context.handle)
+            context = sim.add(sim.contexts, lambda handle: Context(handle, device_id, default=True))
+            state = sim.devices[device_id] = DeviceState(0, context)
         state.refcount += 1
         sim.bind(state.default_context)
 
     @acl_function("i")
     def reset_device(self, device_id):
         sim = self._sim
-        sim.check_device_id(device_id)
-        state = sim.devices.get(device_id)
+        state = sim.device_state(device_id)
         if state is None:
             raise AclFail(INVALID_PARAM, f"device {device_id} is not set (reset_device without set_device)")
         state.refcount -= 1
@@ -79,10 +76,9 @@ class RtApi(Namespace):
     def create_context(self, device_id):
         sim = self._sim
         sim.check_device_id(device_id)
-        context = Context(sim.new_handle(), device_id, default=False)
-        sim.contexts[context.handle] = context
-        sim.bind(context.handle)
-        return context.handle
+        context = sim.add(sim.contexts, lambda handle: Context(handle, device_id, default=False))
+        sim.bind(context)
+        return context
 
     @acl_function("k")
     def destroy_context(self, context):
@@ -114,28 +110,27 @@ class RtApi(Namespace):
     @acl_function("", outputs=(0,))
     def create_stream(self):
         context = self._sim.current_context()
-        stream = Stream(self._sim.new_handle(), context.handle)
-        self._sim.streams[stream.handle] = stream
-        return stream.handle
+        return self._sim.add(self._sim.streams, lambda handle: Stream(handle, context.handle))
+
+    def _stream_of(self, stream: int) -> Stream:
+        """``stream``, which must belong to the calling thread's current context."""
+        with self._sim.lock:
+            return self._sim.stream(stream, self._sim.current_context())
 
     @acl_function("k", locked=False)
     def destroy_stream(self, stream):
         with self._sim.lock:
-            found = self._sim.stream(stream, self._sim.current_context())
+            found = self._stream_of(stream)
             del self._sim.streams[stream]
         found.stop()
 
     @acl_function("k", locked=False)
     def synchronize_stream(self, stream):
-        with self._sim.lock:
-            found = self._sim.stream(stream, self._sim.current_context())
-        found.synchronize()
+        self._stream_of(stream).synchronize()
 
     @acl_function("ki", locked=False)
     def synchronize_stream_with_timeout(self, stream, timeout_ms):
-        with self._sim.lock:
-            found = self._sim.stream(stream, self._sim.current_context())
-        found.synchronize(None if timeout_ms < 0 else timeout_ms / 1000.0)
+        self._stream_of(stream).synchronize(None if timeout_ms < 0 else timeout_ms / 1000.0)
 
     @acl_function("", locked=False)
     def synchronize_device(self):
@@ -208,8 +203,7 @@ class RtApi(Namespace):
 
     @acl_function("kkikk")
     def memset_async(self, dev_ptr, max_count, value, count, stream):
-        found = self._sim.stream(stream, self._sim.current_context())
-        found.submit("memset_async", self._fill(dev_ptr, max_count, value, count))
+        self._stream_of(stream).submit("memset_async", self._fill(dev_ptr, max_count, value, count))
 
     def _copy(self, dst, dest_max, src, count, kind, pinned: bool):
         """Check a copy at call time; return the work that performs it."""
@@ -246,22 +240,19 @@ class RtApi(Namespace):
 
     @acl_function("kkkkik")
     def memcpy_async(self, dst, dest_max, src, count, kind, stream):
-        found = self._sim.stream(stream, self._sim.current_context())
-        found.submit("memcpy_async", self._copy(dst, dest_max, src, count, kind, pinned=True))
+        self._stream_of(stream).submit("memcpy_async", self._copy(dst, dest_max, src, count, kind, pinned=True))
 
     # --- events ---------------------------------------------------------------------------------
 
     @acl_function("", outputs=(0,))
     def create_event(self):
         context = self._sim.current_context()
-        event = Event(self._sim.new_handle(), context.handle)
-        self._sim.events[event.handle] = event
-        return event.handle
+        return self._sim.add(self._sim.events, lambda handle: Event(handle, context.handle))
 
     @acl_function("kk")
     def record_event(self, event, stream):
         found = self._sim.lookup(self._sim.events, event, "event")
-        target = self._sim.stream(stream, self._sim.current_context())
+        target = self._stream_of(stream)
         if found.context != target.context:
             raise AclFail(STREAM_CONTEXT, f"event {event:#x} belongs to context {found.context:#x}, stream "
                                           f"{stream:#x} to context {target.context:#x}")

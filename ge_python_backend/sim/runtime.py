@@ -213,6 +213,11 @@ class Simulator:
             raise AclFail(INVALID_DEVICE, f"device {device} does not exist; the simulator has devices "
                                           f"0..{self.config.device_count - 1}")
 
+    def device_state(self, device: int) -> DeviceState | None:
+        """The set_device state of an existing ``device`` (None while it is not set)."""
+        self.check_device_id(device)
+        return self.devices.get(device)
+
     def bind(self, context: int | None) -> None:
         self._tls.context = context
 
@@ -253,6 +258,12 @@ class Simulator:
         if found is None:
             raise AclFail(INVALID_PARAM, f"{kind} {handle:#x} does not exist (never created or destroyed)")
         return found
+
+    def add(self, table: dict[int, Any], make: Callable[[int], Any]) -> int:
+        """Put ``make(new handle)`` into ``table`` (a create_* call); the new handle."""
+        handle = self.new_handle()
+        table[handle] = make(handle)
+        return handle
 
     def remove(self, table: dict[int, Any], handle: int, kind: str) -> Any:
         """Take ``handle`` out of ``table`` (a destroy_* call); AclFail when it does not exist."""
