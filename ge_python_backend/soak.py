@@ -30,7 +30,9 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .errors import GEError
+from .engines.onnxruntime import spec_from_session
+from .errors import ConfigError, GEError
+from .specs import TensorSpec, format_shape
 
 Arrays = Mapping[str, np.ndarray]
 INFER = "/inference.GRPCInferenceService/ModelInfer"
@@ -52,16 +54,17 @@ class OnnxReference:
         import onnxruntime as ort
 
         self.session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+        spec = spec_from_session(self.session)
         self.inputs: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
-        for tensor in self.session.get_inputs():
+        for tensor in spec.inputs:
             dims = tensor.shape[1:]
-            if not tensor.shape or any(not isinstance(d, int) or d < 1 for d in dims):
+            if not tensor.shape or any(d < 1 for d in dims):
                 raise SoakError(
-                    f"{onnx_file}: input {tensor.name!r} has shape {tensor.shape}; a soak needs a batch axis "
-                    "first and fixed other axes"
+                    f"{onnx_file}: input {tensor.name!r} has shape {format_shape(tensor.shape)}; a soak needs a "
+                    "batch axis first and fixed other axes"
                 )
-            self.inputs[tensor.name] = (np.dtype(_ORT_TYPES[tensor.type]), tuple(dims))
-        self.output_names = [o.name for o in self.session.get_outputs()]
+            self.inputs[tensor.name] = (_random_dtype(onnx_file, tensor), dims)
+        self.output_names = [o.name for o in spec.outputs]
 
     def random_request(self, rng: np.random.Generator, rows: int) -> dict[str, np.ndarray]:
         request = {}
@@ -76,10 +79,18 @@ class OnnxReference:
         return dict(zip(self.output_names, self.session.run(self.output_names, dict(inputs))))
 
 
-_ORT_TYPES = {
-    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
-    "tensor(int32)": np.int32, "tensor(int64)": np.int64, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8,
-}
+def _random_dtype(onnx_file: Path, tensor: TensorSpec) -> np.dtype:
+    """The numpy dtype of an input a soak fills with random numbers; SoakError for any other."""
+    try:
+        dtype = tensor.numpy_dtype
+    except ConfigError as exc:
+        raise SoakError(f"{onnx_file}: input {tensor.name!r}: {exc}") from None
+    if dtype.kind not in "biuf":
+        raise SoakError(
+            f"{onnx_file}: input {tensor.name!r} is {tensor.dtype}; a soak sends random numbers, so it takes "
+            "boolean, integer and floating-point inputs only"
+        )
+    return dtype
 
 
 @dataclass(frozen=True)

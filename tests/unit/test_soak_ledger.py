@@ -70,3 +70,25 @@ def test_plans_and_references_are_checked(tmp_path):
     fixed = models.two_inputs(tmp_path / "pair.onnx")
     with pytest.raises(SoakError, match="fixed other axes"):
         OnnxReference(fixed)
+
+
+@pytest.mark.parametrize(
+    "elem_type, message",
+    [
+        ("STRING", "input 'x' is BYTES; a soak sends random numbers"),
+        ("BFLOAT16", "input 'x': data type BF16 has no numpy equivalent"),
+    ],
+)
+def test_inputs_that_cannot_hold_random_numbers_are_refused(tmp_path, elem_type, message):
+    import onnx
+    from onnx import TensorProto, helper
+
+    kind = getattr(TensorProto, elem_type)
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])], "identity",
+        [helper.make_tensor_value_info("x", kind, ["batch", 4])], [helper.make_tensor_value_info("y", kind, ["batch", 4])],
+    )
+    path = tmp_path / "identity.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(SoakError, match=message):
+        OnnxReference(path)
