@@ -26,10 +26,9 @@ from ..params import Parameter, parse_bool, parse_float
 from ..specs import format_shape, numpy_dtype
 from .acl_constants import (
     ACL_DYNAMIC_TENSOR_NAME,
-    ACL_MEM_MALLOC_HUGE_FIRST,
-    ACL_MEMCPY_DEVICE_TO_HOST,
-    ACL_MEMCPY_HOST_TO_DEVICE,
     ACL_SUCCESS,
+    MallocPolicy,
+    MemcpyKind,
     data_type,
     format_name,
 )
@@ -288,7 +287,7 @@ class AclSlot(Slot):
         for index, (tensor, size) in enumerate(zip(tensors, sizes)):
             name = tensor.name if tensor else ACL_DYNAMIC_TENSOR_NAME
             what = f"allocating {kind} {name!r} ({size} bytes) of slot {self.index}"
-            device, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
+            device, ret = acl.rt.malloc(size, MallocPolicy.HUGE_FIRST)
             check(acl, ret, "acl.rt.malloc", what)
             self._device_ptrs.append(device)
             data_buffer = acl.create_data_buffer(device, size)
@@ -373,7 +372,7 @@ class AclSlot(Slot):
             check(acl, ret, "acl.rt.record_event")
             for buffer, size in zip(self._inputs, self._input_bytes[g]):
                 ret = acl.rt.memcpy_async(buffer.device, buffer.capacity, buffer.host, size,
-                                          ACL_MEMCPY_HOST_TO_DEVICE, stream)
+                                          MemcpyKind.HOST_TO_DEVICE, stream)
                 check(acl, ret, "acl.rt.memcpy_async", buffer.copy_what)
             ret = acl.rt.record_event(copied_in, stream)
             check(acl, ret, "acl.rt.record_event")
@@ -386,7 +385,7 @@ class AclSlot(Slot):
             views, sizes = self._outputs_at(self._current_output_shapes())
             for buffer, size in zip(self._outputs, sizes):
                 ret = acl.rt.memcpy_async(buffer.host, buffer.capacity, buffer.device, size,
-                                          ACL_MEMCPY_DEVICE_TO_HOST, stream)
+                                          MemcpyKind.DEVICE_TO_HOST, stream)
                 check(acl, ret, "acl.rt.memcpy_async", buffer.copy_what)
             ret = acl.rt.record_event(copied_out, stream)
             check(acl, ret, "acl.rt.record_event")

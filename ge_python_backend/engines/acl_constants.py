@@ -7,6 +7,7 @@ by the simulator, so both speak the same codes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 ACL_SUCCESS = 0
 
@@ -169,7 +170,6 @@ DATA_TYPES: tuple[AclDataType, ...] = (
 
 _TYPES_BY_CODE = {t.code: t for t in DATA_TYPES}
 _TYPES_BY_NAME = {t.name: t for t in DATA_TYPES}
-_TYPES_BY_TRITON = {t.triton: t for t in DATA_TYPES if t.triton}
 
 
 def data_type(code: int) -> AclDataType:
@@ -187,14 +187,6 @@ def data_type_named(name: str) -> AclDataType:
         return _TYPES_BY_NAME[key]
     except KeyError:
         raise KeyError(f"unknown aclDataType name {name!r}; known: {', '.join(_TYPES_BY_NAME)}") from None
-
-
-def data_type_for_triton(triton: str) -> AclDataType:
-    """The aclDataType that holds the Triton API data type ``triton`` (FP32 -> FLOAT)."""
-    try:
-        return _TYPES_BY_TRITON[triton]
-    except KeyError:
-        raise KeyError(f"Triton data type {triton!r} has no aclDataType; known: {', '.join(_TYPES_BY_TRITON)}") from None
 
 
 # --- aclFormat (pyacl.md §5.5) ---------------------------------------------------------------
@@ -237,43 +229,45 @@ def format_code(name: str) -> int:
 
 # --- runtime enums (pyacl.md §5.3, §5.6) -----------------------------------------------------
 
-ACL_MEMCPY_HOST_TO_HOST = 0
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_MEMCPY_DEVICE_TO_DEVICE = 3
-ACL_MEMCPY_DEFAULT = 4
-MEMCPY_KINDS: dict[int, str] = {
-    0: "ACL_MEMCPY_HOST_TO_HOST",
-    1: "ACL_MEMCPY_HOST_TO_DEVICE",
-    2: "ACL_MEMCPY_DEVICE_TO_HOST",
-    3: "ACL_MEMCPY_DEVICE_TO_DEVICE",
-    4: "ACL_MEMCPY_DEFAULT",
-}
 
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEM_MALLOC_HUGE_ONLY = 1
-ACL_MEM_MALLOC_NORMAL_ONLY = 2
-MALLOC_POLICIES: dict[int, str] = {
-    0: "ACL_MEM_MALLOC_HUGE_FIRST",
-    1: "ACL_MEM_MALLOC_HUGE_ONLY",
-    2: "ACL_MEM_MALLOC_NORMAL_ONLY",
-    3: "ACL_MEM_MALLOC_HUGE_FIRST_P2P",
-    4: "ACL_MEM_MALLOC_HUGE_ONLY_P2P",
-    5: "ACL_MEM_MALLOC_NORMAL_ONLY_P2P",
-    6: "ACL_MEM_MALLOC_HUGE1G_ONLY",
-    7: "ACL_MEM_MALLOC_HUGE1G_ONLY_P2P",
-}
+class MemcpyKind(IntEnum):
+    """aclrtMemcpyKind; each member is ``ACL_MEMCPY_<name>`` in the headers."""
+
+    HOST_TO_HOST = 0
+    HOST_TO_DEVICE = 1
+    DEVICE_TO_HOST = 2
+    DEVICE_TO_DEVICE = 3
+    DEFAULT = 4
+
+    @property
+    def acl_name(self) -> str:
+        return f"ACL_MEMCPY_{self.name}"
+
+
+class MallocPolicy(IntEnum):
+    """aclrtMemMallocPolicy; each member is ``ACL_MEM_MALLOC_<name>`` in the headers."""
+
+    HUGE_FIRST = 0
+    HUGE_ONLY = 1
+    NORMAL_ONLY = 2
+    HUGE_FIRST_P2P = 3
+    HUGE_ONLY_P2P = 4
+    NORMAL_ONLY_P2P = 5
+    HUGE1G_ONLY = 6
+    HUGE1G_ONLY_P2P = 7
+
+    @property
+    def acl_name(self) -> str:
+        return f"ACL_MEM_MALLOC_{self.name}"
+
+
 #: OR-able flags that may accompany a malloc policy.
 MALLOC_FLAGS = {0x0100: "ACL_MEM_TYPE_LOW_BAND_WIDTH", 0x1000: "ACL_MEM_TYPE_HIGH_BAND_WIDTH"}
 
-ACL_DEVICE = 0
+#: aclrtRunMode of an application on a host with a PCIe card (ACL_DEVICE = 0: it runs on the device).
 ACL_HOST = 1
-
-ACL_HBM_MEM = 1
 
 # --- model constants (pyacl.md §5.7) ---------------------------------------------------------
 
 #: The extra model input of dynamic batch / HW / dims models.
 ACL_DYNAMIC_TENSOR_NAME = "ascend_mbatch_shape_data"
-ACL_MAX_DIM_CNT = 128
-ACL_MAX_BATCH_NUM = 128

@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-from ..engines.acl_constants import (
-    ACL_HOST,
-    ACL_MEMCPY_DEFAULT,
-    ACL_MEMCPY_DEVICE_TO_DEVICE,
-    ACL_MEMCPY_DEVICE_TO_HOST,
-    ACL_MEMCPY_HOST_TO_DEVICE,
-    ACL_MEMCPY_HOST_TO_HOST,
-    MALLOC_FLAGS,
-    MALLOC_POLICIES,
-    MEMCPY_KINDS,
-    ret_code,
-)
+from ..engines.acl_constants import ACL_HOST, MALLOC_FLAGS, MallocPolicy, MemcpyKind, ret_code
 from .api import Namespace
 from .memory import is_device_address
 from .runtime import BAD_HANDLE, INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
@@ -24,11 +13,15 @@ MEMORY_ALLOCATION = ret_code("ACL_ERROR_RT_MEMORY_ALLOCATION")
 
 #: memcpy kind -> (source is device, destination is device)
 _SIDES = {
-    ACL_MEMCPY_HOST_TO_HOST: (False, False),
-    ACL_MEMCPY_HOST_TO_DEVICE: (False, True),
-    ACL_MEMCPY_DEVICE_TO_HOST: (True, False),
-    ACL_MEMCPY_DEVICE_TO_DEVICE: (True, True),
+    MemcpyKind.HOST_TO_HOST: (False, False),
+    MemcpyKind.HOST_TO_DEVICE: (False, True),
+    MemcpyKind.DEVICE_TO_HOST: (True, False),
+    MemcpyKind.DEVICE_TO_DEVICE: (True, True),
 }
+
+
+def _listed(enum: type[MemcpyKind] | type[MallocPolicy]) -> str:
+    return ", ".join(f"{member.value} {member.acl_name}" for member in enum)
 
 
 class RtApi(Namespace):
@@ -150,9 +143,8 @@ class RtApi(Namespace):
         flags = sum(f for f in MALLOC_FLAGS if policy & f)
         if size == 0:
             raise AclFail(INVALID_PARAM, "size 0")
-        if policy - flags not in MALLOC_POLICIES:
-            raise AclFail(INVALID_PARAM, f"policy {policy} is not an aclrtMemMallocPolicy "
-                                         f"({', '.join(f'{k} {v}' for k, v in MALLOC_POLICIES.items())})")
+        if policy - flags not in {p.value for p in MallocPolicy}:
+            raise AclFail(INVALID_PARAM, f"policy {policy} is not an aclrtMemMallocPolicy ({_listed(MallocPolicy)})")
         free = sim.config.device_memory - sim.device_used(device)
         if size > free:
             raise AclFail(MEMORY_ALLOCATION, f"{size} bytes requested, device {device} has {free} free")
@@ -208,16 +200,16 @@ class RtApi(Namespace):
     def _copy(self, dst, dest_max, src, count, kind, pinned: bool):
         """Check a copy at call time; return the work that performs it."""
         sim = self._sim
-        if kind == ACL_MEMCPY_DEFAULT:
+        if kind == MemcpyKind.DEFAULT:
             kind_sides = (is_device_address(src), is_device_address(dst))
         elif kind in _SIDES:
             kind_sides = _SIDES[kind]
         else:
-            raise AclFail(INVALID_PARAM, f"kind {kind} is not an aclrtMemcpyKind ({MEMCPY_KINDS})")
+            raise AclFail(INVALID_PARAM, f"kind {kind} is not an aclrtMemcpyKind ({_listed(MemcpyKind)})")
         src_device, dst_device = kind_sides
         if count > dest_max:
             raise AclFail(INVALID_PARAM, f"count {count} exceeds the destination capacity dest_max {dest_max}")
-        label = MEMCPY_KINDS[kind]
+        label = MemcpyKind(kind).acl_name
         sim.check_range(src, count, src_device, f"{label} source")
         sim.check_range(dst, count, dst_device, f"{label} destination")
         if pinned:

@@ -421,6 +421,13 @@ def test_copies_over_capacity_or_past_an_allocation_are_refused(acl):
     assert "run past the end" in acl.get_recent_err_msg()
     assert acl.rt.memcpy(dev, 16, host, 16, D2H) == 100000  # kind says the source is device memory
     assert acl.rt.memcpy(dev, 16, host, 16, 9) == 100000
+    assert "not an aclrtMemcpyKind (0 ACL_MEMCPY_HOST_TO_HOST, 1 ACL_MEMCPY_HOST_TO_DEVICE" in acl.get_recent_err_msg()
+
+
+def test_malloc_takes_a_policy_with_optional_bandwidth_flags(acl):
+    assert acl.rt.malloc(16, 8) == (0, 100000)
+    assert "not an aclrtMemMallocPolicy (0 ACL_MEM_MALLOC_HUGE_FIRST" in acl.get_recent_err_msg()
+    assert acl.rt.malloc(16, 2 | 0x1000)[1] == 0  # NORMAL_ONLY | ACL_MEM_TYPE_HIGH_BAND_WIDTH
 
 
 def test_async_copy_needs_pinned_host_memory(acl):
