@@ -16,7 +16,8 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 import numpy as np
 from tritonclient.utils import np_to_triton_dtype
 
-from ..errors import GEError
+from ..errors import ConfigError, GEError
+from ..specs import api_type, numpy_dtype
 from . import host, metrics
 from .progress import Progress
 from .stats import Point, measured_point
@@ -308,13 +309,6 @@ async def _model_io(url: str, protocol: str, model: str) -> tuple[int, list[dict
     return int(config.get("max_batch_size", 0)), list(config.get("input", []))
 
 
-_NUMPY = {
-    "TYPE_BOOL": np.bool_, "TYPE_UINT8": np.uint8, "TYPE_UINT16": np.uint16, "TYPE_UINT32": np.uint32,
-    "TYPE_UINT64": np.uint64, "TYPE_INT8": np.int8, "TYPE_INT16": np.int16, "TYPE_INT32": np.int32,
-    "TYPE_INT64": np.int64, "TYPE_FP16": np.float16, "TYPE_FP32": np.float32, "TYPE_FP64": np.float64,
-}
-
-
 def random_inputs(
     url: str,
     protocol: str,
@@ -324,24 +318,40 @@ def random_inputs(
     shapes: Mapping[str, Sequence[int]] | None = None,
     seed: int = 0,
 ) -> dict[str, np.ndarray]:
-    """Random tensors for one request, shaped and typed from the served model config.
+    """Random tensors for one request, shaped and typed from the served model config (see
+    ``random_tensors``)."""
+    max_batch, inputs = asyncio.run(_model_io(url, protocol, model))
+    return random_tensors(max_batch, inputs, batch_size=batch_size, shapes=shapes, seed=seed)
+
+
+def random_tensors(
+    max_batch_size: int,
+    config_inputs: Sequence[Mapping[str, Any]],
+    *,
+    batch_size: int = 1,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """Random tensors for the ``input`` entries of a model config (as JSON).
 
     The batch axis (when ``max_batch_size`` > 0) gets ``batch_size`` rows; other variable
     dimensions must be given in ``shapes`` (name -> dims without the batch axis).
     """
-    max_batch, inputs = asyncio.run(_model_io(url, protocol, model))
     shapes = dict(shapes or {})
     rng = np.random.default_rng(seed)
     result = {}
-    for tensor in inputs:
+    for tensor in config_inputs:
         name, dtype = tensor["name"], tensor.get("data_type", "TYPE_FP32")
         dims = tuple(int(d) for d in shapes.get(name, tensor.get("dims", [])))
         if any(d < 0 for d in dims):
             raise BenchError(f"input {name!r} has variable dims {list(dims)}: give them with --shape {name}:D1,D2,...")
-        if dtype not in _NUMPY:
+        try:
+            numpy_type = numpy_dtype(api_type(dtype))
+        except ConfigError:
+            numpy_type = None
+        if numpy_type is None or numpy_type.kind not in "biuf":
             raise BenchError(f"input {name!r} is {dtype}: random data covers numeric types only; give --data FILE.npz")
-        full = ((batch_size,) if max_batch > 0 else ()) + dims
-        numpy_type = np.dtype(_NUMPY[dtype])
+        full = ((batch_size,) if max_batch_size > 0 else ()) + dims
         if numpy_type.kind == "f":
             result[name] = rng.standard_normal(full).astype(numpy_type)
         elif numpy_type.kind == "b":

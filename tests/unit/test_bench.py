@@ -189,3 +189,26 @@ def test_cpu_busy_is_a_fraction():
 
     busy = host.cpu_busy(0.05)
     assert busy is None or 0.0 <= busy <= 1.0
+
+
+def test_random_tensors_follow_the_config_types_and_dims():
+    from ge_python_backend.bench.load import random_tensors
+
+    inputs = [
+        {"name": "image", "data_type": "TYPE_FP16", "dims": [3, 2]},
+        {"name": "ids", "data_type": "TYPE_INT64", "dims": [-1]},
+        {"name": "mask", "data_type": "TYPE_BOOL", "dims": [4]},
+    ]
+    tensors = random_tensors(8, inputs, batch_size=5, shapes={"ids": [7]})
+    assert {name: (t.dtype, t.shape) for name, t in tensors.items()} == {
+        "image": (np.dtype(np.float16), (5, 3, 2)), "ids": (np.dtype(np.int64), (5, 7)), "mask": (np.dtype(np.bool_), (5, 4)),
+    }
+    assert random_tensors(0, inputs[:1])["image"].shape == (3, 2)  # no batch axis
+
+
+@pytest.mark.parametrize("data_type", ["TYPE_STRING", "TYPE_BF16", "TYPE_COMPLEX"])
+def test_random_tensors_refuse_types_without_random_numbers(data_type):
+    from ge_python_backend.bench.load import random_tensors
+
+    with pytest.raises(BenchError, match=f"input 'x' is {data_type}: random data covers numeric types only"):
+        random_tensors(8, [{"name": "x", "data_type": data_type, "dims": [2]}])
