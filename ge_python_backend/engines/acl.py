@@ -79,28 +79,38 @@ class _ModelPlan:
     """What every slot needs to know about the model, read once from the first copy's desc."""
 
     layout: ModelLayout
-    #: index of ascend_mbatch_shape_data, None for a static model
+    #: index and bytes of ascend_mbatch_shape_data; None and 0 for a static model
     dynamic_index: int | None
-    #: model input index of each client input (layout.inputs order)
-    input_indexes: tuple[int, ...]
-    input_sizes: tuple[int, ...]
-    output_sizes: tuple[int, ...]
+    dynamic_size: int
     #: per gear, the last argument(s) of its set_dynamic_* call, built once
     gear_arguments: tuple[tuple[Any, ...], ...]
+
+    def model_inputs(self) -> list[tuple[LayoutTensor | None, int]]:
+        """(tensor, bytes) of every model input in index order; None is ascend_mbatch_shape_data."""
+        inputs: list[tuple[LayoutTensor | None, int]] = [(t, t.size) for t in self.layout.inputs]
+        if self.dynamic_index is not None:
+            inputs.insert(self.dynamic_index, (None, self.dynamic_size))
+        return inputs
+
+    def model_outputs(self) -> list[tuple[LayoutTensor | None, int]]:
+        return [(t, t.size) for t in self.layout.outputs]
 
 
 @dataclass
 class _Buffer:
-    """One model input or output: its device buffer and (for client tensors) its pinned host twin."""
+    """One model input or output: its device buffer, data buffer and (for client tensors) pinned host twin.
+
+    Handles stay 0 until allocated, so a slot that fails part-way releases exactly what it made.
+    """
 
     kind: str  # "input" or "output"
     index: int  # model input or output index
     name: str
-    dtype: np.dtype | None
+    dtype: np.dtype | None  # None: ascend_mbatch_shape_data, which has no host twin
     capacity: int
     device: int = 0
+    data_buffer: int = 0
     host: int = 0
-
 
     def copy_what(self) -> str:
         return f"copying {self.kind} {self.name!r} to the {'device' if self.kind == 'input' else 'host'}"
@@ -196,13 +206,12 @@ class AclSlot(Slot):
         self._events: list[int] = []
         self._model_id: int | None = None
         self._desc = 0
-        self._datasets: list[int] = []
         self._input_dataset = 0
         self._output_dataset = 0
         self.plan: _ModelPlan | None = None
-        self._data_buffers: list[int] = []
-        self._device_ptrs: list[int] = []
-        self._host_ptrs: list[int] = []
+        #: every device buffer of both datasets, in creation order (what release frees)
+        self._buffers: list[_Buffer] = []
+        #: the client tensors' buffers, in layout order (what runs copy)
         self._inputs: list[_Buffer] = []
         self._outputs: list[_Buffer] = []
         #: per gear: views of the pinned input buffers, and the bytes each input copies
@@ -236,8 +245,10 @@ class AclSlot(Slot):
         ret = acl.mdl.get_desc(desc, model_id)
         check(acl, ret, "acl.mdl.get_desc")
         draft = plan or self._read_plan()
-        self._input_dataset = self._build_dataset("input", draft)
-        self._output_dataset = self._build_dataset("output", draft)
+        self._input_dataset = self._new_dataset()
+        self._fill_dataset(self._input_dataset, "input", draft.model_inputs(), self._inputs)
+        self._output_dataset = self._new_dataset()
+        self._fill_dataset(self._output_dataset, "output", draft.model_outputs(), self._outputs)
         self.plan = plan or self._probe_gears(draft)
         layout = self.plan.layout
         gear_shapes = [tuple(layout.input_shapes(g).values()) for g in range(layout.gear_count)]
@@ -252,55 +263,44 @@ class AclSlot(Slot):
         dynamic_index = index if ret == ACL_SUCCESS else None
         if dynamic_index is None:  # "no such input" is the documented answer for a static model
             LOG.debug("no %s input (%s): static model", ACL_DYNAMIC_TENSOR_NAME, recent_message(acl))
-        input_indexes = tuple(i for i in range(count) if i != dynamic_index)
-        inputs = [_input_tensor(acl, desc, i) for i in input_indexes]
+        inputs = [_input_tensor(acl, desc, i) for i in range(count) if i != dynamic_index]
         output_count = acl.mdl.get_num_outputs(desc)
         outputs = [_output_tensor(acl, desc, i) for i in range(output_count)]
         _refuse_unservable(inputs, "input")
         _refuse_unservable(outputs, "output")
-        sizes = {i: t.size for i, t in zip(input_indexes, inputs)}
-        kind, gears = "", ()
+        kind, gears, dynamic_size = "", (), 0
         if dynamic_index is not None:
             kind, gears = _gears(acl, desc)
             dynamic_size = acl.mdl.get_input_size_by_index(desc, dynamic_index)
-            sizes[dynamic_index] = dynamic_size
-        return _ModelPlan(
-            ModelLayout(tuple(inputs), tuple(outputs), kind, gears),
-            dynamic_index,
-            input_indexes,
-            tuple(sizes[i] for i in range(count)),
-            tuple(t.size for t in outputs),
-            _gear_arguments(kind, gears),
-        )
+        layout = ModelLayout(tuple(inputs), tuple(outputs), kind, gears)
+        return _ModelPlan(layout, dynamic_index, dynamic_size, _gear_arguments(kind, gears))
 
-    def _build_dataset(self, kind: str, plan: _ModelPlan) -> int:
-        """A dataset with one device buffer per tensor (largest gear); pinned host twins for client tensors."""
+    def _new_dataset(self) -> int:
+        dataset = self._acl.mdl.create_dataset()
+        return check_handle(self._acl, dataset, "acl.mdl.create_dataset")
+
+    def _fill_dataset(self, dataset: int, kind: str, entries: list[tuple[LayoutTensor | None, int]],
+                      clients: list[_Buffer]) -> None:
+        """One device buffer per (tensor, bytes) entry, largest gear, added to ``dataset`` in order; a
+        pinned host twin for each client tensor (None is ascend_mbatch_shape_data: none)."""
         acl = self._acl
-        dataset = acl.mdl.create_dataset()
-        self._datasets.append(check_handle(acl, dataset, "acl.mdl.create_dataset"))
-        if kind == "input":
-            names = {i: t for i, t in zip(plan.input_indexes, plan.layout.inputs)}
-            tensors = [names.get(i) for i in range(len(plan.input_sizes))]
-            sizes, buffers = plan.input_sizes, self._inputs
-        else:
-            tensors, sizes, buffers = list(plan.layout.outputs), plan.output_sizes, self._outputs
-        for index, (tensor, size) in enumerate(zip(tensors, sizes)):
-            name = tensor.name if tensor else ACL_DYNAMIC_TENSOR_NAME
-            what = f"allocating {kind} {name!r} ({size} bytes) of slot {self.index}"
-            device, ret = acl.rt.malloc(size, MallocPolicy.HUGE_FIRST)
+        for index, (tensor, size) in enumerate(entries):
+            if tensor is None:
+                buffer = _Buffer(kind, index, ACL_DYNAMIC_TENSOR_NAME, None, size)
+            else:
+                buffer = _Buffer(kind, index, tensor.name, numpy_dtype(tensor.data_type.triton), size)
+            self._buffers.append(buffer)
+            what = f"allocating {kind} {buffer.name!r} ({buffer.capacity} bytes) of slot {self.index}"
+            buffer.device, ret = acl.rt.malloc(buffer.capacity, MallocPolicy.HUGE_FIRST)
             check(acl, ret, "acl.rt.malloc", what)
-            self._device_ptrs.append(device)
-            data_buffer = acl.create_data_buffer(device, size)
-            self._data_buffers.append(check_handle(acl, data_buffer, "acl.create_data_buffer", what))
+            data_buffer = acl.create_data_buffer(buffer.device, buffer.capacity)
+            buffer.data_buffer = check_handle(acl, data_buffer, "acl.create_data_buffer", what)
             _, ret = acl.mdl.add_dataset_buffer(dataset, data_buffer)
             check(acl, ret, "acl.mdl.add_dataset_buffer", what)
-            if tensor is None:
-                continue
-            host, ret = acl.rt.malloc_host(size)
-            check(acl, ret, "acl.rt.malloc_host", what)
-            self._host_ptrs.append(host)
-            buffers.append(_Buffer(kind, index, name, numpy_dtype(tensor.data_type.triton), size, device, host))
-        return dataset
+            if tensor is not None:
+                buffer.host, ret = acl.rt.malloc_host(buffer.capacity)
+                check(acl, ret, "acl.rt.malloc_host", what)
+                clients.append(buffer)
 
     def _probe_gears(self, draft: _ModelPlan) -> _ModelPlan:
         """Each gear's output shapes: set the gear, then ask get_cur_output_dims (no execution)."""
@@ -339,7 +339,7 @@ class AclSlot(Slot):
 
     @property
     def device_bytes(self) -> int:
-        return sum(self.plan.input_sizes) + sum(self.plan.output_sizes)
+        return sum(b.capacity for b in self._buffers)
 
     @property
     def host_bytes(self) -> int:
@@ -433,18 +433,20 @@ class AclSlot(Slot):
         if self._stream:
             ret = acl.rt.synchronize_stream(self._stream)
             _logged(acl, ret, "acl.rt.synchronize_stream")
-        for data_buffer in self._data_buffers:
-            ret = acl.destroy_data_buffer(data_buffer)
-            _logged(acl, ret, "acl.destroy_data_buffer")
-        for device in self._device_ptrs:
-            ret = acl.rt.free(device)
-            _logged(acl, ret, "acl.rt.free")
-        for host in self._host_ptrs:
-            ret = acl.rt.free_host(host)
-            _logged(acl, ret, "acl.rt.free_host")
-        for dataset in self._datasets:
-            ret = acl.mdl.destroy_dataset(dataset)
-            _logged(acl, ret, "acl.mdl.destroy_dataset")
+        for buffer in self._buffers:
+            if buffer.data_buffer:
+                ret = acl.destroy_data_buffer(buffer.data_buffer)
+                _logged(acl, ret, "acl.destroy_data_buffer")
+            if buffer.device:
+                ret = acl.rt.free(buffer.device)
+                _logged(acl, ret, "acl.rt.free")
+            if buffer.host:
+                ret = acl.rt.free_host(buffer.host)
+                _logged(acl, ret, "acl.rt.free_host")
+        for dataset in (self._input_dataset, self._output_dataset):
+            if dataset:
+                ret = acl.mdl.destroy_dataset(dataset)
+                _logged(acl, ret, "acl.mdl.destroy_dataset")
         if self._model_id is not None:
             ret = acl.mdl.unload(self._model_id)
             _logged(acl, ret, "acl.mdl.unload")
@@ -457,8 +459,8 @@ class AclSlot(Slot):
         if self._stream:
             ret = acl.rt.destroy_stream(self._stream)
             _logged(acl, ret, "acl.rt.destroy_stream")
-        self._data_buffers, self._device_ptrs, self._host_ptrs, self._datasets, self._events = [], [], [], [], []
-        self._inputs, self._outputs = [], []
+        self._buffers, self._inputs, self._outputs, self._events = [], [], [], []
+        self._input_dataset, self._output_dataset = 0, 0
         self._model_id, self._desc, self._stream, self._staged = None, 0, 0, None
 
 
