@@ -489,7 +489,7 @@ class AclEngine(Engine):
 
     def __init__(self, model_path: str | Path, *, acl: Any, simulated: bool, device_id: int = 0, slots: int = 1):
         if slots < 1:
-            raise ConfigError(f"streams must be >= 1, got {slots}")
+            raise ConfigError(f"streams (slots) must be >= 1, got {slots}")
         self.name = "acl-sim" if simulated else "acl"
         self._acl = acl
         self._device_id = device_id

@@ -375,7 +375,7 @@ def test_missing_pyacl_is_a_clear_config_error(monkeypatch):
 
 
 def test_slots_must_be_positive(models):
-    with pytest.raises(ConfigError, match="streams must be >= 1"):
+    with pytest.raises(ConfigError, match=r"streams \(slots\) must be >= 1, got 0"):
         AclEngine(models["static"][1], acl=sim.get_acl(), simulated=True, slots=0)
 
 
