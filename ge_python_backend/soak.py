@@ -30,13 +30,12 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from .bench.grpc_infer import INFER, STREAM_INFER, infer_request, open_channel
 from .engines.onnxruntime import spec_from_session
 from .errors import ConfigError, GEError
 from .specs import TensorSpec, format_shape
 
 Arrays = Mapping[str, np.ndarray]
-INFER = "/inference.GRPCInferenceService/ModelInfer"
-STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer"
 #: Problem descriptions kept in a report (the counts are always complete).
 SAMPLES = 5
 
@@ -229,17 +228,6 @@ class _Ledger:
             self.report.note(f"request {request_id!r}: no answer")
 
 
-def _request(model: str, request_id: str, inputs: Arrays):
-    from tritonclient.grpc import service_pb2
-    from tritonclient.utils import np_to_triton_dtype
-
-    request = service_pb2.ModelInferRequest(model_name=model, id=request_id)
-    for name, array in inputs.items():
-        request.inputs.add(name=name, datatype=np_to_triton_dtype(array.dtype), shape=list(array.shape))
-        request.raw_input_contents.append(np.ascontiguousarray(array).tobytes())
-    return request
-
-
 def _outputs(response) -> dict[str, np.ndarray]:
     from tritonclient.grpc import InferResult
 
@@ -256,8 +244,7 @@ class _Connection:
 
         self._grpc = grpc
         self._ledger = ledger
-        limit = [("grpc.max_send_message_length", 2**31 - 1), ("grpc.max_receive_message_length", 2**31 - 1)]
-        self.channel = grpc.aio.insecure_channel(url, options=limit)
+        self.channel = open_channel(url)
         serialize = service_pb2.ModelInferRequest.SerializeToString
         self._unary = self.channel.unary_unary(
             INFER, request_serializer=serialize, response_deserializer=service_pb2.ModelInferResponse.FromString
@@ -339,7 +326,7 @@ async def soak(url: str, model: str, reference: OnnxReference, plan: SoakPlan) -
                 break
             request_id = f"soak-{plan.seed}-{index}"
             inputs = reference.random_request(rng, int(rng.integers(1, plan.max_rows + 1)))
-            request = _request(model, request_id, inputs)
+            request = infer_request(model, inputs, request_id=request_id)
             ledger.sent(request_id, inputs)
             if rng.random() < plan.stream_share:
                 try:

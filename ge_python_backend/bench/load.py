@@ -19,6 +19,7 @@ from tritonclient.utils import np_to_triton_dtype
 from ..errors import ConfigError, GEError
 from ..specs import api_type, numpy_dtype
 from . import host, metrics
+from .grpc_infer import INFER, infer_request, open_channel
 from .progress import Progress
 from .stats import Point, measured_point
 
@@ -92,23 +93,10 @@ class _GrpcInfer:
     generator's own CPU cost near perf_analyzer's, which matters when it shares the cores with
     the server (per call, tritonclient's aio client re-encodes the tensors)."""
 
-    METHOD = "/inference.GRPCInferenceService/ModelInfer"
-
     def __init__(self, target: Target) -> None:
-        import grpc
-        from tritonclient.grpc import service_pb2
-
-        request = service_pb2.ModelInferRequest(model_name=target.model)
-        for name, array in target.inputs.items():
-            request.inputs.add(name=name, datatype=np_to_triton_dtype(array.dtype), shape=list(array.shape))
-            request.raw_input_contents.append(np.ascontiguousarray(array).tobytes())
-        for name in target.outputs:
-            request.outputs.add(name=name)
-        self.payload = request.SerializeToString()
-        limit = 2**31 - 1
-        options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)]
-        self.channel = grpc.aio.insecure_channel(target.url, options=options)
-        self.call = self.channel.unary_unary(self.METHOD)
+        self.payload = infer_request(target.model, target.inputs, outputs=target.outputs).SerializeToString()
+        self.channel = open_channel(target.url)
+        self.call = self.channel.unary_unary(INFER)
         self.metadata = tuple(target.headers.items()) or None
 
     async def __call__(self) -> None:

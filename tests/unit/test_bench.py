@@ -6,6 +6,7 @@ import io
 import json
 import math
 import os
+import struct
 
 import numpy as np
 import pytest
@@ -212,3 +213,14 @@ def test_random_tensors_refuse_types_without_random_numbers(data_type):
 
     with pytest.raises(BenchError, match=f"input 'x' is {data_type}: random data covers numeric types only"):
         random_tensors(8, [{"name": "x", "data_type": data_type, "dims": [2]}])
+
+
+def test_infer_request_carries_raw_little_endian_tensors():
+    from ge_python_backend.bench.grpc_infer import infer_request
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)[:, ::2]  # not contiguous
+    ids = np.array([[7], [-1]], np.int64)
+    request = infer_request("m", {"x": x, "ids": ids}, request_id="r1", outputs=("y",))
+    assert (request.model_name, request.id, [o.name for o in request.outputs]) == ("m", "r1", ["y"])
+    assert [(t.name, t.datatype, list(t.shape)) for t in request.inputs] == [("x", "FP32", [2, 2]), ("ids", "INT64", [2, 1])]
+    assert list(request.raw_input_contents) == [struct.pack("<4f", 0, 2, 3, 5), struct.pack("<2q", 7, -1)]
