@@ -210,9 +210,10 @@ def test_events_measure_stream_work(acl):
 # --- init / finalize and the ledger ----------------------------------------------------------------
 
 
-def test_init_finalize_codes(sim):
+def test_init_finalize_codes(sim, tmp_path):
     acl = sim.acl
     assert acl.rt.malloc(16, 0) == (0, 100001)
+    assert acl.init(str(tmp_path / "missing.json")) == 100000
     assert "acl.init" in acl.get_recent_err_msg()
     assert acl.get_recent_err_msg() is None  # read once
     assert acl.finalize() == 100037
@@ -306,6 +307,7 @@ def test_a_context_of_a_reset_device_can_no_longer_be_used(acl):
 
 
 def test_destroy_context_refuses_a_context_that_still_owns_resources(acl, om_files):
+    default, _ = acl.rt.get_context()  # set_device's default context: reset_device releases it
     rig = Rig(acl, om_files["static"])
     event, _ = acl.rt.create_event()
     assert acl.rt.destroy_context(rig.context) == 100000
@@ -314,6 +316,7 @@ def test_destroy_context_refuses_a_context_that_still_owns_resources(acl, om_fil
     assert f"model {rig.model_id}" in message
     assert acl.rt.destroy_event(event) == 0
     rig.release()  # streams, models, then the context: the documented order works
+    assert acl.rt.set_context(default) == 0 and acl.rt.destroy_context(default) == 100000
 
 
 def test_thread_without_context_is_refused(acl):
@@ -467,6 +470,64 @@ def test_undersized_dataset_buffers_are_refused(acl, om_files):
     lying = acl.mdl.create_dataset()  # claims 32 bytes on an 8-byte allocation
     acl.mdl.add_dataset_buffer(lying, acl.create_data_buffer(small, 32))
     assert acl.mdl.execute(rig.model_id, lying, rig.outputs) == 100000
+
+
+def test_devices_handles_and_sizes_are_checked(sim, acl, om_files):
+    assert acl.rt.set_device(99) == 107001
+    assert acl.rt.create_context(99) == (0, 107001)
+    assert acl.rt.reset_device(3) == 100000  # never set
+    assert acl.rt.synchronize_stream(12345) == 107000
+    for unknown in (acl.rt.destroy_event(64), acl.rt.set_context(64), acl.mdl.destroy_desc(64),
+                    acl.mdl.destroy_dataset(64), acl.destroy_data_buffer(64)):
+        assert unknown == 100000
+    assert acl.mdl.unload(999) == 100011
+    assert acl.rt.malloc(0, 0) == (0, 100000) and acl.rt.malloc_host(0) == (0, 100000)
+    assert acl.rt.malloc(64 << 30, 0) == (0, 207001)
+    dev, _ = acl.rt.malloc(16, 0)
+    assert acl.rt.free_host(dev) == 100000
+    assert acl.rt.memset(dev, 8, 0, 16) == 100000  # count > max_count
+    host, _ = acl.rt.malloc_host(16)
+    assert acl.rt.memcpy(dev, 16, 0, 16, H2D) == 100000
+    assert "NULL host address" in acl.get_recent_err_msg()
+    with pytest.raises(ValueError, match="NULL"):
+        acl.util.ptr_to_bytes(0, 4)
+    with pytest.raises(OverflowError):
+        acl.rt.set_device(1 << 40)
+    sim.configure(device_memory=64)
+    assert acl.mdl.load_from_file(str(om_files["static"])) == (0, 207001)
+
+
+def test_desc_and_dataset_queries_are_checked(acl, om_files):
+    rig = Rig(acl, om_files["static"])
+    empty = acl.mdl.create_desc()
+    assert acl.mdl.get_input_dims(empty, 0) == ({}, 100000)
+    assert "call get_desc first" in acl.get_recent_err_msg()
+    assert acl.mdl.get_input_index_by_name(rig.desc, "nope") == ((1 << 64) - 1, 100000)
+    assert acl.mdl.get_dataset_buffer(rig.inputs, 5) == 0
+    assert "no index 5" in acl.get_recent_err_msg()
+
+
+def test_dynamic_input_buffer_and_dims_arguments_are_checked(acl, om_files):
+    rig = Rig(acl, om_files["batch"])
+    tiny, _ = acl.rt.malloc(2, 0)
+    for address, size, code in ((tiny, 2, 145012), (0, 8, 145011)):
+        dataset = acl.mdl.create_dataset()
+        acl.mdl.add_dataset_buffer(dataset, rig.in_ptrs[0][2])
+        acl.mdl.add_dataset_buffer(dataset, acl.create_data_buffer(address, size))
+        assert acl.mdl.set_dynamic_batch_size(rig.model_id, dataset, rig.dyn_index, 2) == code
+    dims = Rig(acl, om_files["dims"])
+    assert acl.mdl.set_input_dynamic_dims(dims.model_id, dims.inputs, dims.dyn_index, {"dims": [1]}) == 100000
+    assert acl.mdl.get_input_dynamic_gear_count(dims.desc, -1) == (2, 0)
+    assert acl.mdl.get_input_dynamic_dims(dims.desc, -1, 3) == (None, 100000)
+
+
+def test_a_damaged_sim_om_is_refused(acl, om_files, tmp_path):
+    damaged = tmp_path / "damaged.om"
+    damaged.write_bytes(om_files["static"].read_bytes()[:40])
+    assert acl.mdl.load_from_file(str(damaged)) == (0, 100013)
+    not_a_model = tmp_path / "notes.txt"
+    not_a_model.write_bytes(b"just some text")
+    assert acl.mdl.load_from_file(str(not_a_model)) == (0, 100003)
 
 
 def test_real_cann_om_is_refused_clearly(acl, tmp_path):
