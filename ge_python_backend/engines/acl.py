@@ -474,7 +474,7 @@ def _view(buffer: _Buffer, shape: Shape) -> np.ndarray:
 def _byte_size(buffer: _Buffer, shape: Shape) -> int:
     nbytes = int(np.prod(shape, dtype=np.int64)) * buffer.dtype.itemsize
     if nbytes > buffer.capacity:
-        raise EngineError(f"{buffer.name!r} of shape {format_shape(shape)} needs {nbytes} bytes, "
+        raise EngineError(f"{buffer.kind} {buffer.name!r} of shape {format_shape(shape)} needs {nbytes} bytes, "
                           f"its buffer holds {buffer.capacity}")
     return nbytes
 

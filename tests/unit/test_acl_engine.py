@@ -281,7 +281,7 @@ def test_a_failure_that_is_not_an_acl_error_still_drains_the_stream(models, monk
         too_big = {"name": "y", "dimCount": 2, "dims": [64, 3]}
         monkeypatch.setattr(sim.get_acl().mdl, "get_cur_output_dims", lambda desc, index: (too_big, 0))
         slot.inputs({"x": (2, 4)})
-        with pytest.raises(EngineError, match=r"'y' of shape \[64,3\] needs 768 bytes, its buffer holds 96") as info:
+        with pytest.raises(EngineError, match=r"output 'y' of shape \[64,3\] needs 768 bytes, its buffer holds 96") as info:
             slot.run()
         assert not isinstance(info.value, AclError)
         in_flight = [dict(m.running) for m in models_in_sim.values() if any(m.running.values())]
