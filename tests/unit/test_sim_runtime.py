@@ -15,6 +15,7 @@ import pytest
 
 import acl_sim_nets as nets
 from ge_python_backend.sim import Simulator, sim_compile
+from ge_python_backend.sim.memory import HostMemory
 from samples import OM_SAMPLES
 
 H2D, D2H, HUGE_FIRST = 1, 2, 0
@@ -401,6 +402,17 @@ def test_copies_refuse_freed_pinned_memory(acl):
     assert "which was freed" in acl.get_recent_err_msg()
     with pytest.raises(ValueError, match="was freed"):
         acl.util.ptr_to_bytes(host, 16)
+
+
+def test_freed_pinned_blocks_stay_reserved_up_to_the_quarantine_size():
+    memory = HostMemory(quarantine=100)
+    first, second = memory.allocate(64), memory.allocate(64)
+    memory.free(first.addr)
+    assert memory.freed_block(first.addr + 10, 4) is first
+    assert memory.freed_block(first.addr + 64, 4) is None  # just past its end
+    memory.free(second.addr)  # 128 freed bytes > 100: the oldest is released
+    assert memory.freed_block(first.addr, 4) is None
+    assert memory.freed_block(second.addr, 64) is second
 
 
 def test_queued_copy_into_pinned_memory_freed_before_it_runs_fails(sim, acl, om_files):
