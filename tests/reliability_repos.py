@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ge_python_backend.repository.config import format_config, read_config_file
+from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
@@ -38,20 +38,11 @@ class Sources:
         self.labels.write_text("".join(f"{label}\n" for label in LABELS), encoding="utf-8")
 
 
-def set_parameters(model_dir: Path, **parameters: object) -> Path:
-    """Add or replace config parameters of a generated model folder."""
-    path = model_dir / "config.pbtxt"
-    config = read_config_file(path)
-    for key, value in parameters.items():
-        config.parameters[key].string_value = str(value)
-    path.write_text(format_config(config), encoding="utf-8")
-    return model_dir
-
-
 def model(repo: Path, source: Path, name: str, parameters: dict | None = None, **options) -> Path:
     """A generated model folder with extra config ``parameters``."""
     folder = generate(source, repo, GenerateOptions(name=name, **options)).model_dir
-    return set_parameters(folder, **(parameters or {}))
+    set_parameters(folder / "config.pbtxt", **(parameters or {}))
+    return folder
 
 
 def classifier(repo: Path, sources: Sources, name: str, parameters: dict | None = None) -> Path:
@@ -60,7 +51,8 @@ def classifier(repo: Path, sources: Sources, name: str, parameters: dict | None 
     folder = generate(
         sources.classifier, repo, GenerateOptions(name=name, template="classification", template_options=options)
     ).model_dir
-    return set_parameters(folder, **(parameters or {}))
+    set_parameters(folder / "config.pbtxt", **(parameters or {}))
+    return folder
 
 
 def broken_models(repo: Path, sources: Sources) -> dict[str, str]:

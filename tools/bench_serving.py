@@ -38,6 +38,7 @@ from bench_common import (  # noqa: E402
 from ge_python_backend.bench.host import wait_quiet  # noqa: E402
 from ge_python_backend.bench.report import format_rows, plot  # noqa: E402
 from ge_python_backend.engines.onnxruntime import load_session  # noqa: E402
+from ge_python_backend.repository.config import set_parameters  # noqa: E402
 from ge_python_backend.repository.generate import GenerateOptions, generate  # noqa: E402
 from ge_python_backend.server import TritonServer, free_port  # noqa: E402
 from ge_python_backend.testing import models  # noqa: E402
@@ -92,10 +93,7 @@ def build_repository(onnx_file: Path, repo: Path, variants: dict[str, dict[str, 
         options = GenerateOptions(name=name, max_batch_size=MAX_BATCH, max_queue_delay_us=QUEUE_DELAY_US,
                                   streams=int(parameters.get("streams", 1)))
         folder = generate(onnx_file, repo, options).model_dir
-        with (folder / "config.pbtxt").open("a") as config:
-            for key, value in parameters.items():
-                if key != "streams":
-                    config.write(f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n')
+        set_parameters(folder / "config.pbtxt", **{k: v for k, v in parameters.items() if k != "streams"})
     hand = repo / "handwritten"
     (hand / "1").mkdir(parents=True)
     (hand / "config.pbtxt").write_text(HANDWRITTEN_CONFIG)

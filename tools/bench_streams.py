@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import POINT_HEADER, Ratio, common_arguments, point_row, ratio_table, save_json, sweep_model  # noqa: E402
 from ge_python_backend.bench.host import wait_quiet  # noqa: E402
 from ge_python_backend.bench.report import format_rows, model_metrics_table, plot  # noqa: E402
+from ge_python_backend.repository.config import set_parameters  # noqa: E402
 from ge_python_backend.repository.generate import GenerateOptions, generate  # noqa: E402
 from ge_python_backend.server import TritonServer  # noqa: E402
 from ge_python_backend.sim import sim_compile  # noqa: E402
@@ -31,10 +32,6 @@ from ge_python_backend.testing import models  # noqa: E402
 
 STREAMS = (1, 2, 4)
 LARGEST_GEAR = 8
-
-
-def _parameter(key: str, value: str) -> str:
-    return f'parameters {{\n  key: "{key}"\n  value {{\n    string_value: "{value}"\n  }}\n}}\n'
 
 
 def build_repository(workdir: Path, device_ms: float, row_ms: float) -> Path:
@@ -47,8 +44,7 @@ def build_repository(workdir: Path, device_ms: float, row_ms: float) -> Path:
     for streams in STREAMS:
         name = f"sim_s{streams}"
         folder = generate(om_file, repo, GenerateOptions(name=name, engine="acl-sim", streams=streams)).model_dir
-        with (folder / "config.pbtxt").open("a") as config:
-            config.write(_parameter("acl_sim_device_ms", f"{device_ms:g}") + _parameter("acl_sim_row_ms", f"{row_ms:g}"))
+        set_parameters(folder / "config.pbtxt", acl_sim_device_ms=f"{device_ms:g}", acl_sim_row_ms=f"{row_ms:g}")
     return repo
 
 

@@ -72,6 +72,16 @@ def format_config(config: Any) -> str:
     return text_format.MessageToString(config)
 
 
+def set_parameters(config_file: Path, **values: object) -> Path:
+    """Add or replace ``parameters`` entries (string values) of a config.pbtxt file, keeping
+    the rest of it; returns ``config_file``."""
+    config = read_config_file(config_file)
+    for key, value in values.items():
+        config.parameters[key].string_value = str(value)
+    Path(config_file).write_text(format_config(config), encoding="utf-8")
+    return Path(config_file)
+
+
 def config_json(config: Any, name: str | None = None) -> str:
     """The JSON Triton gives ``initialize`` as ``args["model_config"]`` (enums as names, dims as numbers)."""
     data = json_format.MessageToDict(config, preserving_proto_field_name=True)

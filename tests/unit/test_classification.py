@@ -13,7 +13,7 @@ import pytest
 from ge_python_backend.errors import ConfigError, InputError
 from ge_python_backend.postprocessing import load_labels, softmax, top_k
 from ge_python_backend.preprocessing import ImageInput, decode_image, decode_images, image_input, normalize
-from ge_python_backend.repository.config import read_config_file
+from ge_python_backend.repository.config import read_config_file, set_parameters
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.specs import TensorSpec
 from ge_python_backend.testing import ModelHarness, install_fake_pb_utils, models
@@ -244,8 +244,7 @@ def test_bad_labels_fail_the_load_with_what_to_fix(tmp_path, labels, message):
 
 def test_top_k_parameter_must_match_the_output_dims(tmp_path):
     folder, _ = _classifier(tmp_path)
-    config = folder / "config.pbtxt"
-    config.write_text(config.read_text().replace('string_value: "5"', 'string_value: "4"'))
+    set_parameters(folder / "config.pbtxt", top_k=4)
     with pytest.raises(pb_utils.TritonModelException, match="output 'LABELS' must be BYTES dims \\[4\\]"):
         with ModelHarness(_model_class(folder), folder):
             pass

@@ -10,6 +10,7 @@ import pytest
 
 import repos
 from ge_python_backend.model import GEModel
+from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb
 
 
@@ -92,8 +93,7 @@ def test_hooks_turn_bytes_into_tensors_and_logits_into_label_strings(tmp_path):
 )
 def test_bad_parameters_fail_the_load_naming_them(tmp_path, onnx_dir, parameter, value, message):
     folder = repos.generated(tmp_path, onnx_dir / "linear.onnx", "linear")
-    config = folder / "config.pbtxt"
-    config.write_text(config.read_text() + f'parameters {{ key: "{parameter}" value {{ string_value: "{value}" }} }}\n')
+    set_parameters(folder / "config.pbtxt", **{parameter: value})
     with pytest.raises(pb.TritonModelException, match="^model 'linear': ") as failure:
         ModelHarness(TritonPythonModel, folder).__enter__()
     assert message in str(failure.value)
