@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ConfigError
+from .om import read_om
+from .om.header import MAGIC as OM_MAGIC
+from .sim.simom import MAGIC as SIM_OM_MAGIC, read_sim_om
 from .specs import ModelSpec
-
-SIM_OM_MAGIC = b"GESIMOM\x00"
-OM_MAGIC = b"IMOD"
 
 
 @dataclass(frozen=True)
@@ -35,12 +35,8 @@ def read_model_file(path: Path) -> ModelFile:
     except OSError as exc:
         raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from None
     if head.startswith(SIM_OM_MAGIC):
-        from .sim.simom import read_sim_om
-
         return ModelFile(path, "sim-om", "acl-sim", "model.om", read_sim_om(path))
     if head.startswith(OM_MAGIC):
-        from .om import read_om
-
         return ModelFile(path, "om", "acl", "model.om", read_om(path).spec)
     if path.suffix.lower() == ".onnx":
         from .engines.onnxruntime import read_onnx_spec
