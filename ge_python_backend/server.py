@@ -74,9 +74,14 @@ def find_tritonserver() -> TritonInstall:
     return TritonInstall(binary, tree / "backends", tree.parent.parent / "nvidia_pytriton.libs")
 
 
+def ge_backend_file(backends: Path) -> Path:
+    """Where the ``ge`` backend's model.py is in a Triton backends folder."""
+    return Path(backends) / GE_BACKEND_NAME / "model.py"
+
+
 def write_ge_backend(backends: Path) -> Path:
     """Install the ``ge`` Python-based backend into a Triton backends folder."""
-    target = Path(backends) / GE_BACKEND_NAME / "model.py"
+    target = ge_backend_file(backends)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(GE_BACKEND_SOURCE, encoding="utf-8")
     return target

@@ -28,6 +28,7 @@ from ..iomatch import compare_io
 from ..layout import Layout
 from ..modelfile import ModelFile, read_model_file
 from ..params import Parameter
+from ..server import GE_BACKEND_NAME, ServerError, find_tritonserver, ge_backend_file
 from ..settings import CORE_PARAMETERS, TRITON_PARAMETERS, read_settings
 from ..specs import TensorSpec, api_type
 from .config import config_json, mc, read_config_file
@@ -101,16 +102,15 @@ class _GeBackend:
     def _look(self) -> str:
         backends = self._backends
         if backends is None:
-            from ..server import ServerError, find_tritonserver
-
             try:
                 backends = find_tritonserver().backends
             except ServerError:
-                return "no tritonserver found to tell whether backend ge is installed; `ge-triton serve` installs it"
-        if (Path(backends) / "ge" / "model.py").is_file():
+                return (f"no tritonserver found to tell whether backend {GE_BACKEND_NAME} is installed; "
+                        "`ge-triton serve` installs it")
+        if ge_backend_file(backends).is_file():
             return ""
         return (
-            f"backend ge is not installed in {backends}: run `ge-triton install-backend` "
+            f"backend {GE_BACKEND_NAME} is not installed in {backends}: run `ge-triton install-backend` "
             "(`ge-triton serve` installs it into the backend folder it prepares)"
         )
 
