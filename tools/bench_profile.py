@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import common_arguments  # noqa: E402
 from bench_serving import build_repository  # noqa: E402
 from ge_python_backend.bench import Sweep, Target, run_sweep  # noqa: E402
-from ge_python_backend.bench.host import process_tree_cpu, wait_quiet  # noqa: E402
+from ge_python_backend.bench.host import parent_pid, process_cpu, process_tree_cpu, wait_quiet  # noqa: E402
 from ge_python_backend.server import TritonServer  # noqa: E402
 from ge_python_backend.testing import models  # noqa: E402
 
@@ -36,22 +35,15 @@ from ge_python_backend.testing import models  # noqa: E402
 def stub_pid(server_pid: int, instance: str) -> int:
     """The Python stub process serving ``instance`` (e.g. ge_0_0) under ``server_pid``."""
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or parent_pid(int(entry.name)) != server_pid:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
-        if parent == server_pid and argv and argv[0].endswith(b"triton_python_backend_stub") and \
-                instance.encode() in argv:
+        if argv[0].endswith(b"triton_python_backend_stub") and instance.encode() in argv:
             return int(entry.name)
     raise RuntimeError(f"no Python stub for instance {instance} under tritonserver pid {server_pid}")
-
-
-def own_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def hottest(raw: Path, count: int) -> list[str]:
@@ -91,9 +83,9 @@ def main() -> int:
             command = [args.py_spy, "record", "--pid", str(stub), "--duration", str(int(args.duration)),
                        "--rate", "250", "--format", "raw", "--output", str(raw)] + (["--gil"] if args.gil else [])
             spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        before = (own_cpu(server.process.pid), own_cpu(stub), process_tree_cpu(server.process.pid), time.process_time())
+        before = (process_cpu(server.process.pid), process_cpu(stub), process_tree_cpu(server.process.pid), time.process_time())
         (point,) = run_sweep(target, Sweep((args.concurrency,), duration_s=args.duration, warmup_s=0))
-        after = (own_cpu(server.process.pid), own_cpu(stub), process_tree_cpu(server.process.pid), time.process_time())
+        after = (process_cpu(server.process.pid), process_cpu(stub), process_tree_cpu(server.process.pid), time.process_time())
         if spy is not None:
             spy.wait(timeout=args.duration + 60)
     n = point.requests

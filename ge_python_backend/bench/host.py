@@ -50,19 +50,40 @@ def wait_quiet(threshold: float = 0.15, timeout: float = 60.0, sample_s: float =
 
 
 def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat from field 3 (state) on; None if ``pid`` is gone or /proc is missing."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return text[text.rindex(")") + 2 :].split()  # fields from 3 (state) on; the name may hold spaces
+    return text[text.rindex(")") + 2 :].split()  # the name before ")" may hold spaces
+
+
+def _parent(fields: list[str]) -> int:
+    return int(fields[1])  # ppid
+
+
+def _cpu_seconds(fields: list[str]) -> float:
+    import os
+
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent process id of ``pid``; None if ``pid`` is gone or /proc is missing."""
+    fields = _stat_fields(pid)
+    return None if fields is None else _parent(fields)
+
+
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) used so far by ``pid`` itself (not its children); None if
+    ``pid`` is gone or /proc is missing."""
+    fields = _stat_fields(pid)
+    return None if fields is None else _cpu_seconds(fields)
 
 
 def process_tree_cpu(pid: int) -> float | None:
     """CPU seconds (user + system) used so far by ``pid`` and every live descendant; None if
     ``pid`` is gone or /proc is missing. Descendants that already exited are not counted."""
-    import os
-
-    ticks = os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
     used: dict[int, float] = {}
     for entry in Path("/proc").iterdir():
@@ -71,8 +92,8 @@ def process_tree_cpu(pid: int) -> float | None:
         fields = _stat_fields(int(entry.name))
         if fields is None:
             continue
-        parents[int(entry.name)] = int(fields[1])
-        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+        parents[int(entry.name)] = _parent(fields)
+        used[int(entry.name)] = _cpu_seconds(fields)
     if pid not in used:
         return None
     tree, frontier = {pid}, [pid]

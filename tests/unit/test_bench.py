@@ -177,12 +177,15 @@ def test_process_tree_cpu_counts_a_busy_child():
     )
     try:
         assert child.stdout.readline().strip() == "done"
+        assert host.parent_pid(child.pid) == os.getpid()
+        assert host.process_cpu(child.pid) >= 0.25
         assert host.process_tree_cpu(child.pid) >= 0.25
         assert host.process_tree_cpu(os.getpid()) >= host.process_tree_cpu(child.pid)
     finally:
         child.stdin.close()
         child.wait()
     assert host.process_tree_cpu(child.pid) is None
+    assert host.process_cpu(child.pid) is None and host.parent_pid(child.pid) is None
 
 
 def test_cpu_busy_is_a_fraction():
