@@ -90,8 +90,9 @@ def main() -> int:
             spy.wait(timeout=args.duration + 60)
     n = point.requests
     per = [(b - a) * 1000 / n for a, b in zip(before, after)]
+    host = f"; host {busy:.0%} busy before" if busy is not None else ""
     print(f"{args.model}, concurrency {args.concurrency}: {point.inferences:.1f} infer/s, p50 {point.latency_ms.p50:.2f} ms, "
-          f"avg batch {point.server.get('avg_batch', 0):.2f}; host {busy:.0%} busy before" if busy is not None else "")
+          f"avg batch {point.server.get('avg_batch', 0):.2f}{host}")
     print("CPU ms per request:")
     print(f"  tritonserver process        {per[0]:6.2f}")
     print(f"  Python stub {args.model}_0_0{' ' * max(0, 14 - len(args.model))}{per[1]:6.2f}")
