@@ -59,14 +59,17 @@ def soak_engines(plan: SoakPlan, engines: Sequence[str] = tuple(MODELS),
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=2000, help="requests per engine (default 2000)")
-    parser.add_argument("--concurrency", type=int, default=128, help="requests in flight at once")
-    parser.add_argument("--streams", type=int, default=4, help="gRPC bidirectional streams")
-    parser.add_argument("--stream-share", type=float, default=0.5, help="fraction of requests sent on streams")
-    parser.add_argument("--max-rows", type=int, default=8, help="largest batch of one request (1..8)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--time-limit", type=float, default=600.0, help="seconds after which no request is sent")
-    parser.add_argument("--deadline", type=float, default=60.0, help="seconds to wait for the last answers")
+    default = SoakPlan()
+    parser.add_argument("--requests", type=int, default=default.requests, help="requests per engine (default %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=default.concurrency, help="requests in flight at once")
+    parser.add_argument("--streams", type=int, default=default.streams, help="gRPC bidirectional streams")
+    parser.add_argument("--stream-share", type=float, default=default.stream_share,
+                        help="fraction of requests sent on streams")
+    parser.add_argument("--max-rows", type=int, default=default.max_rows, help="largest batch of one request (1..8)")
+    parser.add_argument("--seed", type=int, default=default.seed)
+    parser.add_argument("--time-limit", type=float, default=default.time_limit_s,
+                        help="seconds after which no request is sent")
+    parser.add_argument("--deadline", type=float, default=default.deadline_s, help="seconds to wait for the last answers")
     parser.add_argument("--engine", action="append", choices=tuple(MODELS), help="engine(s) to soak (default: all)")
     args = parser.parse_args(argv)
     if not 1 <= args.max_rows <= 8:
