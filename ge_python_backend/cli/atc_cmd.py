@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..repository.atc import INPUT_FORMATS, PRECISION_MODE, PRECISION_MODE_V2, AtcRequest, atc_command
 from ..sim.compile import parse_input_shapes
-from .generate import _int_list
+from .arguments import int_list
 
 EPILOG = """The printed command (run it where CANN's atc is installed) uses these ATC flags:
   --model=PATH            the ONNX file to compile
@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("model", type=Path, metavar="MODEL.onnx", help="the ONNX model to compile")
     parser.add_argument("--soc-version", required=True, help="target chip, e.g. Ascend310P3")
-    parser.add_argument("--batch-gears", type=_int_list, default=(), metavar="B1,B2,...",
+    parser.add_argument("--batch-gears", type=int_list, default=(), metavar="B1,B2,...",
                         help="batch sizes to compile, e.g. 1,2,4,8")
     parser.add_argument("--input-shape", default="", metavar="NAME:D0,D1,...;...",
                         help="shapes of inputs with unsized axes, ATC spelling (x:-1,3,224,224;y:-1,4)")

@@ -6,39 +6,9 @@ import argparse
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..params import parse_int, parse_list
 from ..repository.generate import DEFAULT_MAX_QUEUE_SIZE, DEFAULT_QUEUE_TIMEOUT_US, GenerateOptions, generate
-from ..sequences import StatePair, parse_state_pairs
 from ..repository.templates import available_templates, load_template
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        return parse_list(parse_int(1))(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers >= 1 ({exc})") from None
-
-
-def _device_list(text: str) -> tuple[int, ...]:
-    try:
-        return parse_list(parse_int(0))(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers >= 0 ({exc})") from None
-
-
-def _state(text: str) -> StatePair:
-    try:
-        (pair,) = parse_state_pairs(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected INPUT=OUTPUT ({exc})") from None
-    return pair
-
-
-def _setting(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
-    return key, value
+from .arguments import device_list, int_list, setting, state_pair
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, default=Path("model_repository"), help="model repository folder")
     parser.add_argument("-n", "--name", help="model name (default: the file name without its suffix)")
     parser.add_argument("-t", "--template", default="generic", help="template (see --list-templates)")
-    parser.add_argument("--set", dest="template_options", type=_setting, action="append", default=[],
+    parser.add_argument("--set", dest="template_options", type=setting, action="append", default=[],
                         metavar="KEY=VALUE", help="template option, e.g. --set labels=labels.txt")
     parser.add_argument("--backend", choices=("python", "ge"), default="python",
                         help='"ge": config only, served by the installed ge backend (no model.py)')
@@ -54,10 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="engine parameter (default: the one the model file needs)")
     parser.add_argument("--version", type=int, default=1, help="version folder number")
     parser.add_argument("--max-batch-size", type=int, help="override the largest batch the model implies")
-    parser.add_argument("--preferred-batch-sizes", type=_int_list, help="override dynamic_batching preferred sizes")
+    parser.add_argument("--preferred-batch-sizes", type=int_list, help="override dynamic_batching preferred sizes")
     parser.add_argument("--max-queue-delay-us", type=int, default=500, help="dynamic batching queue delay")
     parser.add_argument("--instances", type=int, default=1, help="instance_group count (KIND_CPU)")
-    parser.add_argument("--device-ids", type=_device_list, default=(0,), help="NPU ids, instances spread round-robin")
+    parser.add_argument("--device-ids", type=device_list, default=(0,), help="NPU ids, instances spread round-robin")
     parser.add_argument("--streams", type=int, default=1, help="execution slots per instance")
     parser.add_argument("--warmup", action="store_true", help="add a zero-data model_warmup entry")
     parser.add_argument("--max-queue-size", type=int, default=DEFAULT_MAX_QUEUE_SIZE,
@@ -75,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sequence.add_argument("--sequence-strategy", choices=("direct", "oldest"), default="direct")
     sequence.add_argument("--sequence-idle-ms", type=float, default=5000.0,
                           help="max_sequence_idle_microseconds, in ms; GEModel drops idle state after it too")
-    sequence.add_argument("--state", dest="states", type=_state, action="append", default=[],
+    sequence.add_argument("--state", dest="states", type=state_pair, action="append", default=[],
                           metavar="INPUT=OUTPUT", help="model input fed from the previous step's output")
     sequence.add_argument("--state-batch-axis", type=int, default=0,
                           help="batch axis of the state tensors (1 for [layers, batch, hidden])")
