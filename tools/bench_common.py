@@ -18,6 +18,13 @@ import numpy as np
 from ge_python_backend.bench import Point, Sweep, Target, run_sweep
 from ge_python_backend.bench.progress import Progress
 from ge_python_backend.bench.report import format_rows
+from ge_python_backend.cli.arguments import int_list
+
+
+def levels_argument(parser: argparse.ArgumentParser, default: tuple[int, ...], note: str = "") -> None:
+    """``--levels C1,C2,...``: the concurrency levels to measure."""
+    parser.add_argument("--levels", type=int_list, default=default, metavar="C1,C2,...",
+                        help="concurrency levels" + (f" ({note})" if note else ""))
 
 
 def common_arguments(parser: argparse.ArgumentParser, *, duration: float, warmup: float, workdir: str) -> None:

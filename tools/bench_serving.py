@@ -33,7 +33,8 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import (  # noqa: E402
-    CONTAMINATED_CORES, POINT_HEADER, clean, Ratio, common_arguments, point_row, ratio_table, save_json, sweep_model, time_calls,
+    CONTAMINATED_CORES, POINT_HEADER, clean, Ratio, common_arguments, levels_argument, point_row, ratio_table, save_json,
+    sweep_model, time_calls,
 )
 from ge_python_backend.bench.host import wait_quiet  # noqa: E402
 from ge_python_backend.bench.report import format_rows, plot  # noqa: E402
@@ -55,10 +56,6 @@ output [ {{ name: "logits" data_type: TYPE_FP32 dims: [ 1000 ] }} ]
 dynamic_batching {{ max_queue_delay_microseconds: {QUEUE_DELAY_US} }}
 instance_group [ {{ kind: KIND_CPU count: 1 }} ]
 """
-
-
-def _levels(text: str) -> tuple[int, ...]:
-    return tuple(int(v) for v in text.split(","))
 
 
 def raw_engine(onnx_file: Path, seconds: float) -> dict[str, dict[int, dict[str, float]]]:
@@ -188,7 +185,7 @@ def at(points, level):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common_arguments(parser, duration=6.0, warmup=2.0, workdir="out/bench/serving")
-    parser.add_argument("--levels", type=_levels, default=(1, 8, 16), help="concurrency levels (must include 1 and 8)")
+    levels_argument(parser, (1, 8, 16), "must include 1 and 8")
     parser.add_argument("--raw-seconds", type=float, default=4.0, help="seconds per raw-engine batch size")
     parser.add_argument("--skip-pytriton", action="store_true")
     parser.add_argument("--repeats", type=int, default=1, help="interleaved repeats; tables show medians")

@@ -21,7 +21,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import POINT_HEADER, Ratio, common_arguments, point_row, ratio_table, save_json, sweep_model  # noqa: E402
+from bench_common import (  # noqa: E402
+    POINT_HEADER, Ratio, common_arguments, levels_argument, point_row, ratio_table, save_json, sweep_model,
+)
 from ge_python_backend.bench.host import wait_quiet  # noqa: E402
 from ge_python_backend.bench.report import format_rows, model_metrics_table, plot  # noqa: E402
 from ge_python_backend.repository.config import set_parameters  # noqa: E402
@@ -53,8 +55,7 @@ def main() -> int:
     common_arguments(parser, duration=6.0, warmup=2.0, workdir="out/bench/streams")
     parser.add_argument("--device-ms", type=float, default=50.0, help="modelled device time per execution")
     parser.add_argument("--row-ms", type=float, default=5.0, help="modelled device time per batch row")
-    parser.add_argument("--levels", type=lambda t: tuple(int(v) for v in t.split(",")), default=(16, 64),
-                        help="concurrency levels (the ratios use the highest)")
+    levels_argument(parser, (16, 64), "the ratios use the highest")
     args = parser.parse_args()
     workdir = args.workdir.resolve()
     repo = build_repository(workdir, args.device_ms, args.row_ms)

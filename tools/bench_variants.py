@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import CONTAMINATED_CORES, clean, common_arguments, save_json  # noqa: E402
+from bench_common import CONTAMINATED_CORES, clean, common_arguments, levels_argument, save_json  # noqa: E402
 from bench_serving import build_repository  # noqa: E402
 from ge_python_backend.bench import Sweep, Target, run_sweep  # noqa: E402
 from ge_python_backend.bench.host import wait_quiet  # noqa: E402
@@ -39,7 +39,7 @@ VARIANTS = {
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common_arguments(parser, duration=5.0, warmup=1.0, workdir="out/bench/variants")
-    parser.add_argument("--levels", type=lambda t: tuple(int(v) for v in t.split(",")), default=(1, 8, 16))
+    levels_argument(parser, (1, 8, 16))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--models", help="comma-separated subset of: ge, handwritten, " + ", ".join(VARIANTS))
     args = parser.parse_args()
