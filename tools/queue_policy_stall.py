@@ -4,7 +4,7 @@
 
 Serves the same trivial models twice from one tritonserver on loopback, once without and once
 with a ``default_queue_policy`` (a max_queue_size far above the load, so nothing is refused),
-and runs a closed loop of --concurrency gRPC clients against each, keeping every latency. Two
+and runs the bench closed loop of --concurrency gRPC clients against each, keeping every latency. Two
 kinds of model: ``identity`` is a plain Python-backend model (no GEModel: Triton alone) and
 ``linear`` a GEModel on ONNX Runtime, generated with and without ``--max-queue-size``. The table
 shows throughput, latency percentiles and the requests that took longer than --stall-ms: with a
@@ -15,17 +15,14 @@ configs carry a queue policy only when asked.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import tritonclient.grpc.aio as grpcaio
-from tritonclient.utils import InferenceServerException
 
+from ge_python_backend.bench import Point, Sweep, Target, percentile, run_sweep
 from ge_python_backend.bench.report import format_rows
 from ge_python_backend.repository.config import format_config, mc
 from ge_python_backend.repository.generate import GenerateOptions, generate
@@ -69,32 +66,12 @@ def build_repository(folder: Path) -> Path:
     return repo
 
 
-async def closed_loop(url: str, model: str, concurrency: int, seconds: float) -> tuple[list[float], int, float]:
-    """(latencies in ms, errors, elapsed s) of ``concurrency`` clients, each sending its next
-    request as soon as the last is answered, for ``seconds``."""
-    client = grpcaio.InferenceServerClient(url)
-    tensor = grpcaio.InferInput("x", [1, 4], "FP32")
-    tensor.set_data_from_numpy(np.ones((1, 4), np.float32))
-    latencies: list[float] = []
-    errors = 0
-    started = time.perf_counter()
-
-    async def worker() -> None:
-        nonlocal errors
-        while time.perf_counter() - started < seconds:
-            begin = time.perf_counter()
-            try:
-                await client.infer(model, [tensor])
-            except InferenceServerException:
-                errors += 1
-            else:
-                latencies.append((time.perf_counter() - begin) * 1000)
-
-    try:
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    finally:
-        await client.close()
-    return latencies, errors, time.perf_counter() - started
+def closed_loop(url: str, model: str, concurrency: int, seconds: float, warmup: float) -> Point:
+    """``concurrency`` gRPC clients, each sending its next request (one row) as soon as the last
+    is answered, for ``warmup`` unmeasured and then ``seconds`` measured seconds; every latency kept."""
+    target = Target(url, model, {"x": np.ones((1, 4), np.float32)})
+    (point,) = run_sweep(target, Sweep((concurrency,), duration_s=seconds, warmup_s=warmup, keep_latencies=True))
+    return point
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,14 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with TritonServer(build_repository(Path(scratch))) as server:
             for kind in ("identity", "linear"):
                 for suffix in ("", "_policy"):
-                    model = kind + suffix
-                    asyncio.run(closed_loop(server.grpc_address, model, args.concurrency, args.warmup))
-                    latencies, errors, elapsed = asyncio.run(
-                        closed_loop(server.grpc_address, model, args.concurrency, args.seconds))
-                    rows.append([kind, f"max_queue_size {MAX_QUEUE_SIZE}" if suffix else "none", str(len(latencies)),
-                                 f"{len(latencies) / elapsed:.0f}"]
-                                + [f"{np.percentile(latencies, q):.1f}" for q in (50, 99, 99.9)]
-                                + [f"{max(latencies):.1f}", str(sum(ms > args.stall_ms for ms in latencies)), str(errors)])
+                    point = closed_loop(server.grpc_address, kind + suffix, args.concurrency, args.seconds, args.warmup)
+                    latencies = [s * 1000 for s in point.latencies_s]
+                    rows.append([kind, f"max_queue_size {MAX_QUEUE_SIZE}" if suffix else "none", str(point.requests),
+                                 f"{point.throughput:.0f}"]
+                                + [f"{percentile(latencies, q):.1f}" for q in (50, 99, 99.9)]
+                                + [f"{point.latency_ms.max:.1f}", str(sum(ms > args.stall_ms for ms in latencies)),
+                                   str(point.errors)])
     print(f"closed loop, {args.concurrency} gRPC clients, {args.seconds:g} s per model, 1 row per request")
     print(format_rows(rows))
     return 0

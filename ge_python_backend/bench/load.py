@@ -63,6 +63,8 @@ class Sweep:
     warmup_s: float = 2.0
     metrics_prefix: str = "ge_"
     max_in_flight: int = 4096
+    #: keep every request's latency in the points (``Point.latencies_s``), not only percentiles
+    keep_latencies: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -236,6 +238,7 @@ async def _sweep(target: Target, sweep: Sweep, progress: Progress, on_point: Cal
                 sweep.mode, level, window.finished - window.started, window.latencies, window.errors, target.rows, server,
                 _cpu_per_request(cpu_before, cpu_after, len(window.latencies) + len(window.errors),
                                  window.finished - window.started),
+                keep_latencies=sweep.keep_latencies,
             )
             points.append(point)
             elapsed_before += sweep.warmup_s + sweep.duration_s

@@ -60,6 +60,8 @@ class Point:
     (``client_ms``) and of the server's process tree (``server_ms``) when it was known, with
     ``others_cores``: how many CPUs everything else on the host kept busy meanwhile (a run
     on a shared machine with others_cores well above 0 measured the neighbours too).
+    ``latencies_s`` holds every successful request's latency in seconds, in completion order,
+    when the measurement was asked to keep them (``Sweep.keep_latencies``); else it is empty.
     """
 
     mode: str
@@ -73,6 +75,7 @@ class Point:
     error_samples: tuple[str, ...] = ()
     server: dict[str, Any] = field(default_factory=dict)
     cpu_ms_per_request: dict[str, float] = field(default_factory=dict)
+    latencies_s: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,8 +90,11 @@ def measured_point(
     rows_per_request: int,
     server: dict[str, Any] | None = None,
     cpu_ms_per_request: dict[str, float] | None = None,
+    *,
+    keep_latencies: bool = False,
 ) -> Point:
-    """A ``Point`` from the raw observations of one measurement window."""
+    """A ``Point`` from the raw observations of one measurement window (with the raw
+    latencies too when ``keep_latencies``)."""
     throughput = len(latencies_s) / duration_s if duration_s > 0 else 0.0
     return Point(
         mode=mode,
@@ -102,4 +108,5 @@ def measured_point(
         error_samples=tuple(dict.fromkeys(errors))[:5],
         server=dict(server or {}),
         cpu_ms_per_request=dict(cpu_ms_per_request or {}),
+        latencies_s=tuple(latencies_s) if keep_latencies else (),
     )

@@ -38,6 +38,13 @@ def test_measured_point_converts_to_ms_and_rates():
     assert point.latency_ms.p50 == pytest.approx(25.0) and point.latency_ms.max == pytest.approx(40.0)
     assert point.error_samples == ("E: x", "F")
     assert math.isnan(Latency.of([]).p99)
+    assert point.latencies_s == ()
+
+
+def test_measured_point_keeps_the_raw_latencies_when_asked():
+    point = measured_point("concurrency", 1, 1.0, [0.030, 0.010], [], 1, keep_latencies=True)
+    assert point.latencies_s == (0.030, 0.010)
+    assert json.loads(json.dumps(point.to_dict()))["latencies_s"] == [0.030, 0.010]
 
 
 METRICS_BEFORE = """# HELP nv_inference_request_success Number of successful inference requests
