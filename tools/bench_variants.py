@@ -31,7 +31,7 @@ from ge_python_backend.testing import models  # noqa: E402
 #: variant name -> config parameters on top of ge-triton generate's defaults
 VARIANTS = {
     "ge_no_metrics": {"metrics": "false"},
-    "ge_spinning": {"onnxruntime_spinning": "true"},
+    "ge_no_spinning": {"onnxruntime_spinning": "false"},  # the default spins with one slot
     "ge_s2_t1": {"streams": "2", "onnxruntime_intra_op_threads": "1"},
 }
 
