@@ -88,11 +88,18 @@ def _tty() -> bool:
 
 @dataclass(frozen=True)
 class Timing:
-    """A repeated in-process call: seconds per call (median and mean) and calls measured."""
+    """A repeated in-process call: seconds per call (median and mean), calls measured, and
+    unmeasured warm-up calls made before them."""
 
     median_s: float
     mean_s: float
     calls: int
+    warmup_calls: int
+
+    @property
+    def all_calls(self) -> int:
+        """Every call made, warm-up included (e.g. to share CPU time measured around it all)."""
+        return self.calls + self.warmup_calls
 
 
 def time_calls(call: Callable[[], object], seconds: float, warmup_calls: int = 3, min_calls: int = 5) -> Timing:
@@ -105,7 +112,7 @@ def time_calls(call: Callable[[], object], seconds: float, warmup_calls: int = 3
         started = time.perf_counter()
         call()
         samples.append(time.perf_counter() - started)
-    return Timing(float(np.median(samples)), float(np.mean(samples)), len(samples))
+    return Timing(float(np.median(samples)), float(np.mean(samples)), len(samples), warmup_calls)
 
 
 def point_row(name: str, p: Point) -> list[str]:
