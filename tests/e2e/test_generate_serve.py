@@ -16,11 +16,11 @@ import pytest
 
 from clients import infer_many, url
 from ge_python_backend.cli import main
-from ge_python_backend.engines import default_model_file
 from ge_python_backend.postprocessing import top_k
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import read_config_file
 from ge_python_backend.server import TritonServer
+from ge_python_backend.sim.compile import sim_compile
 from ge_python_backend.testing import models
 
 pytestmark = pytest.mark.e2e
@@ -28,14 +28,6 @@ PROTOCOLS = ["grpc", "http"]
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 STD = np.array([0.229, 0.224, 0.225], np.float32)
 LABELS = tuple(f"kind {i}" for i in range(10))
-
-
-def acl_sim_registered() -> bool:
-    try:
-        default_model_file("acl-sim")
-    except KeyError:
-        return False
-    return True
 
 
 def generate(*argv: str) -> None:
@@ -58,12 +50,9 @@ def built(tmp_path_factory):
     labels.write_text("".join(f"{label}\n" for label in LABELS))
     generate(str(sources["classifier"]), "-o", str(repo), "--template", "classification", "--set",
              f"labels={labels}", "--set", "top_k=3")
-    if acl_sim_registered():
-        from ge_python_backend.sim.compile import sim_compile
-
-        sources["gears"] = models.linear(root / "gears.onnx", seed=2)
-        sim_compile(sources["gears"], root / "gears.om", batch_gears="1,2,4,8")
-        generate(str(root / "gears.om"), "-o", str(repo))
+    sources["gears"] = models.linear(root / "gears.onnx", seed=2)
+    sim_compile(sources["gears"], root / "gears.om", batch_gears="1,2,4,8")
+    generate(str(root / "gears.om"), "-o", str(repo))
     return repo, sources
 
 
@@ -147,8 +136,6 @@ def test_classification_template(server, built, protocol):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_simulated_om_with_batch_gears(server, built, protocol):
-    if not acl_sim_registered():
-        pytest.skip("engine acl-sim is not registered in ge_python_backend.engines yet")
     config = read_config_file(built[0] / "gears" / "config.pbtxt")
     assert list(config.dynamic_batching.preferred_batch_size) == [1, 2, 4, 8]
     assert config.parameters["engine"].string_value == "acl-sim"
