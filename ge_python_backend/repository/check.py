@@ -221,10 +221,10 @@ class _ModelCheck:
             missing = self.ge_backend.missing()
             if missing:
                 self.warning(self.config_path, missing)
-            return ModelCode(path, True, True, frozenset(), ())
+            return ModelCode(path, True, frozenset(), ())
         if not path.is_file():
             self.error(path, 'missing: backend "python" loads it (or use backend "ge", which needs no model.py)')
-            return ModelCode(path, True, False, frozenset(HOOKS), None)
+            return ModelCode(path, True, frozenset(HOOKS), None)
         code = read_model_code(path)
         if code.problem:
             self.error(path, code.problem)

@@ -20,14 +20,13 @@ _PACKAGE = "ge_python_backend"
 
 @dataclass(frozen=True)
 class ModelCode:
-    """``uses_package``: the file imports ge_python_backend. ``gemodel``: TritonPythonModel
-    derives from GEModel directly. ``overrides``: hooks it replaces (all of them when unknown).
+    """``uses_package``: the file imports ge_python_backend. ``overrides``: hooks it replaces
+    (all of them when unknown, e.g. when TritonPythonModel does not derive from GEModel directly).
     ``extra_parameters``: its declared parameters, None when they cannot be read statically.
     ``problem``: why Triton could not load the file."""
 
     path: Path
     uses_package: bool
-    gemodel: bool
     overrides: frozenset[str]
     extra_parameters: tuple[Parameter, ...] | None
     problem: str | None = None
@@ -54,11 +53,11 @@ def read_model_code(path: Path) -> ModelCode:
     extras: tuple[Parameter, ...] | None = ()
     if declared:
         extras = _extra_parameters(declared[-1].value, _package_imports(tree))
-    return ModelCode(path, uses_package, True, frozenset(HOOKS) & methods, extras)
+    return ModelCode(path, uses_package, frozenset(HOOKS) & methods, extras)
 
 
 def _unknown(path: Path, uses_package: bool, problem: str | None = None) -> ModelCode:
-    return ModelCode(path, uses_package, False, frozenset(HOOKS), None, problem)
+    return ModelCode(path, uses_package, frozenset(HOOKS), None, problem)
 
 
 def _uses_package(tree: ast.Module) -> bool:
