@@ -195,11 +195,27 @@ def test_process_tree_cpu_counts_a_busy_child():
     assert host.process_cpu(child.pid) is None and host.parent_pid(child.pid) is None
 
 
-def test_cpu_busy_is_a_fraction():
+def test_cpu_busy_is_the_busy_share_of_the_jiffies_between_two_reads(tmp_path, monkeypatch):
+    from ge_python_backend.bench import host
+
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq: busy = all - idle - iowait
+    reads = iter(["cpu  100 0 100 700 100 0 0\ncpu0 ...\n", "cpu  400 0 100 800 100 0 0\ncpu0 ...\n"])
+    stat.write_text(next(reads))
+    monkeypatch.setattr(host, "_STAT", stat)
+    monkeypatch.setattr(host.time, "sleep", lambda seconds: stat.write_text(next(reads)))
+    assert host.cpu_busy(1.0) == pytest.approx(300 / 400)  # busy 200 -> 500 of total 1000 -> 1400
+    stat.unlink()
+    monkeypatch.setattr(host.time, "sleep", lambda seconds: None)
+    assert host.cpu_busy(1.0) is None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="no /proc/stat on this host")
+def test_cpu_busy_reads_this_host():
     from ge_python_backend.bench import host
 
     busy = host.cpu_busy(0.05)
-    assert busy is None or 0.0 <= busy <= 1.0
+    assert busy is not None and 0.0 <= busy <= 1.0
 
 
 def test_random_tensors_follow_the_config_types_and_dims():
