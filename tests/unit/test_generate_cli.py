@@ -1,4 +1,5 @@
-"""ge-triton generate from .om files, and one-line errors (exit 2, no traceback) across the verbs."""
+"""ge-triton generate from .om files, and its one-line errors (exit 2, no traceback); every verb's
+errors are in test_cli_error_matrix.py."""
 
 from __future__ import annotations
 
@@ -126,37 +127,6 @@ def test_a_model_that_cannot_batch_gets_max_batch_size_0_and_a_note(tmp_path, ca
     assert main(["generate", str(onnx_dir / "linear_static.onnx"), "-o", str(tmp_path)]) == 0
     assert "note: max_batch_size 0: axis 0 is fixed at 1 in the model file" in capsys.readouterr().out
     assert read_config_file(tmp_path / "linear_static" / "config.pbtxt").max_batch_size == 0
-
-
-def test_argparse_errors_are_short(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["generate", "x.onnx", "--set", "novalue"])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.splitlines()[-1] == "ge-triton generate: error: argument --set: 'novalue': expected KEY=VALUE"
-    with pytest.raises(SystemExit):
-        main(["atc-cmd", "x.onnx", "--soc-version", "A", "--batch-gears", "0,2"])
-    assert "argument --batch-gears" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
-    "argv, message",
-    [
-        (["atc-cmd", "{missing}", "--soc-version", "Ascend310P3"], "cannot read model file"),
-        (["atc-cmd", "{corrupt}", "--soc-version", "Ascend310P3"], "corrupt.om"),
-        (["atc-cmd", "{onnx}", "--soc-version", "Ascend310P3", "--config", "{missing}"], "cannot read"),
-        (["atc-cmd", "{onnx}", "--soc-version", "Ascend310P3", "--input-shape", "x"],
-         "input shape 'x' is not NAME:D0,D1,..."),
-        (["check", "{corrupt}"], "is not a folder"),
-    ],
-)
-def test_other_verbs_give_one_line(tmp_path, capsys, onnx_dir, argv, message):
-    corrupt = tmp_path / "corrupt.om"
-    corrupt.write_bytes(b"IMOD" + b"\x00" * 10)
-    names = {"missing": str(tmp_path / "missing"), "corrupt": str(corrupt), "onnx": str(onnx_dir / "linear.onnx")}
-    argv = [a.format(**names) for a in argv]
-    assert main(argv) == 2
-    assert message in one_line_error(capsys, argv[0])
 
 
 def test_the_library_refuses_what_the_flags_refuse_and_what_gemodel_would(tmp_path, onnx_dir):
