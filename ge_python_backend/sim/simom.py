@@ -31,9 +31,11 @@ from typing import Any, Mapping
 from ..engines.acl_constants import ACL_DYNAMIC_TENSOR_NAME, data_type_named
 from ..engines.acl_layout import LayoutTensor, ModelLayout
 from ..errors import ConfigError, OmFormatError
+from ..om.header import SIM_OM_MAGIC
 from ..specs import ModelSpec
 
-MAGIC = b"GESIMOM\x00"
+#: The 8 bytes a sim-OM starts with; the OM reader knows them to refuse the file as simulated.
+MAGIC = SIM_OM_MAGIC
 VERSION = 1
 _HEADER = struct.Struct("<8sIIQ")
 
