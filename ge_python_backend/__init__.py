@@ -7,9 +7,9 @@ fake in ``ge_python_backend.testing``). Everything else imports anywhere.
 
 from __future__ import annotations
 
-from .errors import ConfigError, EngineError, GEError, InputError, OmFormatError
-from .runner import RequestInfo
-from .specs import BatchSupport, ModelSpec, ShapeGear, TensorSpec
+from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError, OmFormatError
+from ge_python_backend.serving.runner import RequestInfo
+from ge_python_backend.specs import BatchSupport, ModelSpec, ShapeGear, TensorSpec
 
 __version__ = "0.1.0"
 
@@ -30,7 +30,7 @@ __all__ = [
 
 def __getattr__(name: str):
     if name == "GEModel":
-        from .model import GEModel
+        from ge_python_backend.triton.model import GEModel
 
         return GEModel
     raise AttributeError(f"module 'ge_python_backend' has no attribute {name!r}")

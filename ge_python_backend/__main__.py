@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from ge_python_backend.cli import main
 
 sys.exit(main())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from .errors import ConfigError
+from ge_python_backend.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .errors import ConfigError
+from ge_python_backend.errors import ConfigError
 
 #: Triton API data type name -> numpy dtype (None: no numpy equivalent).
 NUMPY_DTYPES: dict[str, np.dtype | None] = {

@@ -1,6 +1,6 @@
 """Test-only builder of synthetic CANN .om files, laid out byte by byte.
 
-It shares no code with ``ge_python_backend.om``: its protobuf encoder, enum tables and
+It shares no code with ``ge_python_backend.ascend.om``: its protobuf encoder, enum tables and
 layouts are written from om-format.md, so tests compare the reader against bytes the test
 itself described. ``Model`` describes one model at a high level; ``model_def`` and ``inout``
 encode it the way GE would (MODEL_DEF graph and MODEL_INOUT_INFO TLVs); ``om_file`` lays out

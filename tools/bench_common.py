@@ -15,9 +15,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ge_python_backend.bench import Point, Sweep, Target, run_sweep
-from ge_python_backend.bench.progress import Progress
-from ge_python_backend.bench.report import format_rows
+from ge_python_backend.ops.bench import Point
+from ge_python_backend.ops.bench import Sweep
+from ge_python_backend.ops.bench import Target
+from ge_python_backend.ops.bench import run_sweep
+from ge_python_backend.ops.bench.progress import Progress
+from ge_python_backend.ops.bench.report import format_rows
 from ge_python_backend.cli.arguments import int_list
 
 

@@ -1,4 +1,4 @@
-"""Gather + pad + scatter (ge_python_backend.batching) against a plain memcpy of the same bytes.
+"""Gather + pad + scatter (ge_python_backend.serving.batching) against a plain memcpy of the same bytes.
 
 Requests of FP32 3x224x224 (batch 1 each) are planned into one engine batch, gathered into a
 reused input buffer (zeroing any padding rows) and the batch's outputs (FP32 x1000) scattered
@@ -21,8 +21,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import Ratio, ratio_table, save_json  # noqa: E402
-from ge_python_backend.batching import Profile, gather, plan_group, scatter  # noqa: E402
-from ge_python_backend.bench.host import wait_quiet  # noqa: E402
+from ge_python_backend.serving.batching import Profile, gather, plan_group, scatter  # noqa: E402
+from ge_python_backend.ops.bench.host import wait_quiet  # noqa: E402
 
 SHAPE = (3, 224, 224)
 CLASSES = 1000
@@ -81,7 +81,7 @@ def main() -> int:
     for c in cases:
         rows.append([str(c["requests"]), str(c["batch"]), f"{c['bytes'] / 1e6:.2f}", f"{c['memcpy_ms']:.3f}",
                      f"{c['gather_pad_scatter_ms']:.3f}", f"{c['ratio']:.2f}", f"{c['memcpy_gb_per_s']:.1f}"])
-    from ge_python_backend.bench.report import format_rows
+    from ge_python_backend.ops.bench.report import format_rows
 
     print(format_rows(rows))
     ratios = [Ratio("gather+pad+scatter / memcpy, 8 requests -> batch 8", [cases[0]["ratio"]], 1.5, False),

@@ -26,9 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import common_arguments  # noqa: E402
 from bench_serving import build_repository  # noqa: E402
-from ge_python_backend.bench import Sweep, Target, run_sweep  # noqa: E402
-from ge_python_backend.bench.host import parent_pid, process_cpu, process_tree_cpu, wait_quiet  # noqa: E402
-from ge_python_backend.server import TritonServer  # noqa: E402
+from ge_python_backend.ops.bench import Sweep
+from ge_python_backend.ops.bench import Target
+from ge_python_backend.ops.bench import run_sweep  # noqa: E402
+from ge_python_backend.ops.bench.host import parent_pid, process_cpu, process_tree_cpu, wait_quiet  # noqa: E402
+from ge_python_backend.ops.server import TritonServer  # noqa: E402
 from ge_python_backend.testing import models  # noqa: E402
 
 

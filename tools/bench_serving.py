@@ -36,12 +36,12 @@ from bench_common import (  # noqa: E402
     CONTAMINATED_CORES, POINT_HEADER, clean, Ratio, common_arguments, levels_argument, point_row, ratio_table, save_json,
     sweep_model, time_calls,
 )
-from ge_python_backend.bench.host import wait_quiet  # noqa: E402
-from ge_python_backend.bench.report import format_rows, plot  # noqa: E402
+from ge_python_backend.ops.bench.host import wait_quiet  # noqa: E402
+from ge_python_backend.ops.bench.report import format_rows, plot  # noqa: E402
 from ge_python_backend.engines.onnxruntime import load_session  # noqa: E402
 from ge_python_backend.repository.config import set_parameters  # noqa: E402
 from ge_python_backend.repository.generate import GenerateOptions, generate  # noqa: E402
-from ge_python_backend.server import TritonServer, free_port  # noqa: E402
+from ge_python_backend.ops.server import TritonServer, free_port  # noqa: E402
 from ge_python_backend.testing import models  # noqa: E402
 
 TOOLS = Path(__file__).resolve().parent

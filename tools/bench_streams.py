@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import (  # noqa: E402
     POINT_HEADER, Ratio, common_arguments, levels_argument, point_row, ratio_table, save_json, sweep_model,
 )
-from ge_python_backend.bench.host import wait_quiet  # noqa: E402
-from ge_python_backend.bench.report import format_rows, model_metrics_table, plot  # noqa: E402
+from ge_python_backend.ops.bench.host import wait_quiet  # noqa: E402
+from ge_python_backend.ops.bench.report import format_rows, model_metrics_table, plot  # noqa: E402
 from ge_python_backend.repository.config import set_parameters  # noqa: E402
 from ge_python_backend.repository.generate import GenerateOptions, generate  # noqa: E402
-from ge_python_backend.server import TritonServer  # noqa: E402
+from ge_python_backend.ops.server import TritonServer  # noqa: E402
 from ge_python_backend.sim import sim_compile  # noqa: E402
 from ge_python_backend.testing import models  # noqa: E402
 

@@ -22,10 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import CONTAMINATED_CORES, clean, common_arguments, levels_argument, save_json  # noqa: E402
 from bench_serving import build_repository  # noqa: E402
-from ge_python_backend.bench import Sweep, Target, run_sweep  # noqa: E402
-from ge_python_backend.bench.host import wait_quiet  # noqa: E402
-from ge_python_backend.bench.report import format_rows  # noqa: E402
-from ge_python_backend.server import TritonServer  # noqa: E402
+from ge_python_backend.ops.bench import Sweep
+from ge_python_backend.ops.bench import Target
+from ge_python_backend.ops.bench import run_sweep  # noqa: E402
+from ge_python_backend.ops.bench.host import wait_quiet  # noqa: E402
+from ge_python_backend.ops.bench.report import format_rows  # noqa: E402
+from ge_python_backend.ops.server import TritonServer  # noqa: E402
 from ge_python_backend.testing import models  # noqa: E402
 
 #: variant name -> config parameters on top of ge-triton generate's defaults

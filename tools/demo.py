@@ -23,7 +23,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from ge_python_backend.cli import main as ge_triton
-from ge_python_backend.server import TritonServer
+from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.testing import models
 
 SIZE, CLASSES, TOP = 224, 1000, 5

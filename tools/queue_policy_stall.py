@@ -22,11 +22,15 @@ from typing import Sequence
 
 import numpy as np
 
-from ge_python_backend.bench import Point, Sweep, Target, percentile, run_sweep
-from ge_python_backend.bench.report import format_rows
+from ge_python_backend.ops.bench import Point
+from ge_python_backend.ops.bench import Sweep
+from ge_python_backend.ops.bench import Target
+from ge_python_backend.ops.bench import percentile
+from ge_python_backend.ops.bench import run_sweep
+from ge_python_backend.ops.bench.report import format_rows
 from ge_python_backend.repository.config import format_config, mc
 from ge_python_backend.repository.generate import GenerateOptions, generate
-from ge_python_backend.server import TritonServer
+from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.testing import models
 
 #: A queue far larger than the load: the policy never refuses anything here.

@@ -6,7 +6,7 @@
 Builds its models (a small linear ONNX model, served on engine onnxruntime, and the same model
 compiled to a simulated .om with batch gears 1,2,4,8 on engine acl-sim with 2 streams), starts
 its own tritonserver on loopback with dynamic batching, sends the requests with random batch
-sizes and random data (ge_python_backend.soak), compares every answer with ONNX Runtime called
+sizes and random data (ge_python_backend.ops.soak), compares every answer with ONNX Runtime called
 directly, prints a report per engine and exits 1 when anything was lost, wrong, duplicated or
 errored. Bounded in count (--requests) and time (--time-limit, --deadline).
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ge_python_backend.repository.generate import GenerateOptions, generate
-from ge_python_backend.server import TritonServer
+from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.sim import sim_compile
-from ge_python_backend.soak import OnnxReference, SoakPlan, SoakReport, run_soak
+from ge_python_backend.ops.soak import OnnxReference, SoakPlan, SoakReport, run_soak
 from ge_python_backend.testing import models
 
 #: engine -> the model it serves

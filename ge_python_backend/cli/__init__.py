@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from ..errors import GEError
+from ge_python_backend.errors import GEError
 
 #: verb -> (module under ge_python_backend.cli, one-line help)
 VERBS: dict[str, tuple[str, str]] = {

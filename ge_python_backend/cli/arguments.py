@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..params import parse_int, parse_list
-from ..sequences import StatePair, parse_state_pairs
+from ge_python_backend.params import parse_int, parse_list
+from ge_python_backend.serving.sequences import StatePair, parse_state_pairs
 
 
 def int_list(text: str) -> tuple[int, ...]:

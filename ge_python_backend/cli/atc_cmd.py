@@ -7,9 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..repository.atc import INPUT_FORMATS, PRECISION_MODE, PRECISION_MODE_V2, AtcRequest, atc_command
-from ..sim.compile import parse_input_shapes
-from .arguments import int_list
+from ge_python_backend.repository.atc import INPUT_FORMATS, PRECISION_MODE, PRECISION_MODE_V2, AtcRequest, atc_command
+from ge_python_backend.sim.compile import parse_input_shapes
+from ge_python_backend.cli.arguments import int_list
 
 EPILOG = """The printed command (run it where CANN's atc is installed) uses these ATC flags:
   --model=PATH            the ONNX file to compile

@@ -10,10 +10,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..bench import BenchError, Sweep, Target, random_inputs, run_sweep
-from ..bench import report
-from ..bench.progress import Progress
-from ..params import parse_int, parse_list
+from ge_python_backend.ops.bench import BenchError
+from ge_python_backend.ops.bench import Sweep
+from ge_python_backend.ops.bench import Target
+from ge_python_backend.ops.bench import random_inputs
+from ge_python_backend.ops.bench import run_sweep
+from ge_python_backend.ops.bench import report
+from ge_python_backend.ops.bench.progress import Progress
+from ge_python_backend.params import parse_int, parse_list
 
 DEFAULT_PORTS = {"http": 8000, "grpc": 8001}
 
@@ -81,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     )
     with contextlib.ExitStack() as stack:
         if args.repository is not None:
-            from ..server import TritonServer
+            from ge_python_backend.ops.server import TritonServer
 
             server = stack.enter_context(TritonServer(args.repository))
             url = server.grpc_address if args.protocol == "grpc" else server.http_address

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..repository.check import check_repository
+from ge_python_backend.repository.check import check_repository
 
 EPILOG = """checks: config.pbtxt parses with Triton's schema (no unknown fields, none that tritonserver 2.51
 does not know); name equals the folder; numeric version folders; backend python has <version>/model.py,

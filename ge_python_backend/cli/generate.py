@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..repository.generate import DEFAULT_MAX_QUEUE_SIZE, DEFAULT_QUEUE_TIMEOUT_US, GenerateOptions, generate
-from ..repository.templates import available_templates, load_template
-from .arguments import device_list, int_list, setting, state_pair
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.repository.generate import DEFAULT_MAX_QUEUE_SIZE, DEFAULT_QUEUE_TIMEOUT_US, GenerateOptions, generate
+from ge_python_backend.repository.templates import available_templates, load_template
+from ge_python_backend.cli.arguments import device_list, int_list, setting, state_pair
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

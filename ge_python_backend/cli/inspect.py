@@ -3,7 +3,7 @@
 Prints the header summary, inputs and outputs (name, dtype, format, shape with -1 for dynamic
 axes), batch and shape gears, SoC, ATC version and command line, sub-models and partitions.
 ``--json`` prints the same as one JSON document whose keys are documented in
-``ge_python_backend.om.report`` (top level: file, file_size, header, io_source, dynamic_input,
+``ge_python_backend.ascend.om.report`` (top level: file, file_size, header, io_source, dynamic_input,
 inputs, outputs, batch, gear_kind, shape_gears, facts, models).
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..om import read_om
-from ..om.report import to_json, to_text
+from ge_python_backend.ascend.om import read_om
+from ge_python_backend.ascend.om.report import to_json, to_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

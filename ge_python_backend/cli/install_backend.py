@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..server import GE_BACKEND_NAME, find_tritonserver, write_ge_backend
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.ops.server import GE_BACKEND_NAME, find_tritonserver, write_ge_backend
 
 EPILOG = f"""What it writes: DIR/{GE_BACKEND_NAME}/model.py, a TritonPythonModel that is GEModel with no hooks.
 Triton runs it for every model whose config.pbtxt says backend: "{GE_BACKEND_NAME}", through the Python

@@ -7,7 +7,7 @@ import signal
 import threading
 from pathlib import Path
 
-from ..server import TritonServer
+from ge_python_backend.ops.server import TritonServer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

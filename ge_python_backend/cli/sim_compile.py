@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..specs import format_shape
+from ge_python_backend.specs import format_shape
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..sim.compile import sim_compile
+    from ge_python_backend.sim.compile import sim_compile
 
     spec = sim_compile(
         args.model,

@@ -10,9 +10,9 @@ import importlib
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import ConfigError
-from ..params import Parameter
-from .base import Engine, PhaseTimes, Slot
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.params import Parameter
+from ge_python_backend.engines.base import Engine, PhaseTimes, Slot
 
 ENGINE_NAMES = ("auto", "onnxruntime", "acl", "acl-sim")
 
@@ -48,7 +48,7 @@ def resolve_auto(version_dir: Path, log: Callable[[str], None]) -> str:
     onnx_file = version_dir / default_model_file("onnxruntime")
     reason = f"no {om_file.name}"
     if om_file.is_file():
-        from .acl import npu_available
+        from ge_python_backend.engines.acl.engine import npu_available
 
         available, reason = npu_available()
         if available:

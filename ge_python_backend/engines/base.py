@@ -22,7 +22,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..specs import ModelSpec
+from ge_python_backend.specs import ModelSpec
 
 Shapes = Mapping[str, tuple[int, ...]]
 

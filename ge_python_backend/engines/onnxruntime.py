@@ -14,10 +14,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import ConfigError, EngineError
-from ..params import Parameter, parse_bool, parse_choice, parse_int, parse_list
-from ..specs import ModelSpec, TensorSpec, batch_support_from_shapes, shape_fits, format_shape
-from .base import Engine, PhaseTimes, Shapes, Slot
+from ge_python_backend.errors import ConfigError, EngineError
+from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_int, parse_list
+from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_shapes, shape_fits, format_shape
+from ge_python_backend.engines.base import Engine, PhaseTimes, Shapes, Slot
 
 PARAMETERS = (
     Parameter(

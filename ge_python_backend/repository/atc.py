@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import ConfigError
-from ..modelfile import read_model_file
-from ..specs import TensorSpec, format_shape
-from .config import read_config_file
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.repository.modelfile import read_model_file
+from ge_python_backend.specs import TensorSpec, format_shape
+from ge_python_backend.repository.config import read_config_file
 
 #: --precision values ATC takes as --precision_mode_v2 (newer CANN) ...
 PRECISION_MODE_V2 = ("fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16")

@@ -22,17 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..engines import default_model_file, engine_parameters
-from ..errors import ConfigError, GEError
-from ..iomatch import compare_io
-from ..layout import Layout
-from ..modelfile import ModelFile, read_model_file
-from ..params import Parameter
-from ..server import GE_BACKEND_NAME, ServerError, find_tritonserver, ge_backend_file
-from ..settings import CORE_PARAMETERS, TRITON_PARAMETERS, read_settings
-from ..specs import TensorSpec, api_type
-from .config import config_json, mc, read_config_file
-from .modelcode import HOOKS, ModelCode, read_model_code
+from ge_python_backend.engines import default_model_file, engine_parameters
+from ge_python_backend.errors import ConfigError, GEError
+from ge_python_backend.serving.matching import compare_io
+from ge_python_backend.serving.axes import Layout
+from ge_python_backend.repository.modelfile import ModelFile, read_model_file
+from ge_python_backend.params import Parameter
+from ge_python_backend.ops.server import GE_BACKEND_NAME, ServerError, find_tritonserver, ge_backend_file
+from ge_python_backend.triton.settings import CORE_PARAMETERS, TRITON_PARAMETERS, read_settings
+from ge_python_backend.specs import TensorSpec, api_type
+from ge_python_backend.repository.config import config_json, mc, read_config_file
+from ge_python_backend.repository.modelcode import HOOKS, ModelCode, read_model_code
 
 #: The kind of model file (modelfile.ModelFile.kind) each engine runs.
 ENGINE_KINDS = {"onnxruntime": "onnx", "acl": "om", "acl-sim": "sim-om"}

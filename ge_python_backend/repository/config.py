@@ -15,7 +15,7 @@ from google.protobuf import json_format, text_format
 from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ..errors import ConfigError
+from ge_python_backend.errors import ConfigError
 
 ModelConfig = mc.ModelConfig
 

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..engines import engine_parameters
-from ..errors import ConfigError
-from ..modelfile import ModelFile, read_model_file
-from ..layout import Layout
-from ..sequences import StatePair
-from ..settings import CORE_PARAMETERS
-from ..specs import ModelSpec, TensorSpec, config_type
-from .config import ModelConfig, format_config, mc, read_config_file
-from .templates import Template, load_template, safe_join
+from ge_python_backend.engines import engine_parameters
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.repository.modelfile import ModelFile, read_model_file
+from ge_python_backend.serving.axes import Layout
+from ge_python_backend.serving.sequences import StatePair
+from ge_python_backend.triton.settings import CORE_PARAMETERS
+from ge_python_backend.specs import ModelSpec, TensorSpec, config_type
+from ge_python_backend.repository.config import ModelConfig, format_config, mc, read_config_file
+from ge_python_backend.repository.templates import Template, load_template, safe_join
 
 #: Default largest batch for a model whose batch axis takes any size.
 DEFAULT_DYNAMIC_MAX_BATCH = 8

@@ -12,7 +12,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..params import Parameter
+from ge_python_backend.params import Parameter
 
 HOOKS = ("preprocess", "postprocess")
 _PACKAGE = "ge_python_backend"

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import ConfigError
-from ..params import parse_bool, parse_int, parse_list
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.params import parse_bool, parse_int, parse_list
 
 #: Where templates are looked up, first match wins.
 ENV_TEMPLATE_PATH = "GE_TRITON_TEMPLATE_PATH"

@@ -16,9 +16,9 @@ See docs/simulator.md.
 
 from __future__ import annotations
 
-from .faults import DEVICE_CALLS, Fault, FaultPlan
-from .runtime import LEDGER_ENV, SimConfig, Simulator, process_simulator
-from .simom import MAGIC, SimOm, load_sim_om, read_sim_om, write_sim_om
+from ge_python_backend.sim.faults import DEVICE_CALLS, Fault, FaultPlan
+from ge_python_backend.sim.runtime import LEDGER_ENV, SimConfig, Simulator, process_simulator
+from ge_python_backend.ascend.simom import MAGIC, SimOm, load_sim_om, read_sim_om, write_sim_om
 
 
 def get_simulator() -> Simulator:
@@ -43,7 +43,7 @@ def configure(**settings) -> None:
 
 def sim_compile(*args, **kwargs):
     """See ``ge_python_backend.sim.compile.sim_compile`` (imported lazily: it needs onnx)."""
-    from .compile import sim_compile as compile_model
+    from ge_python_backend.sim.compile import sim_compile as compile_model
 
     return compile_model(*args, **kwargs)
 

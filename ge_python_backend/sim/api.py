@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..engines.acl_constants import data_type, ret_code
-from ..specs import NUMPY_DTYPES
-from .memory import is_device_address, read_host
-from .models import DataBuffer
-from .signature import AclFail, Signature, acl_function
+from ge_python_backend.ascend.constants import data_type, ret_code
+from ge_python_backend.specs import NUMPY_DTYPES
+from ge_python_backend.sim.memory import is_device_address, read_host
+from ge_python_backend.sim.models import DataBuffer
+from ge_python_backend.sim.signature import AclFail, Signature, acl_function
 
 if TYPE_CHECKING:
-    from .runtime import Simulator
+    from ge_python_backend.sim.runtime import Simulator
 
 REPEAT_INIT = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
 REPEAT_FINALIZE = ret_code("ACL_ERROR_REPEAT_FINALIZE")
@@ -139,8 +139,8 @@ class TopApi(Namespace):
 
 def build_module(sim: "Simulator") -> TopApi:
     """The ``acl`` stand-in for ``sim``: ``acl.init``, ``acl.rt.malloc``, ``acl.mdl.execute``, ..."""
-    from .api_mdl import MdlApi
-    from .api_rt import RtApi
+    from ge_python_backend.sim.api_mdl import MdlApi
+    from ge_python_backend.sim.api_rt import RtApi
 
     module = TopApi(sim)
     module.rt = RtApi(sim)

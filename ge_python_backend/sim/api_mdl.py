@@ -7,27 +7,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..engines.acl_constants import format_code, ret_code
-from ..engines.acl_layout import LayoutTensor
-from ..errors import OmFormatError
-from .api import Namespace
-from .memory import is_device_address, read_host
-from .models import (
-    SYNC,
-    DataBuffer,
-    Dataset,
-    LoadedModel,
-    ModelDesc,
-    encode_gear,
-    gear_of,
-    model_costs,
-    modelled_seconds,
-    pad_to,
-    run_session,
-)
-from .runtime import INVALID_PARAM, Context
-from .signature import AclFail, acl_function
-from .simom import SimOm, decode_sim_om, is_sim_om
+from ge_python_backend.ascend.constants import format_code, ret_code
+from ge_python_backend.ascend.layout import LayoutTensor
+from ge_python_backend.errors import OmFormatError
+from ge_python_backend.sim.api import Namespace
+from ge_python_backend.sim.memory import is_device_address, read_host
+from ge_python_backend.sim.models import SYNC, DataBuffer, Dataset, LoadedModel, ModelDesc, encode_gear, gear_of, model_costs, modelled_seconds, pad_to, run_session
+from ge_python_backend.sim.runtime import INVALID_PARAM, Context
+from ge_python_backend.sim.signature import AclFail, acl_function
+from ge_python_backend.ascend.simom import SimOm, decode_sim_om, is_sim_om
 
 INVALID_FILE = ret_code("ACL_ERROR_INVALID_FILE")
 READ_MODEL = ret_code("ACL_ERROR_READ_MODEL_FAILURE")

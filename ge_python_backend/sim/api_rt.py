@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..engines.acl_constants import ACL_HOST, MALLOC_FLAGS, MallocPolicy, MemcpyKind, ret_code
-from .api import Namespace
-from .memory import is_device_address
-from .runtime import BAD_HANDLE, INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
-from .signature import AclFail, acl_function
-from .streams import Event, Stream
+from ge_python_backend.ascend.constants import ACL_HOST, MALLOC_FLAGS, MallocPolicy, MemcpyKind, ret_code
+from ge_python_backend.sim.api import Namespace
+from ge_python_backend.sim.memory import is_device_address
+from ge_python_backend.sim.runtime import BAD_HANDLE, INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
+from ge_python_backend.sim.signature import AclFail, acl_function
+from ge_python_backend.sim.streams import Event, Stream
 
 MEMORY_ALLOCATION = ret_code("ACL_ERROR_RT_MEMORY_ALLOCATION")
 

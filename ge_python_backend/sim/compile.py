@@ -15,12 +15,12 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .. import __version__
-from ..engines.acl_constants import AclDataType, data_type_named
-from ..engines.acl_layout import LayoutTensor, ModelLayout, Shape
-from ..errors import ConfigError
-from ..specs import ModelSpec, format_shape, numpy_dtype
-from .simom import SimOm, write_sim_om
+from ge_python_backend import __version__
+from ge_python_backend.ascend.constants import AclDataType, data_type_named
+from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout, Shape
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.specs import ModelSpec, format_shape, numpy_dtype
+from ge_python_backend.ascend.simom import SimOm, write_sim_om
 
 #: ONNX TensorProto element type -> aclDataType name.
 _ONNX_TYPES = {

@@ -19,7 +19,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
-from ..engines.acl_constants import RET_CODES, ret_code
+from ge_python_backend.ascend.constants import RET_CODES, ret_code
 
 #: Functions that need the device: they can be targeted by faults and fail once the device is lost.
 DEVICE_CALLS = frozenset({

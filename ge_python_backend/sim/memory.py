@@ -15,8 +15,8 @@ import bisect
 import ctypes
 from dataclasses import dataclass
 
-from ..engines.acl_constants import ret_code
-from .signature import AclFail
+from ge_python_backend.ascend.constants import ret_code
+from ge_python_backend.sim.signature import AclFail
 
 DEVICE_BASE = 0x4000_0000_0000_0000
 DEVICE_SPAN = 1 << 60

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..engines.acl_constants import ret_code
-from ..specs import numpy_dtype
-from .signature import AclFail
-from .simom import SimOm
+from ge_python_backend.ascend.constants import ret_code
+from ge_python_backend.specs import numpy_dtype
+from ge_python_backend.sim.signature import AclFail
+from ge_python_backend.ascend.simom import SimOm
 
 MODEL_EXECUTE = ret_code("ACL_ERROR_RT_MODEL_EXECUTE")
 #: Key of a synchronous ``execute`` in ``LoadedModel.running``.

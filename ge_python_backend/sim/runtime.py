@@ -17,12 +17,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..engines.acl_constants import RET_CODES, ret_code
-from .faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultPlan, FaultState
-from .memory import DeviceMemory, HostMemory, is_device_address, read_host, write_host
-from .models import DataBuffer, Dataset, LoadedModel, ModelDesc
-from .signature import AclFail, Signature, shape_result
-from .streams import Event, Stream
+from ge_python_backend.ascend.constants import RET_CODES, ret_code
+from ge_python_backend.sim.faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultPlan, FaultState
+from ge_python_backend.sim.memory import DeviceMemory, HostMemory, is_device_address, read_host, write_host
+from ge_python_backend.sim.models import DataBuffer, Dataset, LoadedModel, ModelDesc
+from ge_python_backend.sim.signature import AclFail, Signature, shape_result
+from ge_python_backend.sim.streams import Event, Stream
 
 LOG = logging.getLogger(__name__)
 LEDGER_ENV = "GE_ACL_SIM_LEDGER_FILE"
@@ -74,7 +74,7 @@ class Simulator:
     """A functional stand-in for the CANN runtime behind ``import acl``."""
 
     def __init__(self, config: SimConfig | None = None) -> None:
-        from .api import build_module
+        from ge_python_backend.sim.api import build_module
 
         self.config = config or SimConfig()
         self.lock = threading.RLock()

@@ -12,8 +12,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..engines.acl_constants import ret_code
-from .signature import AclFail
+from ge_python_backend.ascend.constants import ret_code
+from ge_python_backend.sim.signature import AclFail
 
 INTERNAL = ret_code("ACL_ERROR_RT_INTERNAL_ERROR")
 TIMEOUT = ret_code("ACL_ERROR_RT_STREAM_SYNC_TIMEOUT")

@@ -7,7 +7,7 @@
 
 The harness reads ``<model dir>/config.pbtxt`` through Triton's ModelConfig schema and passes
 ``initialize`` the same arguments tritonserver would. Combine it with ``engine: acl-sim`` to
-test NPU models on any machine. Use a real tritonserver (``ge_python_backend.server``) for
+test NPU models on any machine. Use a real tritonserver (``ge_python_backend.ops.server``) for
 end-to-end proof.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Sequence
 
-from . import fake_pb_utils
+from ge_python_backend.testing import fake_pb_utils
 
 __all__ = ["ModelHarness", "install_fake_pb_utils", "triton_args"]
 
@@ -30,7 +30,7 @@ def install_fake_pb_utils() -> ModuleType:
 
 def triton_args(model_dir: Path, version: str = "1", instance_name: str | None = None) -> dict[str, str]:
     """The ``initialize`` arguments Triton passes for ``model_dir`` (config.pbtxt read with the schema)."""
-    from ..repository.config import read_config_file, config_json
+    from ge_python_backend.repository.config import read_config_file, config_json
 
     model_dir = Path(model_dir)
     config = read_config_file(model_dir / "config.pbtxt")

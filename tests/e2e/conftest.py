@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import repos
-from ge_python_backend.sequences import parse_state_pairs
-from ge_python_backend.server import TritonServer
+from ge_python_backend.serving.sequences import parse_state_pairs
+from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
 

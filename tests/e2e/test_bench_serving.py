@@ -7,7 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from ge_python_backend.bench import Sweep, Target, random_inputs, run_sweep
+from ge_python_backend.ops.bench import Sweep
+from ge_python_backend.ops.bench import Target
+from ge_python_backend.ops.bench import random_inputs
+from ge_python_backend.ops.bench import run_sweep
 from ge_python_backend.cli import main as ge_triton
 
 pytestmark = pytest.mark.e2e

@@ -22,8 +22,8 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 import reliability_repos as rr
-from ge_python_backend.bench import metrics
-from ge_python_backend.server import TritonServer
+from ge_python_backend.ops.bench import metrics
+from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.sim import LEDGER_ENV
 
 pytestmark = pytest.mark.e2e

@@ -16,10 +16,10 @@ import pytest
 
 from clients import infer_many, url
 from ge_python_backend.cli import main
-from ge_python_backend.postprocessing import top_k
+from ge_python_backend.hooks.postprocessing import top_k
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import read_config_file
-from ge_python_backend.server import TritonServer
+from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.sim.compile import sim_compile
 from ge_python_backend.testing import models
 

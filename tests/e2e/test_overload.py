@@ -20,9 +20,9 @@ import tritonclient.grpc.aio as grpcaio
 from tritonclient.utils import InferenceServerException
 
 import reliability_repos as rr
-from ge_python_backend.bench import metrics
+from ge_python_backend.ops.bench import metrics
 from ge_python_backend.repository.config import read_config_file
-from ge_python_backend.server import TritonServer
+from ge_python_backend.ops.server import TritonServer
 
 pytestmark = pytest.mark.e2e
 MODEL = "bounded"

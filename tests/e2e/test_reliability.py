@@ -25,9 +25,9 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 import reliability_repos as rr
-from ge_python_backend.bench import metrics
-from ge_python_backend.postprocessing import top_k
-from ge_python_backend.server import TritonServer
+from ge_python_backend.ops.bench import metrics
+from ge_python_backend.hooks.postprocessing import top_k
+from ge_python_backend.ops.server import TritonServer
 
 pytestmark = pytest.mark.e2e
 PROTOCOLS = ("grpc", "http")

@@ -14,7 +14,7 @@ import pytest
 import tritonclient.http as httpclient
 
 import repos
-from ge_python_backend.server import free_port
+from ge_python_backend.ops.server import free_port
 from ge_python_backend.testing import models
 
 pytestmark = pytest.mark.e2e

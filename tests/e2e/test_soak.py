@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ge_python_backend.server import TritonServer
-from ge_python_backend.soak import OnnxReference, SoakPlan, run_soak
+from ge_python_backend.ops.server import TritonServer
+from ge_python_backend.ops.soak import OnnxReference, SoakPlan, run_soak
 from ge_python_backend.testing import models
 
 pytestmark = pytest.mark.e2e

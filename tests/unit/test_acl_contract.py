@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import ge_python_backend.engines as engines_package
+import ge_python_backend.engines.acl as acl_package
 from ge_python_backend.sim import Simulator
 from ge_python_backend.sim.api import signatures
 
@@ -117,7 +117,7 @@ def arity(fmt: str) -> tuple[int, int]:
     return (fmt.index("|") if "|" in fmt else len(letters)), len(letters)
 
 
-ENGINE_FILES = sorted(Path(engines_package.__file__).parent.glob("acl*.py"))
+ENGINE_FILES = sorted(Path(acl_package.__file__).parent.glob("*.py"))
 _ACL_NAMES = {"acl", "_acl"}
 
 

@@ -16,12 +16,12 @@ import pytest
 
 import acl_sim_nets as nets
 from ge_python_backend import sim
-from ge_python_backend.engines.acl import PARAMETERS, AclEngine, open_engine
-from ge_python_backend.engines.acl_constants import data_type_named
-from ge_python_backend.engines.acl_runtime import AclError, acl_module
+from ge_python_backend.engines.acl.engine import PARAMETERS, AclEngine, open_engine
+from ge_python_backend.ascend.constants import data_type_named
+from ge_python_backend.engines.acl.runtime import AclError, acl_module
 from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import parse_parameters
-from ge_python_backend.sim.simom import load_sim_om, write_sim_om
+from ge_python_backend.ascend.simom import load_sim_om, write_sim_om
 
 
 @pytest.fixture(scope="module")
@@ -381,7 +381,7 @@ def test_slots_must_be_positive(models):
 
 _EXIT_SCRIPT = """
 import sys
-from ge_python_backend.engines.acl import open_engine
+from ge_python_backend.engines.acl.engine import open_engine
 from ge_python_backend.sim import get_acl
 engine = open_engine(sys.argv[1], name="acl-sim", device_id=0, slots=2, options={})
 if sys.argv[2] == "leak":  # memory the engine does not know about: finalize must report it

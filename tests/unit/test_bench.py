@@ -11,10 +11,14 @@ import struct
 import numpy as np
 import pytest
 
-from ge_python_backend.bench import BenchError, Sweep, Target, percentile
-from ge_python_backend.bench import metrics, report
-from ge_python_backend.bench.progress import Progress
-from ge_python_backend.bench.stats import Latency, measured_point
+from ge_python_backend.ops.bench import BenchError
+from ge_python_backend.ops.bench import Sweep
+from ge_python_backend.ops.bench import Target
+from ge_python_backend.ops.bench import percentile
+from ge_python_backend.ops.bench import metrics
+from ge_python_backend.ops.bench import report
+from ge_python_backend.ops.bench.progress import Progress
+from ge_python_backend.ops.bench.stats import Latency, measured_point
 
 
 @pytest.mark.parametrize("size", [1, 2, 7, 100, 1001])
@@ -172,7 +176,7 @@ def test_process_tree_cpu_counts_a_busy_child():
     import subprocess
     import sys
 
-    from ge_python_backend.bench import host
+    from ge_python_backend.ops.bench import host
 
     own = resource.getrusage(resource.RUSAGE_SELF)
     assert host.process_tree_cpu(os.getpid()) >= own.ru_utime + own.ru_stime - 0.05
@@ -196,7 +200,7 @@ def test_process_tree_cpu_counts_a_busy_child():
 
 
 def test_cpu_busy_is_the_busy_share_of_the_jiffies_between_two_reads(tmp_path, monkeypatch):
-    from ge_python_backend.bench import host
+    from ge_python_backend.ops.bench import host
 
     stat = tmp_path / "stat"
     # user nice system idle iowait irq softirq: busy = all - idle - iowait
@@ -212,14 +216,14 @@ def test_cpu_busy_is_the_busy_share_of_the_jiffies_between_two_reads(tmp_path, m
 
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="no /proc/stat on this host")
 def test_cpu_busy_reads_this_host():
-    from ge_python_backend.bench import host
+    from ge_python_backend.ops.bench import host
 
     busy = host.cpu_busy(0.05)
     assert busy is not None and 0.0 <= busy <= 1.0
 
 
 def test_random_tensors_follow_the_config_types_and_dims():
-    from ge_python_backend.bench.load import random_tensors
+    from ge_python_backend.ops.bench.load import random_tensors
 
     inputs = [
         {"name": "image", "data_type": "TYPE_FP16", "dims": [3, 2]},
@@ -235,14 +239,14 @@ def test_random_tensors_follow_the_config_types_and_dims():
 
 @pytest.mark.parametrize("data_type", ["TYPE_STRING", "TYPE_BF16", "TYPE_COMPLEX"])
 def test_random_tensors_refuse_types_without_random_numbers(data_type):
-    from ge_python_backend.bench.load import random_tensors
+    from ge_python_backend.ops.bench.load import random_tensors
 
     with pytest.raises(BenchError, match=f"input 'x' is {data_type}: random data covers numeric types only"):
         random_tensors(8, [{"name": "x", "data_type": data_type, "dims": [2]}])
 
 
 def test_infer_request_carries_raw_little_endian_tensors():
-    from ge_python_backend.bench.grpc_infer import infer_request
+    from ge_python_backend.ops.bench.grpc_infer import infer_request
 
     x = np.arange(6, dtype=np.float32).reshape(2, 3)[:, ::2]  # not contiguous
     ids = np.array([[7], [-1]], np.int64)

@@ -11,8 +11,8 @@ import onnxruntime as ort
 import pytest
 
 from ge_python_backend.errors import ConfigError, InputError
-from ge_python_backend.postprocessing import load_labels, softmax, top_k
-from ge_python_backend.preprocessing import ImageInput, decode_image, decode_images, image_input, normalize
+from ge_python_backend.hooks.postprocessing import load_labels, softmax, top_k
+from ge_python_backend.hooks.preprocessing import ImageInput, decode_image, decode_images, image_input, normalize
 from ge_python_backend.repository.config import read_config_file, set_parameters
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.specs import TensorSpec

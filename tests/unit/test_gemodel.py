@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 
 import repos
-from ge_python_backend.model import GEModel
+from ge_python_backend.triton.model import GEModel
 from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb
 

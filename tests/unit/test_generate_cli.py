@@ -8,7 +8,7 @@ import pytest
 from om_builder import Header, Model, Tensor, standard_om
 
 from ge_python_backend.cli import main
-from ge_python_backend.modelfile import read_model_file
+from ge_python_backend.repository.modelfile import read_model_file
 from ge_python_backend.repository.config import mc, read_config_file
 from ge_python_backend.specs import api_type
 from samples import OM_SAMPLES, OM_SAMPLES_DIR

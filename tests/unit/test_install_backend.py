@@ -8,7 +8,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from ge_python_backend import server
+from ge_python_backend.ops import server
 from ge_python_backend.cli import main
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.testing import ModelHarness, install_fake_pb_utils

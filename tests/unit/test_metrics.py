@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 import repos
-from ge_python_backend import metrics
-from ge_python_backend.model import GEModel
+from ge_python_backend.triton import metrics
+from ge_python_backend.triton.model import GEModel
 from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb
 
 

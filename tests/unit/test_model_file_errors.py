@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import repos
-from ge_python_backend.model import GEModel
+from ge_python_backend.triton.model import GEModel
 from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb
 
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from om_builder import MODEL_DEF, TASK_INFO, Header, Model, Tensor, attr_s, inout, model_def, om_file, standard_om
 
 from ge_python_backend.errors import OmFormatError
-from ge_python_backend.om import read_om
-from ge_python_backend.om.report import to_json, to_text
+from ge_python_backend.ascend.om import read_om
+from ge_python_backend.ascend.om.report import to_json, to_text
 from samples import OM_SAMPLES_DIR
 
 SAMPLES = OM_SAMPLES_DIR

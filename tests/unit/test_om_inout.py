@@ -8,7 +8,7 @@ import pytest
 from om_builder import FORMATS, inout_tensor, tlv, tlv_descs, tlv_int_lists, tlv_strings
 
 from ge_python_backend.errors import OmFormatError
-from ge_python_backend.om.inout import parse_inout
+from ge_python_backend.ascend.om.inout import parse_inout
 
 
 def test_tensor_descs_with_dims_v2_and_shape_range():

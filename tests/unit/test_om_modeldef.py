@@ -23,7 +23,7 @@ from om_builder import (
 )
 
 from ge_python_backend.errors import OmFormatError
-from ge_python_backend.om.modeldef import ModelDef
+from ge_python_backend.ascend.om.modeldef import ModelDef
 
 
 def model_with(model_attrs: bytes = b"", op_attrs=(), name: str = "m") -> ModelDef:

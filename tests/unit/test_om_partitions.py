@@ -18,9 +18,9 @@ from om_builder import (
 )
 
 from ge_python_backend.errors import OmFormatError
-from ge_python_backend.om.header import parse_header
-from ge_python_backend.om.partitions import read_blocks
-from ge_python_backend.om.source import FileSource
+from ge_python_backend.ascend.om.header import parse_header
+from ge_python_backend.ascend.om.partitions import read_blocks
+from ge_python_backend.ascend.om.source import FileSource
 
 PARTS = [(MODEL_DEF, b"m" * 10), (WEIGHTS_DATA, b"w" * 7), (TASK_INFO, b"t" * 3)]
 

@@ -27,7 +27,9 @@ from om_builder import (
 )
 
 from ge_python_backend.errors import OmFormatError
-from ge_python_backend.om import IO_FROM_INOUT, IO_FROM_MODEL_DEF, read_om
+from ge_python_backend.ascend.om import IO_FROM_INOUT
+from ge_python_backend.ascend.om import IO_FROM_MODEL_DEF
+from ge_python_backend.ascend.om import read_om
 from ge_python_backend.specs import BatchSupport, ShapeGear, TensorSpec
 
 BOTH_SOURCES = pytest.mark.parametrize("with_inout", [True, False], ids=["inout", "modeldef"])

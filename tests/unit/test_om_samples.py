@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ge_python_backend.om import IO_FROM_INOUT, IO_FROM_MODEL_DEF, read_om
-from ge_python_backend.om.inout import parse_inout
-from ge_python_backend.om.iospec import io_from_inout, io_from_model_def
-from ge_python_backend.om.modeldef import ModelDef
+from ge_python_backend.ascend.om import IO_FROM_INOUT
+from ge_python_backend.ascend.om import IO_FROM_MODEL_DEF
+from ge_python_backend.ascend.om import read_om
+from ge_python_backend.ascend.om.inout import parse_inout
+from ge_python_backend.ascend.om.iospec import io_from_inout, io_from_model_def
+from ge_python_backend.ascend.om.modeldef import ModelDef
 from ge_python_backend.specs import BatchSupport, TensorSpec
 from samples import OM_SAMPLES_DIR
 

@@ -10,7 +10,7 @@ import pytest
 
 from fakes import DoublingEngine
 from ge_python_backend.errors import EngineError, InputError
-from ge_python_backend.runner import Observer, Request, RequestInfo, Runner
+from ge_python_backend.serving.runner import Observer, Request, RequestInfo, Runner
 from ge_python_backend.specs import BatchSupport
 
 

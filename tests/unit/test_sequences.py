@@ -7,9 +7,9 @@ import onnxruntime as ort
 import pytest
 
 from ge_python_backend.errors import InputError
-from ge_python_backend.model import GEModel
-from ge_python_backend.runner import Request, RequestInfo, _waves
-from ge_python_backend.sequences import SequenceStates, StatePair, parse_state_pairs
+from ge_python_backend.triton.model import GEModel
+from ge_python_backend.serving.runner import Request, RequestInfo, _waves
+from ge_python_backend.serving.sequences import SequenceStates, StatePair, parse_state_pairs
 from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb, models
 
 START, END = 1, 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ge_python_backend.soak import OnnxReference, SoakError, SoakPlan, SoakReport, _Ledger
+from ge_python_backend.ops.soak import OnnxReference, SoakError, SoakPlan, SoakReport, _Ledger
 from ge_python_backend.testing import models
 
 

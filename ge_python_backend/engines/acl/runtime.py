@@ -1,0 +1,189 @@
+"""Process-wide pyACL state shared by every acl engine, and pyACL error reporting.
+
+pyACL is initialised once per process (pyacl.md §2.1: ``acl.init`` once, 100002 means it
+already ran), each device is ``set_device``'d once however many engines use it (reference
+counted here) and ``acl.finalize`` runs once at process exit, after every engine is closed.
+Nothing here imports ``acl`` at module level: ``acl_module`` does it on demand.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+import threading
+from collections import Counter
+from typing import Any, Callable, Protocol
+
+from ge_python_backend.errors import ConfigError, EngineError
+from ge_python_backend.ascend.constants import ACL_SUCCESS, DEVICE_FATAL_RETS, describe_ret, ret_code
+
+LOG = logging.getLogger(__name__)
+
+REPEAT_INITIALIZE = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
+UNINITIALIZED = ret_code("ACL_ERROR_UNINITIALIZE")
+
+
+class AclError(EngineError):
+    """A pyACL call failed: names the function, the ret code and its meaning, and the runtime's message."""
+
+    def __init__(self, function: str, ret: int | None, message: str | None, what: str = "") -> None:
+        self.function = function
+        self.ret = ret
+        self.runtime_message = message or ""
+        result = "returned a NULL handle" if ret is None else f"returned {describe_ret(ret)}"
+        text = f"{function} {result}"
+        if what:
+            text += f" while {what}"
+        if message:
+            text += f"; runtime says: {message}"
+        super().__init__(text, fatal=ret in DEVICE_FATAL_RETS)
+
+
+def recent_message(acl: Any) -> str | None:
+    """The runtime's message about the last failure in this thread (never raises)."""
+    try:
+        message = acl.get_recent_err_msg()
+    except Exception as exc:  # a broken binding must not hide the original failure
+        return f"(acl.get_recent_err_msg failed: {exc!r})"
+    return message
+
+
+def check(acl: Any, ret: int, function: str, what: str | Callable[[], str] = "") -> None:
+    """Raise AclError unless ``ret`` is ACL_SUCCESS. ``what`` may be a zero-argument callable, so
+    the execute path builds its message only on failure."""
+    if ret != ACL_SUCCESS:
+        raise AclError(function, ret, recent_message(acl), what() if callable(what) else what)
+
+
+def check_handle(acl: Any, handle: int, function: str, what: str = "") -> int:
+    """Raise AclError when a handle-returning function gave NULL (0)."""
+    if not handle:
+        raise AclError(function, None, recent_message(acl), what)
+    return handle
+
+
+def _import_pyacl() -> Any:
+    """``import acl``; CANN's set_env.sh puts pyACL on PYTHONPATH, which Triton's Python 3.11
+    stub ignores (isolated interpreter config), so PYTHONPATH entries are tried too."""
+    try:
+        import acl  # CANN's pyACL; only importable where the CANN toolkit or nnrt is installed
+    except ImportError:
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+        if not extra:
+            raise
+        sys.path.extend(extra)
+        import acl
+    return acl
+
+
+def acl_module(simulated: bool) -> Any:
+    """The pyACL module: the process-wide simulator, or CANN's ``import acl``."""
+    if simulated:
+        from ge_python_backend.sim import get_acl
+
+        return get_acl()
+    try:
+        acl = _import_pyacl()
+    except ImportError as exc:
+        raise ConfigError(
+            f"engine 'acl' needs CANN's pyACL (`import acl` failed: {exc}). Install the CANN toolkit or nnrt "
+            f"and source its set_env.sh, which puts pyACL on PYTHONPATH. The PyPI package named 'pyacl' is "
+            f"unrelated and does not provide it. Without an NPU use engine 'acl-sim' (or GE_ACL_SIMULATOR=1)."
+        ) from None
+    if not (hasattr(acl, "rt") and hasattr(acl, "mdl")):
+        raise ConfigError(
+            f"the module `acl` at {getattr(acl, '__file__', '?')} is not CANN's pyACL (it has no acl.rt / acl.mdl)"
+        )
+    return acl
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+class AclRuntime:
+    """Init, devices and finalize for one ``acl`` module object (one per process in practice)."""
+
+    _instances: dict[int, "AclRuntime"] = {}
+    _instances_lock = threading.Lock()
+
+    def __init__(self, acl: Any) -> None:
+        self._acl = acl
+        self._lock = threading.RLock()
+        self._initialized = False
+        self._devices: Counter[int] = Counter()
+        self._engines: list[Closable] = []
+
+    @classmethod
+    def of(cls, acl: Any) -> "AclRuntime":
+        with cls._instances_lock:
+            runtime = cls._instances.get(id(acl))
+            if runtime is None:
+                runtime = cls._instances[id(acl)] = cls(acl)
+            return runtime
+
+    def _ensure_initialized(self) -> None:
+        if not self._initialized:
+            self._init()
+            atexit.register(self.finalize_at_exit)
+
+    def device_count(self) -> int:
+        """Devices pyACL sees (initialising pyACL once for the process if needed)."""
+        with self._lock:
+            self._ensure_initialized()
+            count, ret = self._acl.rt.get_device_count()
+        check(self._acl, ret, "acl.rt.get_device_count")
+        return count
+
+    def start(self, engine: Closable, device_id: int) -> None:
+        """Initialise pyACL if needed, set ``device_id`` if no engine has yet, and track ``engine``."""
+        acl = self._acl
+        with self._lock:
+            self._ensure_initialized()
+            if self._devices[device_id] == 0:
+                ret = acl.rt.set_device(device_id)
+                if ret == UNINITIALIZED:  # pyACL was finalized behind our back (e.g. a test reset the simulator)
+                    self._init()
+                    ret = acl.rt.set_device(device_id)
+                check(acl, ret, "acl.rt.set_device", f"opening device {device_id}")
+            self._devices[device_id] += 1
+            self._engines.append(engine)
+
+    def _init(self) -> None:
+        acl = self._acl
+        ret = acl.init()
+        if ret != REPEAT_INITIALIZE:
+            check(acl, ret, "acl.init")
+        self._initialized = True
+
+    def stop(self, engine: Closable, device_id: int) -> None:
+        """Forget ``engine``; reset ``device_id`` when no engine uses it any more."""
+        acl = self._acl
+        with self._lock:
+            if engine in self._engines:
+                self._engines.remove(engine)
+            if self._devices[device_id] <= 0:
+                return
+            self._devices[device_id] -= 1
+            if self._devices[device_id] == 0:
+                del self._devices[device_id]
+                ret = acl.rt.reset_device(device_id)
+                if ret != ACL_SUCCESS:
+                    LOG.warning("%s", AclError("acl.rt.reset_device", ret, recent_message(acl), f"closing device {device_id}"))
+
+    def finalize_at_exit(self) -> None:
+        """Close engines still open, then ``acl.finalize`` (once)."""
+        acl = self._acl
+        with self._lock:
+            engines = list(self._engines)
+        for engine in reversed(engines):
+            engine.close()
+        with self._lock:
+            if not self._initialized:
+                return
+            self._initialized = False
+            ret = acl.finalize()
+            if ret != ACL_SUCCESS:
+                LOG.warning("%s", AclError("acl.finalize", ret, recent_message(acl)))

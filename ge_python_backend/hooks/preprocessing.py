@@ -1,0 +1,158 @@
+"""Image pre-processing for hooks: bytes in, the engine's normalised image tensor out.
+
+A request carries one image per element of a BYTES tensor (Triton ``TYPE_STRING``), either
+
+- raw pixels: exactly ``height * width * channels`` bytes, uint8, row major, channels last
+  (RGB for 3 channels, grey for 1) — the layout ``numpy_array.tobytes()`` gives for an
+  ``[height, width, channels]`` uint8 array; or
+- a PNG or JPEG file (decoded with Pillow, when installed), whose size must already be the
+  model's: nothing is resized. Its colours are converted to RGB (or grey for 1 channel).
+
+An element of exactly the raw size is always read as raw pixels. Elements above
+``max_input_bytes`` are refused before anything is decoded. Pixels are then normalised as
+``(pixel / 255 - mean) / std`` per channel and laid out as the engine's NCHW or NHWC input in
+its FP32 or FP16 type.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+from ge_python_backend.errors import ConfigError, InputError
+from ge_python_backend.specs import TensorSpec, format_shape
+
+LAYOUTS = ("NCHW", "NHWC")
+_SIGNATURES = {b"\x89PNG\r\n\x1a\n": "PNG", b"\xff\xd8\xff": "JPEG"}
+_FLOAT_TYPES = ("FP32", "FP16")
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """The engine input an image becomes: its name, layout, size, channels and data type."""
+
+    name: str
+    layout: str
+    height: int
+    width: int
+    channels: int
+    dtype: str
+
+    @property
+    def raw_size(self) -> int:
+        """Bytes of one image as raw uint8 pixels."""
+        return self.height * self.width * self.channels
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.dtype} {self.layout} {self.height}x{self.width}x{self.channels}"
+
+
+def image_input(tensor: TensorSpec, layout: str = "auto") -> ImageInput:
+    """The ImageInput of a rank-4 model input; ``layout`` "auto" uses the tensor's format, else
+    the axis holding 1 or 3 channels. ConfigError when the tensor cannot be an image."""
+    shape = tensor.shape
+    if len(shape) != 4:
+        raise ConfigError(
+            f"model input {tensor.name!r} has shape {format_shape(shape)}; an image input needs rank 4 "
+            "(NCHW or NHWC)"
+        )
+    if tensor.dtype not in _FLOAT_TYPES:
+        raise ConfigError(
+            f"model input {tensor.name!r} is {tensor.dtype or tensor.native_type}; an image input must be FP32 or FP16"
+        )
+    if layout == "auto":
+        layout = _guess_layout(tensor)
+    if layout not in LAYOUTS:
+        raise ConfigError(f"image layout {layout!r}: accepted auto, NCHW or NHWC")
+    height, width, channels = (shape[2], shape[3], shape[1]) if layout == "NCHW" else (shape[1], shape[2], shape[3])
+    if min(height, width, channels) < 1:
+        raise ConfigError(
+            f"model input {tensor.name!r} has shape {format_shape(shape)} ({layout}): height, width and channels "
+            "must be fixed, because images are never resized; export or compile the model with a fixed image size"
+        )
+    if channels not in (1, 3):
+        raise ConfigError(
+            f"model input {tensor.name!r} has {channels} channels ({layout} {format_shape(shape)}); images have "
+            "1 (grey) or 3 (RGB)"
+        )
+    return ImageInput(tensor.name, layout, height, width, channels, tensor.dtype)
+
+
+def _guess_layout(tensor: TensorSpec) -> str:
+    if tensor.format in LAYOUTS:
+        return tensor.format
+    first, last = tensor.shape[1] in (1, 3), tensor.shape[3] in (1, 3)
+    if last and not first:
+        return "NHWC"
+    return "NCHW"
+
+
+def decode_images(images: np.ndarray, image: ImageInput, max_input_bytes: int, tensor: str = "IMAGE") -> np.ndarray:
+    """One request's BYTES elements -> uint8 pixels ``[count, height, width, channels]``.
+
+    InputError naming the element when one is too large, of the wrong size or undecodable."""
+    blobs = images.reshape(-1)
+    if blobs.size == 0:
+        raise InputError(f"{tensor} holds no image")
+    pixels = np.empty((blobs.size, image.height, image.width, image.channels), np.uint8)
+    for index, blob in enumerate(blobs):
+        data = blob if isinstance(blob, bytes) else bytes(blob)
+        pixels[index] = decode_image(data, image, max_input_bytes, f"{tensor}[{index}]")
+    return pixels
+
+
+def decode_image(data: bytes, image: ImageInput, max_input_bytes: int, where: str) -> np.ndarray:
+    """One image's bytes -> uint8 ``[height, width, channels]`` (raw pixels or PNG/JPEG)."""
+    if len(data) > max_input_bytes:
+        raise InputError(f"{where} has {len(data)} bytes, above max_input_bytes {max_input_bytes}")
+    if len(data) == image.raw_size:
+        return np.frombuffer(data, np.uint8).reshape(image.height, image.width, image.channels)
+    kind = next((name for signature, name in _SIGNATURES.items() if data.startswith(signature)), None)
+    if kind is None:
+        raise InputError(
+            f"{where} has {len(data)} bytes: expected {image.raw_size} bytes of raw pixels "
+            f"({image.height}x{image.width}x{image.channels} uint8, channels last) or a PNG or JPEG file"
+        )
+    return _decode_file(data, kind, image, where)
+
+
+def _decode_file(data: bytes, kind: str, image: ImageInput, where: str) -> np.ndarray:
+    try:
+        from PIL import Image
+    except ImportError:
+        raise InputError(
+            f"{where} is a {kind} file, but Pillow is not installed in the server's Python: install it "
+            f"(pip install Pillow) or send {image.raw_size} bytes of raw pixels"
+        ) from None
+    try:
+        with Image.open(io.BytesIO(data), formats=[kind]) as picture:
+            if picture.size != (image.width, image.height):
+                raise InputError(
+                    f"{where} is a {picture.size[0]}x{picture.size[1]} (width x height) {kind}; the model takes "
+                    f"{image.width}x{image.height} and images are not resized: resize it before sending"
+                )
+            converted = picture.convert("RGB" if image.channels == 3 else "L")
+            pixels = np.asarray(converted, dtype=np.uint8)
+    except InputError:
+        raise
+    except Exception as exc:  # Pillow raises OSError, ValueError, SyntaxError, ... for broken files
+        raise InputError(f"{where}: cannot decode the {kind} file ({type(exc).__name__}: {exc})") from None
+    return pixels.reshape(image.height, image.width, image.channels)
+
+
+def channel_values(values: tuple[float, ...], channels: int, what: str) -> np.ndarray:
+    """Per-channel ``mean``/``std`` values: one per channel, or one for all; ConfigError otherwise."""
+    if len(values) not in (1, channels):
+        raise ConfigError(f"parameter {what!r} has {len(values)} values; the image has {channels} channel(s)")
+    return np.broadcast_to(np.asarray(values, np.float32), (channels,))
+
+
+def normalize(pixels: np.ndarray, image: ImageInput, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """uint8 ``[count, height, width, channels]`` -> ``(pixel / 255 - mean) / std`` in the
+    engine's layout and data type."""
+    values = (pixels.astype(np.float32) / np.float32(255.0) - mean) / std
+    if image.layout == "NCHW":
+        values = values.transpose(0, 3, 1, 2)
+    return np.ascontiguousarray(values, dtype=np.float16 if image.dtype == "FP16" else np.float32)

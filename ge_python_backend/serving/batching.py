@@ -1,0 +1,251 @@
+"""Batch planning, gather and scatter: pure functions over shapes and arrays.
+
+Vocabulary:
+- an *item* is one request's tensors (after preprocessing): ``rows`` along axis 0 and a
+  non-batch shape per input;
+- a *profile* is a family of batches the engine can run: the batch sizes it accepts and the
+  non-batch shape of each input (from the model's gears);
+- a *chunk* is one engine call: a batch size (padded up to a size the profile accepts) and the
+  *parts* that fill it, each a run of rows of one item.
+
+Items whose non-batch shapes differ are never put into one chunk.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ge_python_backend.errors import ConfigError, InputError
+from ge_python_backend.specs import ModelSpec, format_shape
+
+NonBatchShapes = Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Batches an engine runs: ``batch_sizes`` (None: any size up to ``limit``; ``limit`` None:
+    unbounded) and each input's non-batch shape (-1: any size). ``padded`` profiles come from
+    compiled shape gears: smaller inputs are zero-padded up to their shape."""
+
+    batch_sizes: tuple[int, ...] | None
+    limit: int | None
+    shapes: NonBatchShapes
+    padded: bool = False
+    label: str = ""
+
+    def fits(self, shapes: NonBatchShapes) -> bool:
+        for name, want in self.shapes.items():
+            have = shapes[name]
+            if len(have) != len(want):
+                return False
+            for h, w in zip(have, want):
+                if w != -1 and (h > w if self.padded else h != w):
+                    return False
+        return True
+
+    def resolve(self, shapes: NonBatchShapes) -> dict[str, tuple[int, ...]]:
+        """Concrete non-batch shapes to run ``shapes`` on this profile."""
+        return {
+            name: tuple(h if w == -1 else w for h, w in zip(shapes[name], want))
+            for name, want in self.shapes.items()
+        }
+
+    def size(self, shapes: NonBatchShapes) -> int:
+        return sum(math.prod(s) for s in self.resolve(shapes).values())
+
+    def describe(self) -> str:
+        shapes = ", ".join(f"{n} {format_shape(s)}" for n, s in self.shapes.items())
+        if self.batch_sizes is not None:
+            batches = "batch " + "/".join(str(b) for b in self.batch_sizes)
+        else:
+            batches = "any batch" if self.limit is None else f"batch 1..{self.limit}"
+        return f"{self.label + ': ' if self.label else ''}{batches}; {shapes}"
+
+
+def profiles_for(spec: ModelSpec, batching: bool, max_batch_size: int) -> tuple[Profile, ...]:
+    """The profiles of a model, for a config that batches (axis 0 is the request batch) or not.
+
+    Without batching (``max_batch_size: 0``) a model that has a batch axis still runs each
+    request's axis 0 through the same profiles, and a model without one runs each request
+    exactly as declared (batch_sizes == () marks that case).
+    """
+    kind = spec.batch.kind
+    if kind == "none":
+        if batching:
+            raise ConfigError(
+                "max_batch_size is above 0 but the model has no batch axis (axis 0 is not dynamic or "
+                "differs between tensors); set max_batch_size: 0"
+            )
+        return (Profile((), None, {t.name: t.shape for t in spec.inputs}),)
+    limit = max_batch_size if batching else None
+    sizes = None if kind == "dynamic" else spec.batch.sizes
+    if not spec.shape_gears:
+        return (Profile(sizes, limit, {t.name: t.shape[1:] for t in spec.inputs}),)
+    merged: dict[tuple, list] = {}
+    for gear in spec.shape_gears:
+        full = {t.name: tuple(gear.shapes.get(t.name, t.shape)) for t in spec.inputs}
+        key = tuple(sorted((n, s[1:]) for n, s in full.items()))
+        gear_batches = {s[0] for s in full.values() if s and s[0] != -1}
+        entry = merged.setdefault(key, [set(), gear.label, {n: s[1:] for n, s in full.items()}])
+        entry[0] |= gear_batches
+    return tuple(
+        Profile(tuple(sorted(batches)) if batches else sizes, limit, shapes, padded=True, label=label)
+        for batches, label, shapes in merged.values()
+    )
+
+
+def choose_profile(profiles: Sequence[Profile], shapes: NonBatchShapes) -> Profile:
+    """The smallest profile that runs items of ``shapes``; InputError naming the options if none."""
+    fitting = [p for p in profiles if p.fits(shapes)]
+    if not fitting:
+        got = ", ".join(f"{n} {format_shape(s)}" for n, s in shapes.items())
+        options = "; ".join(p.describe() for p in profiles)
+        raise InputError(f"no compiled shape of the model fits the request ({got}); the model runs: {options}")
+    return min(fitting, key=lambda p: p.size(shapes))
+
+
+@lru_cache(maxsize=4096)
+def split_rows(rows: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """Engine batch sizes that cover ``rows`` with the fewest calls, then the least padding.
+
+    Returned largest first; their sum minus ``rows`` is the padding.
+    """
+    # best[r] = (calls, padded total, size chosen last) for covering r rows.
+    best: list[tuple[int, int, int]] = [(0, 0, 0)]
+    for covered in range(1, rows + 1):
+        best.append(
+            min(
+                (best[max(0, covered - size)][0] + 1, best[max(0, covered - size)][1] + size, size)
+                for size in sizes
+            )
+        )
+    chosen, left = [], rows
+    while left > 0:
+        size = best[left][2]
+        chosen.append(size)
+        left = max(0, left - size)
+    return tuple(sorted(chosen, reverse=True))
+
+
+def engine_batches(rows: int, profile: Profile) -> tuple[int, ...]:
+    """The padded batch size of each chunk needed to run ``rows`` rows on ``profile``."""
+    if profile.batch_sizes is None:
+        if profile.limit is None or rows <= profile.limit:
+            return (rows,)
+        full, rest = divmod(rows, profile.limit)
+        return (profile.limit,) * full + ((rest,) if rest else ())
+    return split_rows(rows, profile.batch_sizes)
+
+
+@dataclass(frozen=True)
+class Part:
+    """Rows ``[source_start, source_start + count)`` of item ``item`` at ``target_start`` of a chunk."""
+
+    item: int
+    source_start: int
+    count: int
+    target_start: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One engine call: ``shapes`` are the full (padded) input shapes; ``rows`` real rows."""
+
+    shapes: Mapping[str, tuple[int, ...]]
+    parts: tuple[Part, ...]
+    rows: int
+    batch_axis: bool = True
+
+    @property
+    def padding(self) -> int:
+        """Rows of padding (0 for a model without a batch axis)."""
+        if not self.batch_axis:
+            return 0
+        return next(iter(self.shapes.values()))[0] - self.rows
+
+
+def plan_group(items: Sequence[int], rows: Sequence[int], shapes: NonBatchShapes, profile: Profile) -> list[Chunk]:
+    """Chunks that run ``items`` (indices, in order, each with ``rows[i]`` rows and non-batch
+    ``shapes``) on ``profile``. Items may be split across chunks."""
+    if profile.batch_sizes == ():
+        return [
+            Chunk(dict(profile.resolve(shapes)), (Part(item, 0, rows[item], 0),), rows[item], batch_axis=False)
+            for item in items
+        ]
+    resolved = profile.resolve(shapes)
+    total = sum(rows[i] for i in items)
+    chunks = []
+    queue = [(item, 0, rows[item]) for item in items if rows[item] > 0]
+    for batch in engine_batches(total, profile):
+        parts, filled = [], 0
+        while queue and filled < batch:
+            item, start, left = queue[0]
+            take = min(left, batch - filled)
+            parts.append(Part(item, start, take, filled))
+            filled += take
+            if take == left:
+                queue.pop(0)
+            else:
+                queue[0] = (item, start + take, left - take)
+        chunks.append(Chunk({n: (batch,) + s for n, s in resolved.items()}, tuple(parts), filled))
+    return chunks
+
+
+def gather(chunk: Chunk, items: Sequence[Mapping[str, np.ndarray]], buffers: Mapping[str, np.ndarray]) -> None:
+    """Copy each part's rows into the chunk's input buffers; zero the padding."""
+    for name, buffer in buffers.items():
+        if chunk.batch_axis and _one_copy(chunk, items, name, buffer):
+            # Parts fill rows 0..rows in order: one C call copies them all.
+            sources = [items[p.item][name][p.source_start : p.source_start + p.count] for p in chunk.parts]
+            np.concatenate(sources, axis=0, out=buffer[: chunk.rows], casting="no")
+            if chunk.rows < buffer.shape[0]:
+                buffer[chunk.rows :].fill(0)
+            continue
+        for part in chunk.parts:
+            source = items[part.item][name]
+            if chunk.batch_axis:
+                source = source[part.source_start : part.source_start + part.count]
+                target = buffer[part.target_start : part.target_start + part.count]
+            else:
+                target = buffer
+            if source.shape == target.shape:
+                np.copyto(target, source, casting="no")
+            else:
+                target.fill(0)
+                target[tuple(slice(0, d) for d in source.shape)] = source
+        if chunk.batch_axis and chunk.rows < buffer.shape[0]:
+            buffer[chunk.rows :].fill(0)
+
+
+def _one_copy(chunk: Chunk, items, name: str, buffer: np.ndarray) -> bool:
+    """The parts fill rows 0..rows in order and have the buffer's row shape (no shape-gear
+    padding inside rows), so one concatenation can gather them."""
+    row, expected = buffer.shape[1:], 0
+    for part in chunk.parts:
+        if part.target_start != expected or items[part.item][name].shape[1:] != row:
+            return False
+        expected += part.count
+    return True
+
+
+def scatter(chunk: Chunk, outputs: Mapping[str, np.ndarray]) -> list[tuple[Part, dict[str, np.ndarray]]]:
+    """Each part's rows of every output (views, no copies)."""
+    if not chunk.batch_axis:
+        return [(chunk.parts[0], dict(outputs))]
+    batch = next(iter(chunk.shapes.values()))[0]
+    for name, array in outputs.items():
+        if array.ndim == 0 or array.shape[0] != batch:
+            raise ValueError(
+                f"output {name!r} has shape {format_shape(array.shape)}; expected batch axis {batch} "
+                "(outputs must keep the batch on axis 0)"
+            )
+    return [
+        (part, {name: array[part.target_start : part.target_start + part.count] for name, array in outputs.items()})
+        for part in chunk.parts
+    ]
+

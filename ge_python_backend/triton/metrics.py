@@ -1,0 +1,132 @@
+"""GEModel's own Prometheus metrics, through Triton's ``pb_utils.MetricFamily``.
+
+They appear on tritonserver's metrics endpoint next to Triton's ``nv_*`` metrics, labelled
+``model``, ``version`` and ``instance``. Counters are cumulative, like Triton's own latency
+counters: divide by ``ge_batches`` (or take rates) for averages.
+
+Each metric update is an IPC round trip from the stub to the server, so nothing is sent on the
+batch path: updates are summed in process and sent by a background thread every
+``FLUSH_INTERVAL`` seconds, and soon after the model goes idle (at most every
+``IDLE_FLUSH_GAP``). Rare events — a failed request, a fatal engine failure, a change in the
+number of sequences — are sent at once, before the request is answered.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping
+
+from ge_python_backend.serving.runner import Observer
+
+FLUSH_INTERVAL = 1.0
+IDLE_FLUSH_GAP = 0.1
+
+PHASES = ("gather", "host_to_device", "execute", "device_to_host", "scatter")
+FAILURE_KINDS = ("input", "engine", "postprocess", "internal")
+
+#: name -> (kind, help text, extra label name or None)
+METRICS = {
+    "ge_batches": ("counter", "Engine calls (batches) executed", None),
+    "ge_batch_rows": ("counter", "Request rows run by the engine (excluding padding)", None),
+    "ge_padding_rows": ("counter", "Rows of padding added to reach a compiled batch size (wasted work)", None),
+    "ge_phase_duration_us": ("counter", "Cumulative microseconds per phase of the request path", "phase"),
+    "ge_request_failures": ("counter", "Requests answered with an error, by kind", "kind"),
+    "ge_batches_in_flight": ("gauge", "Batches currently running on execution slots", None),
+    "ge_sequences_active": ("gauge", "Sequences with state held by the model (sequence batching)", None),
+    "ge_engine_healthy": ("gauge", "1 while the engine serves; 0 after a fatal failure (reload the model)", None),
+}
+
+
+class TritonMetrics(Observer):
+    """An Observer that reports to Triton's metrics endpoint."""
+
+    def __init__(self, pb_utils: Any, labels: Mapping[str, str]) -> None:
+        kinds = {"counter": pb_utils.MetricFamily.COUNTER, "gauge": pb_utils.MetricFamily.GAUGE}
+        self._families = {
+            name: pb_utils.MetricFamily(name, help_text, kinds[kind]) for name, (kind, help_text, _) in METRICS.items()
+        }
+        self._metrics: dict[tuple[str, str], Any] = {}
+        for name, (_, _, extra) in METRICS.items():
+            values = {"phase": PHASES, "kind": FAILURE_KINDS}.get(extra, ("",))
+            for value in values:
+                metric_labels = dict(labels, **({extra: value} if extra else {}))
+                self._metrics[(name, value)] = self._families[name].Metric(labels=metric_labels)
+        self._pending: dict[tuple[str, str], float] = {}
+        self._gauges: dict[str, float] = {"ge_batches_in_flight": 0, "ge_sequences_active": 0, "ge_engine_healthy": 1}
+        self._sent_gauges: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._idle = threading.Event()
+        self._stop = threading.Event()
+        self.flush()
+        self._flusher = threading.Thread(target=self._flush_periodically, name="ge-metrics", daemon=True)
+        self._flusher.start()
+
+    def _add(self, name: str, value: float, label: str = "") -> None:
+        key = (name, label)
+        self._pending[key] = self._pending.get(key, 0.0) + value
+
+    def batch(self, rows: int, padding: int) -> None:
+        with self._lock:
+            self._add("ge_batches", 1)
+            self._add("ge_batch_rows", rows)
+            self._add("ge_padding_rows", padding)
+
+    def phase(self, name: str, seconds: float) -> None:
+        if seconds:
+            with self._lock:
+                self._add("ge_phase_duration_us", seconds * 1e6, name)
+
+    def failure(self, kind: str) -> None:
+        with self._lock:
+            self._add("ge_request_failures", 1, kind)
+        self.flush()
+
+    def in_flight(self, batches: int) -> None:
+        with self._lock:
+            self._gauges["ge_batches_in_flight"] = batches
+        if batches == 0:
+            self._idle.set()
+
+    def sequences(self, active: int) -> None:
+        with self._lock:
+            changed = self._gauges["ge_sequences_active"] != active
+            self._gauges["ge_sequences_active"] = active
+        if changed:
+            self.flush()
+
+    def out_of_service(self, reason: str) -> None:
+        with self._lock:
+            self._gauges["ge_engine_healthy"] = 0
+        self.flush()
+
+    def _flush_periodically(self) -> None:
+        while not self._stop.is_set():
+            woken = self._idle.wait(FLUSH_INTERVAL)
+            self._idle.clear()
+            self.flush()
+            if woken:  # coalesce: an idle flush at most every IDLE_FLUSH_GAP
+                self._stop.wait(IDLE_FLUSH_GAP)
+
+    def flush(self) -> None:
+        """Send what changed since the last flush."""
+        # One flush at a time, snapshot and send together: a later snapshot must never be
+        # overwritten by an earlier one still being sent.
+        with self._flush_lock:
+            with self._lock:
+                pending, self._pending = self._pending, {}
+                gauges = {k: v for k, v in self._gauges.items() if self._sent_gauges.get(k) != v}
+                self._sent_gauges.update(gauges)
+            for key, value in pending.items():
+                if value:
+                    self._metrics[key].increment(value)
+            for name, value in gauges.items():
+                self._metrics[(name, "")].set(value)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._idle.set()
+        self._flusher.join()
+        self.flush()
+        self._metrics.clear()
+        self._families.clear()

@@ -1,0 +1,262 @@
+"""GEModel: a reusable TritonPythonModel. Triton glue only.
+
+It reads each request's tensors and hands them to the ``Runner`` (which batches, runs the
+engine and slices the results back). Answers go through each request's response sender, so
+``execute`` returns as soon as the batch is on a free execution slot, or, when there is nothing
+to overlap, are returned from ``execute`` in one reply (parameter ``response_mode``).
+Subclasses override ``preprocess`` and ``postprocess``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+from ge_python_backend.engines import open_engine, resolve_auto
+from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError
+from ge_python_backend.serving.matching import compare_io
+from ge_python_backend.triton.metrics import TritonMetrics
+from ge_python_backend.params import Parameter
+from ge_python_backend.serving.runner import Arrays, Observer, Observers, Request, RequestInfo, Runner
+from ge_python_backend.serving.sequences import SequenceStates
+from ge_python_backend.triton.settings import ModelSettings, read_settings
+from ge_python_backend.specs import format_shape
+
+
+class GEModel:
+    """Base class for Triton Python models served by a ge_python_backend engine.
+
+    Use it directly (``class TritonPythonModel(GEModel): pass``) or override the hooks::
+
+        class TritonPythonModel(GEModel):
+            def preprocess(self, inputs, request):
+                return {"x": decode(inputs["IMAGE"])}
+
+            def postprocess(self, outputs, request):
+                return {"LABEL": top1(outputs["logits"])}
+
+    Subclasses may declare their own config parameters in ``extra_parameters``; their parsed
+    values are in ``self.settings.extra``.
+    """
+
+    #: Config parameters a subclass accepts besides the built-in ones.
+    extra_parameters: tuple[Parameter, ...] = ()
+
+    settings: ModelSettings
+
+    # -- Triton entry points ------------------------------------------------------------
+
+    def initialize(self, args: dict[str, str]) -> None:
+        self.engine = None
+        self.runner = None
+        self.metrics = None
+        try:
+            self.settings = read_settings(args, self.extra_parameters)
+            self._open()
+        except Exception as exc:  # release what was opened, whatever went wrong
+            self._release()
+            message = str(exc) if isinstance(exc, GEError) else f"{type(exc).__name__}: {exc}"
+            raise pb_utils.TritonModelException(f"model {args.get('model_name', '?')!r}: {message}") from None
+        self.log_info(
+            f"{self.settings.instance_name}: {self.engine.describe()}, device {self.settings.device_id}, "
+            f"max_batch_size {self.settings.max_batch_size}; runs "
+            + "; ".join(p.describe() for p in self.runner.profiles)
+        )
+
+    def execute(self, requests: list) -> list:
+        """Hand the requests to the runner and answer each one.
+
+        Response mode "sender": answers go through each request's response sender, so this returns
+        as soon as the batch is handed to a free slot and the next batch forms meanwhile (what an
+        NPU, or S > 1 slots, turn into overlap). Mode "return": wait and return the answers, one
+        IPC message for the whole batch (cheapest when the engine computes on the server's own
+        CPU cores, where there is nothing to overlap).
+        """
+        if self.settings.log_verbosity >= 1:
+            pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: {len(requests)} request(s)")
+        if self._answer_through_sender:
+            self.runner.submit(_readable(self._request(r, _through_sender(r)) for r in requests))
+            return [None] * len(requests)
+        responses: list = [None] * len(requests)
+        self.runner.submit(
+            _readable(self._request(r, partial(responses.__setitem__, i)) for i, r in enumerate(requests)), wait=True
+        )
+        return responses
+
+    def finalize(self) -> None:
+        self._release()
+
+    # -- hooks for subclasses -----------------------------------------------------------
+
+    def preprocess(self, inputs: dict[str, np.ndarray], request: RequestInfo) -> Mapping[str, np.ndarray]:
+        """Turn one request's input tensors into the engine's inputs. Default: unchanged.
+
+        Raise ``InputError`` to refuse the request with a clear message (Triton INVALID_ARG).
+        """
+        return inputs
+
+    def postprocess(self, outputs: dict[str, np.ndarray], request: RequestInfo) -> Mapping[str, np.ndarray]:
+        """Turn one request's slice of the engine's outputs into its response tensors.
+
+        Default: unchanged. May run on a slot's worker thread: keep it thread-safe.
+        """
+        return outputs
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def log_info(self, message: str) -> None:
+        pb_utils.Logger.log_info(message)
+
+    def log_warn(self, message: str) -> None:
+        pb_utils.Logger.log_warn(message)
+
+    def log_error(self, message: str) -> None:
+        pb_utils.Logger.log_error(message)
+
+    def _open(self) -> None:
+        settings = self.settings
+        engine_name = settings.engine
+        if engine_name == "auto":
+            engine_name = resolve_auto(settings.version_dir, self.log_info)
+        path = settings.model_path(engine_name)
+        if not path.is_file():
+            problem = "is a directory, not a file" if path.is_dir() else "does not exist"
+            raise ConfigError(f"model file {path} {problem} (parameter model_file, engine {engine_name})")
+        self.engine = open_engine(
+            engine_name, path, device_id=settings.device_id, slots=settings.slots, options=settings.engine_options
+        )
+        settings.layout.check(self.engine.spec)  # names the state/unbatched tensors the model lacks
+        self._check_io()
+        mode = settings.response_mode
+        if mode == "auto":
+            mode = "sender" if self.engine.name != "onnxruntime" or settings.slots > 1 else "return"
+        self._answer_through_sender = mode == "sender"
+        if settings.metrics:
+            self.metrics = TritonMetrics(
+                pb_utils,
+                {"model": settings.model_name, "version": settings.model_version, "instance": settings.instance_name},
+            )
+        self.runner = Runner(
+            self.engine,
+            batching=settings.batching,
+            max_batch_size=settings.max_batch_size,
+            output_types={o.name: o.numpy_dtype for o in settings.outputs},
+            preprocess=self.preprocess,
+            postprocess=self.postprocess,
+            layout=settings.layout,
+            sequences=self._sequence_states(),
+            reject_nonfinite=settings.reject_nonfinite,
+            observer=Observers(*self._observers()),
+            log=self.log_error,
+        )
+
+    def _observers(self) -> list[Observer]:
+        observers: list[Observer] = [self.metrics] if self.metrics is not None else []
+        if self.settings.log_verbosity >= 2:
+            observers.append(_VerboseLog(self.settings.instance_name))
+        return observers
+
+    def _sequence_states(self) -> SequenceStates | None:
+        settings = self.settings
+        if not settings.sequence_state:
+            return None
+        initial = {}
+        axis = settings.sequence_state_batch_axis
+        for pair in settings.sequence_state:  # names and ranks already checked by the layout
+            tensor = self.engine.spec.input(pair.input)
+            shape = list(tensor.shape)
+            shape[axis] = 1
+            if any(d < 0 for d in shape):
+                raise ConfigError(
+                    f"state input {pair.input!r} has shape {format_shape(tensor.shape)}: every axis but the batch "
+                    f"axis ({axis}) must be fixed to build its initial value"
+                )
+            value = settings.sequence_state_initial.get(pair.input, 0.0)
+            initial[pair.input] = np.full(shape, value, dtype=tensor.numpy_dtype)
+        return SequenceStates(settings.sequence_state, initial, settings.sequence_idle_timeout)
+
+    def _overrides(self, hook: str) -> bool:
+        return getattr(type(self), hook) is not getattr(GEModel, hook)
+
+    def _check_io(self) -> None:
+        """Without hooks, the config must describe the model's own tensors (state tensors are
+        the model's business, not the client's)."""
+        settings = self.settings
+        states = frozenset(name for pair in settings.sequence_state for name in (pair.input, pair.output))
+        problems = compare_io(
+            self.engine.spec,
+            settings.inputs,
+            settings.outputs,
+            batching=settings.batching,
+            layout=settings.layout,
+            states=states,
+            overrides=frozenset(hook for hook in ("preprocess", "postprocess") if self._overrides(hook)),
+        )
+        if problems:
+            raise ConfigError("; ".join(problems))
+
+    def _request(self, request: Any, deliver: Callable[[Any], None]) -> Request | None:
+        """The runner's view of a request; None when its inputs cannot even be read (it is
+        answered here and then)."""
+        info = RequestInfo(
+            request_id=request.request_id(),
+            correlation_id=request.correlation_id(),
+            flags=request.flags(),
+            parameters=json.loads(request.parameters() or "{}"),
+            requested_outputs=tuple(request.requested_output_names()),
+        )
+        try:
+            inputs = {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}
+        except Exception as exc:  # e.g. BF16 tensors have no numpy view
+            deliver(_response(None, InputError(f"could not read the request's inputs: {exc}")))
+            return None
+        return Request(info, inputs, lambda outputs, error: deliver(_response(outputs, error)))
+
+    def _release(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
+
+
+class _VerboseLog(Observer):
+    """Per-batch verbose log lines (parameter log_verbosity 2; tritonserver --log-verbose >= 1)."""
+
+    def __init__(self, instance_name: str) -> None:
+        self._name = instance_name
+
+    def batch(self, rows: int, padding: int) -> None:
+        pb_utils.Logger.log_verbose(f"{self._name}: ran a batch of {rows} row(s) + {padding} padding")
+
+    def failure(self, kind: str) -> None:
+        pb_utils.Logger.log_verbose(f"{self._name}: a request failed ({kind})")
+
+
+def _readable(requests) -> list[Request]:
+    return [request for request in requests if request is not None]
+
+
+def _response(outputs: Arrays | None, error: GEError | None) -> Any:
+    if error is None:
+        return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs.items()])
+    if isinstance(error, InputError):
+        code = pb_utils.TritonError.INVALID_ARG
+    elif isinstance(error, EngineError) and error.fatal:  # out of service: another instance may serve it
+        code = pb_utils.TritonError.UNAVAILABLE
+    else:
+        code = pb_utils.TritonError.INTERNAL
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
+
+
+def _through_sender(request: Any) -> Callable[[Any], None]:
+    sender = request.get_response_sender()
+    return lambda response: sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

@@ -1,0 +1,228 @@
+"""Typed model settings, parsed once from Triton's ``initialize`` arguments.
+
+Triton passes ``args["model_config"]`` as the JSON of the complete, normalised ModelConfig.
+Everything GEModel needs from it (I/O, batching, parameters) becomes a frozen ``ModelSettings``;
+a wrong or unknown parameter fails the load with a message that names it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ge_python_backend.engines import ENGINE_NAMES, default_model_file, engine_parameters
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.serving.axes import Layout
+from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_float, parse_int, parse_list, parse_parameters
+from ge_python_backend.serving.sequences import StatePair, parse_initial_values, parse_state_pairs
+from ge_python_backend.specs import TensorSpec, api_type
+
+#: Parameters read by Triton's Python backend itself; accepted and left alone.
+TRITON_PARAMETERS = ("EXECUTION_ENV_PATH", "FORCE_CPU_ONLY_INPUT_TENSORS")
+
+CORE_PARAMETERS = (
+    Parameter("engine", parse_choice(*ENGINE_NAMES), "auto", " | ".join(ENGINE_NAMES), "which engine runs the model"),
+    Parameter(
+        "model_file",
+        str,
+        "",
+        "a file name in the version folder (or an absolute path)",
+        "model file; default model.om (acl), model.onnx (onnxruntime)",
+    ),
+    Parameter("device_id", parse_int(0), None, "an integer >= 0", "NPU (or ORT provider) device id"),
+    Parameter(
+        "device_ids",
+        parse_list(parse_int(0)),
+        None,
+        "comma-separated integers >= 0",
+        "devices that instances are spread over round-robin by instance index",
+    ),
+    Parameter("streams", parse_int(1, 64), 1, "an integer from 1 to 64", "execution slots (batches in flight) per instance"),
+    Parameter(
+        "response_mode",
+        parse_choice("auto", "sender", "return"),
+        "auto",
+        "auto, sender or return",
+        "answer through response senders (overlap batches) or return answers from execute (least IPC); "
+        "auto: sender for NPU engines or streams > 1, else return",
+    ),
+    Parameter(
+        "reject_nonfinite",
+        parse_bool,
+        False,
+        "true or false",
+        "refuse floating-point inputs that contain NaN or Inf",
+    ),
+    Parameter("log_verbosity", parse_int(0, 2), 0, "0, 1 or 2", "0: load/unload only; 1: per-execute summary; 2: per batch"),
+    Parameter("metrics", parse_bool, True, "true or false", "report GEModel's own Prometheus metrics"),
+    Parameter(
+        "unbatched_inputs",
+        parse_list(str),
+        (),
+        "comma-separated model input names",
+        "model inputs without a batch axis: one value per request, shared by its rows",
+    ),
+    Parameter(
+        "sequence_state",
+        parse_state_pairs,
+        (),
+        "comma-separated input_name=output_name pairs",
+        "state pairs: the model input fed from the output of the sequence's previous step",
+    ),
+    Parameter(
+        "sequence_state_initial",
+        parse_initial_values,
+        {},
+        "comma-separated input_name=number pairs",
+        "initial value of a state input on a START request (default 0)",
+    ),
+    Parameter(
+        "sequence_state_batch_axis",
+        parse_int(0),
+        0,
+        "an integer >= 0",
+        "the batch axis of every state tensor (e.g. 1 for [layers, batch, hidden])",
+    ),
+    Parameter(
+        "sequence_idle_timeout_ms",
+        parse_float(0.0),
+        None,
+        "a number of milliseconds >= 0",
+        "drop a sequence's state after this idle time (default: max_sequence_idle_microseconds)",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """What GEModel needs from the model config and the instance it runs as."""
+
+    model_name: str
+    model_version: str
+    instance_name: str
+    instance_index: int
+    version_dir: Path
+    max_batch_size: int
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    engine: str
+    model_file: str
+    device_id: int
+    slots: int
+    response_mode: str
+    reject_nonfinite: bool
+    log_verbosity: int
+    metrics: bool
+    unbatched_inputs: tuple[str, ...] = ()
+    sequence_state: tuple[StatePair, ...] = ()
+    sequence_state_initial: Mapping[str, float] = field(default_factory=dict)
+    sequence_state_batch_axis: int = 0
+    sequence_idle_timeout: float = 1.0
+    engine_options: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    #: the whole model config as Triton passed it (for subclasses)
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def batching(self) -> bool:
+        return self.max_batch_size > 0
+
+    @property
+    def layout(self) -> Layout:
+        """Where each engine tensor keeps its batch axis, per the parameters."""
+        return Layout.of(self.unbatched_inputs, self.sequence_state, self.sequence_state_batch_axis)
+
+    def model_path(self, engine: str) -> Path:
+        """The model file for ``engine``: the model_file parameter or the engine's default."""
+        name = self.model_file or default_model_file(engine)
+        path = Path(name)
+        return path if path.is_absolute() else self.version_dir / path
+
+
+def _io_specs(entries: Iterable[Mapping[str, Any]], kind: str) -> tuple[TensorSpec, ...]:
+    specs = []
+    for entry in entries:
+        name = entry.get("name", "")
+        if not name:
+            raise ConfigError(f"an {kind} in the model config has no name")
+        try:
+            dtype = api_type(entry.get("data_type", ""))
+        except ConfigError as exc:
+            raise ConfigError(f"{kind} {name!r}: {exc}") from None
+        # Triton hands the model the reshaped tensor when the config has a reshape.
+        source = entry["reshape"].get("shape", ()) if "reshape" in entry else entry.get("dims", ())
+        dims = tuple(int(d) for d in source)
+        specs.append(TensorSpec(name, dtype, dims, optional=bool(entry.get("optional", False))))
+    return tuple(specs)
+
+
+def instance_index(instance_name: str) -> int:
+    """The index Triton appends to an instance name (``<group>_<index>``); 0 if absent."""
+    match = re.search(r"_(\d+)$", instance_name)
+    return int(match.group(1)) if match else 0
+
+
+def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter] = ()) -> ModelSettings:
+    """Parse Triton's ``initialize`` args; ``extra_parameters`` are a subclass's own parameters."""
+    try:
+        config = json.loads(args["model_config"])
+    except (KeyError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"initialize args carry no readable model_config: {exc}") from None
+    raw = {name: value.get("string_value", "") for name, value in config.get("parameters", {}).items()}
+    extra = tuple(extra_parameters)
+    engine_declared = engine_parameters()
+    declared = CORE_PARAMETERS + engine_declared + extra
+    values = parse_parameters(raw, declared, ignored=TRITON_PARAMETERS)
+    if values["device_id"] is not None and values["device_ids"] is not None:
+        raise ConfigError("parameters 'device_id' and 'device_ids' are both set; set one of them")
+    name = args.get("model_instance_name", config.get("name", ""))
+    index = instance_index(name)
+    device_ids = values["device_ids"] or (values["device_id"] or 0,)
+    engine_names = {p.name for p in engine_declared}
+    model_dir = Path(args.get("model_repository", "."))
+    version = args.get("model_version", "1")
+    max_batch = int(config.get("max_batch_size", 0))
+    if max_batch < 0:
+        raise ConfigError(f"max_batch_size is {max_batch}; expected 0 (no batching) or more")
+    if values["sequence_state"] and "sequence_batching" not in config:
+        raise ConfigError("parameter 'sequence_state' needs sequence_batching in the model config")
+    states = {pair.input for pair in values["sequence_state"]}
+    stray = sorted(set(values["sequence_state_initial"]) - states)
+    if stray:
+        raise ConfigError(
+            f"parameter 'sequence_state_initial' names {stray[0]!r}, which is not a state input "
+            f"(state inputs: {', '.join(sorted(states)) or 'none'})"
+        )
+    idle_ms = values["sequence_idle_timeout_ms"]
+    if idle_ms is None:
+        idle_us = config.get("sequence_batching", {}).get("max_sequence_idle_microseconds") or 1_000_000
+        idle_ms = int(idle_us) / 1000
+    return ModelSettings(
+        model_name=args.get("model_name", config.get("name", "")),
+        model_version=version,
+        instance_name=name,
+        instance_index=index,
+        version_dir=model_dir / version,
+        max_batch_size=max_batch,
+        inputs=_io_specs(config.get("input", ()), "input"),
+        outputs=_io_specs(config.get("output", ()), "output"),
+        engine=values["engine"],
+        model_file=values["model_file"],
+        device_id=device_ids[index % len(device_ids)],
+        slots=values["streams"],
+        response_mode=values["response_mode"],
+        reject_nonfinite=values["reject_nonfinite"],
+        log_verbosity=values["log_verbosity"],
+        metrics=values["metrics"],
+        unbatched_inputs=values["unbatched_inputs"],
+        sequence_state=values["sequence_state"],
+        sequence_state_initial=values["sequence_state_initial"],
+        sequence_state_batch_axis=values["sequence_state_batch_axis"],
+        sequence_idle_timeout=idle_ms / 1000,
+        engine_options={k: v for k, v in values.items() if k in engine_names},
+        extra={p.name: values[p.name] for p in extra},
+        config=config,
+    )
