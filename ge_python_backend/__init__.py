@@ -8,7 +8,7 @@ fake in ``ge_python_backend.testing``). Everything else imports anywhere.
 from __future__ import annotations
 
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError, OmFormatError
-from ge_python_backend.serving.runner import RequestInfo
+from ge_python_backend.serving.requests import RequestInfo
 from ge_python_backend.specs import BatchSupport, ModelSpec, ShapeGear, TensorSpec
 
 __version__ = "0.1.0"

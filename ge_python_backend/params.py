@@ -8,9 +8,19 @@ message naming the parameter, the value and what is accepted.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from enum import Enum
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from ge_python_backend.errors import ConfigError
+
+E = TypeVar("E", bound=Enum)
+
+
+class Choice(str, Enum):
+    """A string enum whose members print as their values (in messages and config files)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,18 @@ def parse_choice(*choices: str) -> Callable[[str], str]:
         if raw not in choices:
             raise ValueError("")
         return raw
+
+    return parse
+
+
+def parse_enum(kind: type[E]) -> Callable[[str], E]:
+    """A member of the string enum ``kind``, by value."""
+
+    def parse(raw: str) -> E:
+        try:
+            return kind(raw)
+        except ValueError:
+            raise ValueError("") from None
 
     return parse
 

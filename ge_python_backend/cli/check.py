@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ge_python_backend.ops.server import ServerError, find_tritonserver
 from ge_python_backend.repository.check import check_repository
 
 EPILOG = """checks: config.pbtxt parses with Triton's schema (no unknown fields, none that tritonserver 2.51
@@ -30,8 +31,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="warnings fail the check too")
 
 
+def _backends(given: Path | None) -> Path | None:
+    """The backends folder to look for backend ge in: the flag's, else the found tritonserver's."""
+    if given is not None:
+        return given
+    try:
+        return find_tritonserver().backends
+    except ServerError:
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
-    report = check_repository(args.repository, args.backend_dir)
+    report = check_repository(args.repository, _backends(args.backend_dir))
     for problem in report.problems:
         print(problem)
     errors, warnings = len(report.errors), len(report.warnings)

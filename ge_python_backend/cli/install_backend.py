@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.ops.server import GE_BACKEND_NAME, find_tritonserver, write_ge_backend
+from ge_python_backend.ops.server import find_tritonserver
+from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, write_ge_backend
 
 EPILOG = f"""What it writes: DIR/{GE_BACKEND_NAME}/model.py, a TritonPythonModel that is GEModel with no hooks.
 Triton runs it for every model whose config.pbtxt says backend: "{GE_BACKEND_NAME}", through the Python

@@ -18,6 +18,7 @@ from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_int, parse_list
 from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_shapes, shape_fits, format_shape
 from ge_python_backend.engines.base import Engine, PhaseTimes, Shapes, Slot
+from ge_python_backend.engines.registry import EngineInfo
 
 PARAMETERS = (
     Parameter(
@@ -221,5 +222,8 @@ class OnnxRuntimeEngine(Engine):
         return f"onnxruntime engine ({', '.join(self._providers)}), {len(self._slots)} slot(s)"
 
 
-def open_engine(model_path: Path, *, device_id: int, slots: int, options: Mapping[str, Any]) -> OnnxRuntimeEngine:
+def open_engine(
+    model_path: Path, *, info: EngineInfo, device_id: int, slots: int, options: Mapping[str, Any]
+) -> OnnxRuntimeEngine:
+    """Open ``model_path`` on ONNX Runtime with ``slots`` slots (``info``: its registry entry)."""
     return OnnxRuntimeEngine(model_path, device_id=device_id, slots=slots, options=options)

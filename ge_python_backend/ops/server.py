@@ -26,21 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ge_python_backend.errors import GEError
-
-GE_BACKEND_NAME = "ge"
-GE_BACKEND_SOURCE = '''"""Triton Python-based backend "ge" (installed by ge-triton install-backend).
-
-Serves every model whose config.pbtxt says backend: "ge" through ge_python_backend.GEModel:
-the model folder needs only config.pbtxt and the model file.
-"""
-
-from ge_python_backend import GEModel
-
-
-class TritonPythonModel(GEModel):
-    """GEModel with its default (identity) pre- and post-processing."""
-'''
-
+from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, write_ge_backend
 
 class ServerError(GEError):
     """tritonserver could not be found, started or reached."""
@@ -72,19 +58,6 @@ def find_tritonserver() -> TritonInstall:
     if not binary.is_file():
         raise ServerError(f"nvidia-pytriton is installed but {binary} is missing")
     return TritonInstall(binary, tree / "backends", tree.parent.parent / "nvidia_pytriton.libs")
-
-
-def ge_backend_file(backends: Path) -> Path:
-    """Where the ``ge`` backend's model.py is in a Triton backends folder."""
-    return Path(backends) / GE_BACKEND_NAME / "model.py"
-
-
-def write_ge_backend(backends: Path) -> Path:
-    """Install the ``ge`` Python-based backend into a Triton backends folder."""
-    target = ge_backend_file(backends)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(GE_BACKEND_SOURCE, encoding="utf-8")
-    return target
 
 
 def _link(source: Path, target: Path) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from ge_python_backend.engines import ModelKind
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.modelfile import read_model_file
 from ge_python_backend.specs import TensorSpec, format_shape
@@ -212,8 +213,8 @@ def atc_command(request: AtcRequest) -> AtcCommand:
         raise ConfigError(f"--soc-version {request.soc_version!r}: expected a name such as Ascend310P3 "
                           "(on the target, `npu-smi info` shows it in the Name column, without the Ascend prefix)")
     model = read_model_file(request.model)
-    if model.kind != "onnx":
-        raise ConfigError(f"{request.model} is a {model.kind} file; atc-cmd compiles an ONNX model (.onnx) into an .om")
+    if model.kind is not ModelKind.ONNX:
+        raise ConfigError(f"{request.model} is a {model.kind.description}; atc-cmd compiles an ONNX model (.onnx) into an .om")
     config = read_config_file(request.config) if request.config is not None else None
     notes: list[str] = []
     gears = _gears(request, config, notes)

@@ -22,21 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ge_python_backend.engines import default_model_file, engine_parameters
+from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
+from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.serving.matching import compare_io
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.repository.modelfile import ModelFile, read_model_file
 from ge_python_backend.params import Parameter
-from ge_python_backend.ops.server import GE_BACKEND_NAME, ServerError, find_tritonserver, ge_backend_file
+from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, ge_backend_file
 from ge_python_backend.triton.settings import CORE_PARAMETERS, TRITON_PARAMETERS, read_settings
 from ge_python_backend.specs import TensorSpec, api_type
 from ge_python_backend.repository.config import config_json, mc, read_config_file
 from ge_python_backend.repository.modelcode import HOOKS, ModelCode, read_model_code
 
-#: The kind of model file (modelfile.ModelFile.kind) each engine runs.
-ENGINE_KINDS = {"onnxruntime": "onnx", "acl": "om", "acl-sim": "sim-om"}
-NPU_ENGINES = ("acl", "acl-sim")
 #: Folders of a model folder that are not versions and that Triton or Python put there.
 _NOT_VERSIONS = ("__pycache__", "warmup")
 
@@ -68,8 +66,8 @@ class CheckReport:
 def check_repository(repository: Path, backends: Path | None = None) -> CheckReport:
     """Check every model folder of ``repository`` (or ``repository`` itself when it is one).
 
-    ``backends``: the Triton backends folder where backend "ge" should be installed (default:
-    the one of the tritonserver ``server.find_tritonserver`` finds)."""
+    ``backends``: the Triton backends folder where backend "ge" should be installed (None: no
+    tritonserver was found, so whether it is installed cannot be told)."""
     repository = Path(repository)
     if not repository.is_dir():
         raise ConfigError(f"model repository {repository} is not a folder")
@@ -102,11 +100,8 @@ class _GeBackend:
     def _look(self) -> str:
         backends = self._backends
         if backends is None:
-            try:
-                backends = find_tritonserver().backends
-            except ServerError:
-                return (f"no tritonserver found to tell whether backend {GE_BACKEND_NAME} is installed; "
-                        "`ge-triton serve` installs it")
+            return (f"no tritonserver found to tell whether backend {GE_BACKEND_NAME} is installed; "
+                    "`ge-triton serve` installs it")
         if ge_backend_file(backends).is_file():
             return ""
         return (
@@ -272,29 +267,27 @@ class _ModelCheck:
 
     # -- one version ----------------------------------------------------------------------------
 
-    def _check_version(self, config, version: int, code: ModelCode, parameters: _Parameters) -> str:
+    def _check_version(self, config, version: int, code: ModelCode, parameters: _Parameters) -> EngineInfo | None:
         """Check one version folder's model file against the config; returns the engine that runs it."""
         version_dir = self.folder / str(version)
-        engine, path = self._engine_and_file(version_dir, parameters.values)
-        if path is None:
-            return engine
+        found = self._engine_and_file(version_dir, parameters.values)
+        if found is None:
+            return None
+        info, path = found
         try:
             model = read_model_file(path)
         except GEError as exc:
             self.error(path, str(exc).removeprefix(f"{path}: "))
-            return engine
-        expected_kind = ENGINE_KINDS.get(engine)
-        if expected_kind and model.kind != expected_kind:
-            self.error(path, f"is a {_KIND_NAMES[model.kind]} (engine {model.engine}), but parameter engine is "
-                             f"{engine!r}, which runs a {_KIND_NAMES[expected_kind]}")
-            return engine
-        if engine == "auto" and model.kind == "sim-om":
-            self.warning(path, "is a simulated .om: engine auto picks acl on an NPU machine; set engine acl-sim")
+            return info
+        if model.kind is not info.model_kind:
+            self.error(path, f"is a {model.kind.description} (engine {model.engine.name}), but parameter engine is "
+                             f"{info.name!r}, which runs a {info.model_kind.description}")
+            return info
         try:
             parameters.layout.check(model.spec)
         except ConfigError as exc:
             self.error(self.config_path, str(exc))
-            return model.engine
+            return info
         self._check_batching(config, model, parameters.layout)
         problems: list[str] = []
         inputs = _config_tensors(config.input, "input", problems).values()
@@ -306,26 +299,28 @@ class _ModelCheck:
         )
         for message in problems:
             self.error(self.config_path, f"{message} (model file {path.relative_to(self.folder)})")
-        return model.engine
+        return info
 
-    def _engine_and_file(self, version_dir: Path, values: Mapping[str, Any]) -> tuple[str, Path | None]:
-        engine, model_file = values["engine"], values["model_file"]
-        if engine == "auto":
-            names = [model_file] if model_file else [default_model_file("acl"), default_model_file("onnxruntime")]
-            found = [version_dir / n for n in names if (version_dir / n).is_file()]
-            if not found:
-                self.error(version_dir, f"engine auto finds no model file here (expected {' or '.join(names)})")
-                return engine, None
-            return engine, found[0]
-        path = Path(model_file or default_model_file(engine))
-        path = path if path.is_absolute() else version_dir / path
+    def _engine_and_file(self, version_dir: Path, values: Mapping[str, Any]) -> tuple[EngineInfo, Path] | None:
+        """The engine and model file GEModel would pick (for auto: the first candidate, as on an NPU host)."""
+        choice, model_file = values["engine"], values["model_file"]
+        if choice == AUTO:
+            candidates = auto_candidates(version_dir, model_file)
+            if not candidates.found:
+                self.error(version_dir, candidates.nothing_message("here"))
+                return None
+            for note in candidates.notes:
+                self.warning(version_dir, f"engine auto: {note}")
+            return candidates.found[0]
+        info = engine(choice)
+        path = info.model_path(version_dir, model_file)
         if not path.is_file():
-            self.error(path, f"missing: engine {engine} loads it (parameter model_file, else the engine's default)")
-            return engine, None
-        return engine, path
+            self.error(path, f"missing: engine {info.name} loads it (parameter model_file, else the engine's default)")
+            return None
+        return info, path
 
-    def _check_instances(self, config, engines: set[str]) -> None:
-        npu = sorted(engines & set(NPU_ENGINES))
+    def _check_instances(self, config, engines: set[EngineInfo | None]) -> None:
+        npu = sorted(info.name for info in engines if info is not None and info.npu)
         for index, group in enumerate(config.instance_group):
             if group.kind != mc.ModelInstanceGroup.KIND_GPU and not group.gpus:
                 continue
@@ -354,9 +349,6 @@ class _ModelCheck:
             if preferred not in batch.sizes:
                 self.error(self.config_path, f"preferred_batch_size {preferred} is not a batch gear of {source} "
                                              f"(gears {gears}): such batches would be padded")
-
-
-_KIND_NAMES = {"onnx": "ONNX model", "om": "CANN .om", "sim-om": "simulated .om"}
 
 
 def _preferred_sizes(config) -> list[int]:

@@ -277,7 +277,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
     group = config.instance_group.add()
     group.kind = mc.ModelInstanceGroup.KIND_CPU
     group.count = options.instance_count
-    parameters = {"engine": options.engine or model.engine, "streams": str(options.streams)}
+    parameters = {"engine": options.engine or model.engine.name, "streams": str(options.streams)}
     parameters["device_ids"] = ",".join(str(d) for d in options.device_ids)
     if options.states:
         parameters["sequence_state"] = ",".join(f"{p.input}={p.output}" for p in options.states)

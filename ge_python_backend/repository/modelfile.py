@@ -1,8 +1,11 @@
-"""What kind of model file a path is, and its ModelSpec, read offline.
+"""What kind of model file a path is, the engine that runs it, and its ModelSpec, read offline.
 
-- a CANN offline model (starts with "IMOD"): the offline OM reader, engine ``acl``;
-- a simulated OM made by ``ge-triton sim-compile`` (starts with b"GESIMOM\\0"): engine ``acl-sim``;
-- an ONNX file: ONNX Runtime, engine ``onnxruntime``.
+The kind comes from the file's first bytes (``engines.detect_kind``); the engine and its default
+file name from the engine registry:
+
+- a CANN offline model (starts with "IMOD"): the offline OM reader;
+- a simulated OM made by ``ge-triton sim-compile`` (starts with b"GESIMOM\\0");
+- an ONNX file: ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -10,20 +13,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ge_python_backend.errors import ConfigError
 from ge_python_backend.ascend.om import read_om
-from ge_python_backend.ascend.om.header import MAGIC as OM_MAGIC
-from ge_python_backend.ascend.simom import MAGIC as SIM_OM_MAGIC, read_sim_om
+from ge_python_backend.ascend.simom import read_sim_om
+from ge_python_backend.engines import EngineInfo, ModelKind, detect_kind, engine_for_kind
+from ge_python_backend.errors import ConfigError
 from ge_python_backend.specs import ModelSpec
 
 
 @dataclass(frozen=True)
 class ModelFile:
     path: Path
-    kind: str  # "om", "sim-om" or "onnx"
-    engine: str  # the engine that runs it
-    default_name: str  # its file name inside a version folder
+    kind: ModelKind
+    engine: EngineInfo  # the engine that runs it
     spec: ModelSpec
+
+    @property
+    def default_name(self) -> str:
+        """Its file name inside a version folder."""
+        return self.engine.default_file
 
 
 def read_model_file(path: Path) -> ModelFile:
@@ -34,15 +41,20 @@ def read_model_file(path: Path) -> ModelFile:
             head = handle.read(8)
     except OSError as exc:
         raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from None
-    if head.startswith(SIM_OM_MAGIC):
-        return ModelFile(path, "sim-om", "acl-sim", "model.om", read_sim_om(path))
-    if head.startswith(OM_MAGIC):
-        return ModelFile(path, "om", "acl", "model.om", read_om(path).spec)
-    if path.suffix.lower() == ".onnx":
-        from ge_python_backend.engines.onnxruntime import read_onnx_spec
+    kind = detect_kind(path)
+    if kind is None:
+        raise ConfigError(
+            f"{path}: not a model file ge-triton knows (expected a CANN .om starting with 'IMOD', a simulated .om "
+            f"from ge-triton sim-compile, or an .onnx file); first bytes: {head!r}"
+        )
+    return ModelFile(path, kind, engine_for_kind(kind), _read_spec(path, kind))
 
-        return ModelFile(path, "onnx", "onnxruntime", "model.onnx", read_onnx_spec(path))
-    raise ConfigError(
-        f"{path}: not a model file ge-triton knows (expected a CANN .om starting with 'IMOD', a simulated .om "
-        f"from ge-triton sim-compile, or an .onnx file); first bytes: {head!r}"
-    )
+
+def _read_spec(path: Path, kind: ModelKind) -> ModelSpec:
+    if kind is ModelKind.SIM_OM:
+        return read_sim_om(path)
+    if kind is ModelKind.OM:
+        return read_om(path).spec
+    from ge_python_backend.engines.onnxruntime import read_onnx_spec
+
+    return read_onnx_spec(path)

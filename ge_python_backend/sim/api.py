@@ -19,7 +19,7 @@ from ge_python_backend.sim.models import DataBuffer
 from ge_python_backend.sim.signature import AclFail, Signature, acl_function
 
 if TYPE_CHECKING:
-    from ge_python_backend.sim.runtime import Simulator
+    from ge_python_backend.sim.state import SimState
 
 REPEAT_INIT = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
 REPEAT_FINALIZE = ret_code("ACL_ERROR_REPEAT_FINALIZE")
@@ -38,7 +38,7 @@ class Namespace:
 
     _prefix = "acl"
 
-    def __init__(self, sim: "Simulator") -> None:
+    def __init__(self, sim: "SimState") -> None:
         self._sim = sim
 
     def _call(self, short: str, qualified: str, signature: Signature, body) -> Any:
@@ -135,18 +135,6 @@ class TopApi(Namespace):
         found = data_type(dtype)
         numpy_type = NUMPY_DTYPES.get(found.triton)
         return np.dtype(numpy_type).itemsize if numpy_type is not None else _OTHER_SIZES.get(found.name, 0)
-
-
-def build_module(sim: "Simulator") -> TopApi:
-    """The ``acl`` stand-in for ``sim``: ``acl.init``, ``acl.rt.malloc``, ``acl.mdl.execute``, ..."""
-    from ge_python_backend.sim.api_mdl import MdlApi
-    from ge_python_backend.sim.api_rt import RtApi
-
-    module = TopApi(sim)
-    module.rt = RtApi(sim)
-    module.mdl = MdlApi(sim)
-    module.util = UtilApi(sim)
-    return module
 
 
 def signatures(module: TopApi) -> dict[str, Signature]:

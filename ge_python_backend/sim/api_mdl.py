@@ -13,7 +13,7 @@ from ge_python_backend.errors import OmFormatError
 from ge_python_backend.sim.api import Namespace
 from ge_python_backend.sim.memory import is_device_address, read_host
 from ge_python_backend.sim.models import SYNC, DataBuffer, Dataset, LoadedModel, ModelDesc, encode_gear, gear_of, model_costs, modelled_seconds, pad_to, run_session
-from ge_python_backend.sim.runtime import INVALID_PARAM, Context
+from ge_python_backend.sim.state import INVALID_PARAM, Context
 from ge_python_backend.sim.signature import AclFail, acl_function
 from ge_python_backend.ascend.simom import SimOm, decode_sim_om, is_sim_om
 

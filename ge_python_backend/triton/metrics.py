@@ -13,16 +13,17 @@ number of sequences — are sent at once, before the request is answered.
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from ge_python_backend.serving.runner import Observer
+from ge_python_backend.serving.observers import FailureKind, Observer, Phase
+
+LOG = logging.getLogger(__name__)
 
 FLUSH_INTERVAL = 1.0
 IDLE_FLUSH_GAP = 0.1
-
-PHASES = ("gather", "host_to_device", "execute", "device_to_host", "scatter")
-FAILURE_KINDS = ("input", "engine", "postprocess", "internal")
 
 #: name -> (kind, help text, extra label name or None)
 METRICS = {
@@ -47,7 +48,7 @@ class TritonMetrics(Observer):
         }
         self._metrics: dict[tuple[str, str], Any] = {}
         for name, (_, _, extra) in METRICS.items():
-            values = {"phase": PHASES, "kind": FAILURE_KINDS}.get(extra, ("",))
+            values = {"phase": [p.value for p in Phase], "kind": [k.value for k in FailureKind]}.get(extra, [""])
             for value in values:
                 metric_labels = dict(labels, **({extra: value} if extra else {}))
                 self._metrics[(name, value)] = self._families[name].Metric(labels=metric_labels)
@@ -72,14 +73,14 @@ class TritonMetrics(Observer):
             self._add("ge_batch_rows", rows)
             self._add("ge_padding_rows", padding)
 
-    def phase(self, name: str, seconds: float) -> None:
+    def phase(self, name: Phase, seconds: float) -> None:
         if seconds:
             with self._lock:
-                self._add("ge_phase_duration_us", seconds * 1e6, name)
+                self._add("ge_phase_duration_us", seconds * 1e6, name.value)
 
-    def failure(self, kind: str) -> None:
+    def failure(self, kind: FailureKind) -> None:
         with self._lock:
-            self._add("ge_request_failures", 1, kind)
+            self._add("ge_request_failures", 1, kind.value)
         self.flush()
 
     def in_flight(self, batches: int) -> None:
@@ -101,10 +102,17 @@ class TritonMetrics(Observer):
         self.flush()
 
     def _flush_periodically(self) -> None:
+        failed = False
         while not self._stop.is_set():
             woken = self._idle.wait(FLUSH_INTERVAL)
             self._idle.clear()
-            self.flush()
+            try:
+                self.flush()
+                failed = False
+            except Exception:  # logged once per run of failures; the next flush retries
+                if not failed:
+                    LOG.exception("sending GEModel's metrics to tritonserver failed")
+                failed = True
             if woken:  # coalesce: an idle flush at most every IDLE_FLUSH_GAP
                 self._stop.wait(IDLE_FLUSH_GAP)
 

@@ -10,21 +10,29 @@ Subclasses override ``preprocess`` and ``postprocess``.
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from ge_python_backend.engines import open_engine, resolve_auto
+from ge_python_backend.engines import Engine, ResponseMode, engine, open_engine, resolve_auto
+from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError
-from ge_python_backend.serving.matching import compare_io
-from ge_python_backend.triton.metrics import TritonMetrics
 from ge_python_backend.params import Parameter
-from ge_python_backend.serving.runner import Arrays, Observer, Observers, Request, RequestInfo, Runner
+from ge_python_backend.serving.matching import compare_io
+from ge_python_backend.serving.observers import FailureKind, Observer
+from ge_python_backend.serving.requests import Arrays, Request, RequestInfo
+from ge_python_backend.serving.runner import Runner
 from ge_python_backend.serving.sequences import SequenceStates
-from ge_python_backend.triton.settings import ModelSettings, read_settings
 from ge_python_backend.specs import format_shape
+from ge_python_backend.triton import logbridge
+from ge_python_backend.triton.metrics import TritonMetrics
+from ge_python_backend.triton.settings import ModelSettings, read_settings
+
+LOG = logging.getLogger(__name__)
 
 
 class GEModel:
@@ -47,20 +55,27 @@ class GEModel:
     extra_parameters: tuple[Parameter, ...] = ()
 
     settings: ModelSettings
+    engine: Engine
+    runner: Runner
 
     # -- Triton entry points ------------------------------------------------------------
 
     def initialize(self, args: dict[str, str]) -> None:
-        self.engine = None
-        self.runner = None
-        self.metrics = None
+        self._engine: Engine | None = None
+        self._runner: Runner | None = None
+        self.metrics: TritonMetrics | None = None
+        name = args.get("model_name", "?")
+        logbridge.install(pb_utils, args.get("model_instance_name", ""), verbose=_wants_verbose(args))
         try:
             self.settings = read_settings(args, self.extra_parameters)
             self._open()
-        except Exception as exc:  # release what was opened, whatever went wrong
+        except GEError as exc:  # what the user must fix: the message says what
             self._release()
-            message = str(exc) if isinstance(exc, GEError) else f"{type(exc).__name__}: {exc}"
-            raise pb_utils.TritonModelException(f"model {args.get('model_name', '?')!r}: {message}") from None
+            raise pb_utils.TritonModelException(f"model {name!r}: {exc}") from None
+        except Exception as exc:  # a bug: its traceback goes to the log once, the load fails with one line
+            LOG.exception("loading model %r failed", name)
+            self._release()
+            raise pb_utils.TritonModelException(f"model {name!r}: {type(exc).__name__}: {exc}") from None
         self.log_info(
             f"{self.settings.instance_name}: {self.engine.describe()}, device {self.settings.device_id}, "
             f"max_batch_size {self.settings.max_batch_size}; runs "
@@ -119,28 +134,29 @@ class GEModel:
 
     def _open(self) -> None:
         settings = self.settings
-        engine_name = settings.engine
-        if engine_name == "auto":
-            engine_name = resolve_auto(settings.version_dir, self.log_info)
-        path = settings.model_path(engine_name)
+        if settings.engine == AUTO:
+            info = resolve_auto(settings.version_dir, self.log_info, settings.model_file)
+        else:
+            info = engine(settings.engine)
+        path = info.model_path(settings.version_dir, settings.model_file)
         if not path.is_file():
             problem = "is a directory, not a file" if path.is_dir() else "does not exist"
-            raise ConfigError(f"model file {path} {problem} (parameter model_file, engine {engine_name})")
-        self.engine = open_engine(
-            engine_name, path, device_id=settings.device_id, slots=settings.slots, options=settings.engine_options
+            raise ConfigError(f"model file {path} {problem} (parameter model_file, engine {info.name})")
+        self.engine = self._engine = open_engine(
+            info.name, path, device_id=settings.device_id, slots=settings.slots, options=settings.engine_options
         )
         settings.layout.check(self.engine.spec)  # names the state/unbatched tensors the model lacks
         self._check_io()
         mode = settings.response_mode
-        if mode == "auto":
-            mode = "sender" if self.engine.name != "onnxruntime" or settings.slots > 1 else "return"
-        self._answer_through_sender = mode == "sender"
+        if mode is ResponseMode.AUTO:  # several slots overlap only when execute returns early
+            mode = ResponseMode.SENDER if settings.slots > 1 else engine(self.engine.name).response_mode
+        self._answer_through_sender = mode is ResponseMode.SENDER
         if settings.metrics:
             self.metrics = TritonMetrics(
                 pb_utils,
                 {"model": settings.model_name, "version": settings.model_version, "instance": settings.instance_name},
             )
-        self.runner = Runner(
+        self.runner = self._runner = Runner(
             self.engine,
             batching=settings.batching,
             max_batch_size=settings.max_batch_size,
@@ -150,8 +166,7 @@ class GEModel:
             layout=settings.layout,
             sequences=self._sequence_states(),
             reject_nonfinite=settings.reject_nonfinite,
-            observer=Observers(*self._observers()),
-            log=self.log_error,
+            observers=self._observers(),
         )
 
     def _observers(self) -> list[Observer]:
@@ -217,12 +232,12 @@ class GEModel:
         return Request(info, inputs, lambda outputs, error: deliver(_response(outputs, error)))
 
     def _release(self) -> None:
-        if self.runner is not None:
-            self.runner.close()
-            self.runner = None
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
         if self.metrics is not None:
             self.metrics.close()
             self.metrics = None
@@ -237,11 +252,20 @@ class _VerboseLog(Observer):
     def batch(self, rows: int, padding: int) -> None:
         pb_utils.Logger.log_verbose(f"{self._name}: ran a batch of {rows} row(s) + {padding} padding")
 
-    def failure(self, kind: str) -> None:
+    def failure(self, kind: FailureKind) -> None:
         pb_utils.Logger.log_verbose(f"{self._name}: a request failed ({kind})")
 
 
-def _readable(requests) -> list[Request]:
+def _wants_verbose(args: Mapping[str, str]) -> bool:
+    """Parameter log_verbosity >= 1 (read before the settings, so their own errors are logged)."""
+    try:
+        parameters = json.loads(args.get("model_config", "{}")).get("parameters", {})
+        return int(parameters.get("log_verbosity", {}).get("string_value", "0")) >= 1
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
+def _readable(requests: Iterable[Request | None]) -> list[Request]:
     return [request for request in requests if request is not None]
 
 

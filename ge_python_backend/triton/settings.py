@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ge_python_backend.engines import ENGINE_NAMES, default_model_file, engine_parameters
+from ge_python_backend.engines import ResponseMode, engine_choices, engine_parameters
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_float, parse_int, parse_list, parse_parameters
+from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_enum, parse_float, parse_int, parse_list, parse_parameters
 from ge_python_backend.serving.sequences import StatePair, parse_initial_values, parse_state_pairs
 from ge_python_backend.specs import TensorSpec, api_type
 
@@ -24,7 +24,9 @@ from ge_python_backend.specs import TensorSpec, api_type
 TRITON_PARAMETERS = ("EXECUTION_ENV_PATH", "FORCE_CPU_ONLY_INPUT_TENSORS")
 
 CORE_PARAMETERS = (
-    Parameter("engine", parse_choice(*ENGINE_NAMES), "auto", " | ".join(ENGINE_NAMES), "which engine runs the model"),
+    Parameter(
+        "engine", parse_choice(*engine_choices()), "auto", " | ".join(engine_choices()), "which engine runs the model"
+    ),
     Parameter(
         "model_file",
         str,
@@ -43,8 +45,8 @@ CORE_PARAMETERS = (
     Parameter("streams", parse_int(1, 64), 1, "an integer from 1 to 64", "execution slots (batches in flight) per instance"),
     Parameter(
         "response_mode",
-        parse_choice("auto", "sender", "return"),
-        "auto",
+        parse_enum(ResponseMode),
+        ResponseMode.AUTO,
         "auto, sender or return",
         "answer through response senders (overlap batches) or return answers from execute (least IPC); "
         "auto: sender for NPU engines or streams > 1, else return",
@@ -112,7 +114,7 @@ class ModelSettings:
     model_file: str
     device_id: int
     slots: int
-    response_mode: str
+    response_mode: ResponseMode
     reject_nonfinite: bool
     log_verbosity: int
     metrics: bool
@@ -134,12 +136,6 @@ class ModelSettings:
     def layout(self) -> Layout:
         """Where each engine tensor keeps its batch axis, per the parameters."""
         return Layout.of(self.unbatched_inputs, self.sequence_state, self.sequence_state_batch_axis)
-
-    def model_path(self, engine: str) -> Path:
-        """The model file for ``engine``: the model_file parameter or the engine's default."""
-        name = self.model_file or default_model_file(engine)
-        path = Path(name)
-        return path if path.is_absolute() else self.version_dir / path
 
 
 def _io_specs(entries: Iterable[Mapping[str, Any]], kind: str) -> tuple[TensorSpec, ...]:
@@ -222,7 +218,7 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         sequence_state_initial=values["sequence_state_initial"],
         sequence_state_batch_axis=values["sequence_state_batch_axis"],
         sequence_idle_timeout=idle_ms / 1000,
-        engine_options={k: v for k, v in values.items() if k in engine_names},
+        engine_options={k: values[k] for k in raw if k in engine_names},  # only what the config sets
         extra={p.name: values[p.name] for p in extra},
         config=config,
     )

@@ -16,9 +16,11 @@ import pytest
 
 import acl_sim_nets as nets
 from ge_python_backend import sim
-from ge_python_backend.engines.acl.engine import PARAMETERS, AclEngine, open_engine
 from ge_python_backend.ascend.constants import data_type_named
-from ge_python_backend.engines.acl.runtime import AclError, acl_module
+from ge_python_backend.engines import open_engine
+from ge_python_backend.engines.acl.engine import AclEngine
+from ge_python_backend.engines.acl.runtime import AclError, import_pyacl
+from ge_python_backend.sim.plugin import PARAMETERS
 from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import parse_parameters
 from ge_python_backend.ascend.simom import load_sim_om, write_sim_om
@@ -52,7 +54,7 @@ def clean_simulator():
 
 
 def open_sim(path, slots=1, **options):
-    return open_engine(path, name="acl-sim", device_id=0, slots=slots, options=options)
+    return open_engine("acl-sim", path, device_id=0, slots=slots, options=options)
 
 
 def gear_shapes(spec):
@@ -352,38 +354,38 @@ def test_options_reach_the_process_simulator(models):
 
 def test_simulator_options_are_refused_for_the_real_engine(models, monkeypatch):
     monkeypatch.delenv("GE_ACL_SIMULATOR", raising=False)
-    with pytest.raises(ConfigError, match="acl_sim_device_ms.*only to the simulator"):
-        open_engine(models["static"][1], name="acl", device_id=0, slots=1, options={"acl_sim_device_ms": 1.0})
+    with pytest.raises(ConfigError, match="acl_sim_device_ms.*only to engine 'acl-sim'.*not to engine 'acl'"):
+        open_engine("acl", models["static"][1], device_id=0, slots=1, options={"acl_sim_device_ms": 1.0})
 
 
 def test_environment_switch_runs_engine_acl_on_the_simulator_loudly(models, monkeypatch, caplog):
     monkeypatch.setenv("GE_ACL_SIMULATOR", "1")
     with caplog.at_level(logging.WARNING):
-        engine = open_engine(models["static"][1], name="acl", device_id=0, slots=1, options={})
+        engine = open_engine("acl", models["static"][1], device_id=0, slots=1, options={})
     engine.close()
     assert engine.name == "acl-sim"
-    assert "SIMULATOR" in caplog.text and "NOT on an Ascend NPU" in caplog.text
+    assert "GE_ACL_SIMULATOR=1" in caplog.text and "NOT on an Ascend NPU" in caplog.text
     monkeypatch.setenv("GE_ACL_SIMULATOR", "maybe")
     with pytest.raises(ConfigError, match="GE_ACL_SIMULATOR"):
-        open_engine(models["static"][1], name="acl", device_id=0, slots=1, options={})
+        open_engine("acl", models["static"][1], device_id=0, slots=1, options={})
 
 
 def test_missing_pyacl_is_a_clear_config_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "acl", None)  # makes `import acl` fail
     with pytest.raises(ConfigError, match="PyPI package named 'pyacl' is unrelated"):
-        acl_module(False)
+        import_pyacl()
 
 
 def test_slots_must_be_positive(models):
     with pytest.raises(ConfigError, match=r"streams \(slots\) must be >= 1, got 0"):
-        AclEngine(models["static"][1], acl=sim.get_acl(), simulated=True, slots=0)
+        AclEngine(models["static"][1], acl=sim.get_acl(), name="acl-sim", slots=0)
 
 
 _EXIT_SCRIPT = """
 import sys
-from ge_python_backend.engines.acl.engine import open_engine
+from ge_python_backend.engines import open_engine
 from ge_python_backend.sim import get_acl
-engine = open_engine(sys.argv[1], name="acl-sim", device_id=0, slots=2, options={})
+engine = open_engine("acl-sim", sys.argv[1], device_id=0, slots=2, options={})
 if sys.argv[2] == "leak":  # memory the engine does not know about: finalize must report it
     acl = get_acl()
     engine.bind_thread()

@@ -162,7 +162,7 @@ def test_refusals(classifier, tmp_path):
         atc_command(AtcRequest(classifier, "Ascend 310", batch_gears=(1, 2)))
     om = tmp_path / "clf.om"
     sim_compile(classifier, om, batch_gears="1,2")
-    with pytest.raises(ConfigError, match="is a sim-om file; atc-cmd compiles an ONNX model"):
+    with pytest.raises(ConfigError, match="is a simulated .om; atc-cmd compiles an ONNX model"):
         atc_command(AtcRequest(om, "Ascend310P3"))
 
 

@@ -123,7 +123,7 @@ def test_missing_model_file_with_engine_auto(repo, tmp_path):
     (repo / "linear" / "1" / "model.onnx").unlink()
     problem = only_error(repo, tmp_path)
     assert problem.path == repo / "linear" / "1"
-    assert "engine auto finds no model file here (expected model.om or model.onnx)" in problem.message
+    assert "engine auto finds no model file here (looked for model.om or model.onnx)" in problem.message
 
 
 def test_corrupt_model_file(repo, tmp_path):

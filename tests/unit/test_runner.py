@@ -10,7 +10,9 @@ import pytest
 
 from fakes import DoublingEngine
 from ge_python_backend.errors import EngineError, InputError
-from ge_python_backend.serving.runner import Observer, Request, RequestInfo, Runner
+from ge_python_backend.serving.observers import Observer
+from ge_python_backend.serving.requests import Request, RequestInfo
+from ge_python_backend.serving.runner import Runner
 from ge_python_backend.specs import BatchSupport
 
 
@@ -235,7 +237,7 @@ def test_a_waiting_submit_returns_only_after_every_answer_is_delivered():
     runner.close()
 
 
-def test_a_failing_observer_never_leaves_a_request_unanswered():
+def test_a_failing_observer_never_leaves_a_request_unanswered(caplog):
     class Broken(Observer):
         def failure(self, kind):
             raise RuntimeError("metrics server gone")
@@ -243,9 +245,8 @@ def test_a_failing_observer_never_leaves_a_request_unanswered():
         def batch(self, rows, padding):
             raise RuntimeError("metrics server gone")
 
-    logged = []
     engine = DoublingEngine(BatchSupport("dynamic"))
-    runner = make_runner(engine, observer=Broken(), log=logged.append)
+    runner = make_runner(engine, observers=[Broken()])
     answers = Answers(2)
     good, bad = rows(1)[0], np.zeros((1, 3), np.float32)
     runner.submit([Request(RequestInfo(), {"x": good}, answers.respond(0)),
@@ -254,7 +255,13 @@ def test_a_failing_observer_never_leaves_a_request_unanswered():
     runner.close()
     np.testing.assert_array_equal(results[0][0]["y"], good * 2)
     assert "has shape [1,3]" in str(results[1][1])
-    assert any("metrics server gone" in line for line in logged)
+    failures = [r for r in caplog.records if r.name == "ge_python_backend.serving.observers"]
+    # each failing method is logged once, with the traceback of its first failure
+    assert sorted(r.getMessage() for r in failures) == [
+        "observer Broken.batch failed (the request path goes on)",
+        "observer Broken.failure failed (the request path goes on)",
+    ]
+    assert all(r.exc_info and "metrics server gone" in str(r.exc_info[1]) for r in failures)
 
 
 def test_a_crashing_preprocess_is_the_servers_fault_not_the_clients():

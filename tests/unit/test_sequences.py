@@ -8,7 +8,8 @@ import pytest
 
 from ge_python_backend.errors import InputError
 from ge_python_backend.triton.model import GEModel
-from ge_python_backend.serving.runner import Request, RequestInfo, _waves
+from ge_python_backend.serving.requests import Request, RequestInfo
+from ge_python_backend.serving.runner import _waves
 from ge_python_backend.serving.sequences import SequenceStates, StatePair, parse_state_pairs
 from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb, models
 

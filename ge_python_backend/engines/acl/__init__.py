@@ -1,5 +1,9 @@
-"""The acl engine: CANN offline models on an Ascend NPU through pyACL."""
+"""The acl engine: CANN offline models on an Ascend NPU through pyACL.
 
-from ge_python_backend.engines.acl.engine import PARAMETERS, AclEngine, npu_available, open_engine
+``runtime`` (process-wide init, devices, errors), ``description`` (what the model is),
+``slot`` (one model copy, stream and buffers), ``engine`` (the slots as one engine).
+"""
 
-__all__ = ["PARAMETERS", "AclEngine", "npu_available", "open_engine"]
+from ge_python_backend.engines.acl.engine import PARAMETERS, AclEngine, available, open_engine
+
+__all__ = ["PARAMETERS", "AclEngine", "available", "open_engine"]

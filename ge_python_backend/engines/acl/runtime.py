@@ -3,7 +3,7 @@
 pyACL is initialised once per process (pyacl.md §2.1: ``acl.init`` once, 100002 means it
 already ran), each device is ``set_device``'d once however many engines use it (reference
 counted here) and ``acl.finalize`` runs once at process exit, after every engine is closed.
-Nothing here imports ``acl`` at module level: ``acl_module`` does it on demand.
+Nothing here imports ``acl`` at module level: ``import_pyacl`` does it on demand.
 """
 
 from __future__ import annotations
@@ -57,6 +57,14 @@ def check(acl: Any, ret: int, function: str, what: str | Callable[[], str] = "")
         raise AclError(function, ret, recent_message(acl), what() if callable(what) else what)
 
 
+def log_failure(acl: Any, ret: int, function: str) -> None:
+    """Log (never raise) a failed teardown call."""
+    if ret != ACL_SUCCESS:
+        LOG.warning("teardown: %s", AclError(function, ret, recent_message(acl)))
+
+
+
+
 def check_handle(acl: Any, handle: int, function: str, what: str = "") -> int:
     """Raise AclError when a handle-returning function gave NULL (0)."""
     if not handle:
@@ -64,7 +72,7 @@ def check_handle(acl: Any, handle: int, function: str, what: str = "") -> int:
     return handle
 
 
-def _import_pyacl() -> Any:
+def _import_acl() -> Any:
     """``import acl``; CANN's set_env.sh puts pyACL on PYTHONPATH, which Triton's Python 3.11
     stub ignores (isolated interpreter config), so PYTHONPATH entries are tried too."""
     try:
@@ -78,14 +86,10 @@ def _import_pyacl() -> Any:
     return acl
 
 
-def acl_module(simulated: bool) -> Any:
-    """The pyACL module: the process-wide simulator, or CANN's ``import acl``."""
-    if simulated:
-        from ge_python_backend.sim import get_acl
-
-        return get_acl()
+def import_pyacl() -> Any:
+    """CANN's pyACL module (engine ``acl``); ConfigError saying what to install when it is missing."""
     try:
-        acl = _import_pyacl()
+        acl = _import_acl()
     except ImportError as exc:
         raise ConfigError(
             f"engine 'acl' needs CANN's pyACL (`import acl` failed: {exc}). Install the CANN toolkit or nnrt "

@@ -1,13 +1,12 @@
 """The simulator's state: init, devices, per-thread contexts, handles, memory, the ledger.
 
-``Simulator`` owns everything; the ``acl``-shaped namespaces (``api.py``) only parse arguments
+``SimState`` owns everything; the ``acl``-shaped namespaces (``api.py``) only parse arguments
 and call into it. One lock guards the state; stream workers take it briefly, and nothing
 blocks (ONNX Runtime, modelled device time, waits) while holding it.
 """
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import json
 import logging
@@ -70,12 +69,10 @@ class DeviceState:
     default_context: int
 
 
-class Simulator:
-    """A functional stand-in for the CANN runtime behind ``import acl``."""
+class SimState:
+    """The state of a simulated CANN runtime: what every simulated pyACL call reads and changes."""
 
     def __init__(self, config: SimConfig | None = None) -> None:
-        from ge_python_backend.sim.api import build_module
-
         self.config = config or SimConfig()
         self.lock = threading.RLock()
         self._tls = threading.local()
@@ -86,7 +83,6 @@ class Simulator:
         self.sessions: dict[str, Any] = {}
         self._clear_state()
         self.initialized = False
-        self.acl = build_module(self)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -337,17 +333,3 @@ class Simulator:
             found += [f"dataset {d.handle:#x} ({len(d.buffers)} buffer(s))" for d in self.datasets.values()]
             found += [f"data buffer {b.handle:#x} (address {b.addr:#x}, {b.size} bytes)" for b in self.buffers.values()]
             return found
-
-
-_PROCESS_SIMULATOR: Simulator | None = None
-_PROCESS_LOCK = threading.Lock()
-
-
-def process_simulator() -> Simulator:
-    """The one simulator of this process (created on first use)."""
-    global _PROCESS_SIMULATOR
-    with _PROCESS_LOCK:
-        if _PROCESS_SIMULATOR is None:
-            _PROCESS_SIMULATOR = Simulator()
-            atexit.register(_PROCESS_SIMULATOR.at_exit)
-        return _PROCESS_SIMULATOR

@@ -1,0 +1,295 @@
+"""Every engine, declared once: what it is called, what file it runs, how it is opened.
+
+Settings, ``check``, ``generate``, GEModel and the model-file reader all read this table. The
+built-in engines are declared here; a plug-in declares its own through the
+``ge_python_backend.engines`` entry-point group (``pyproject.toml``), which is how the pyACL
+simulator adds ``acl-sim`` without this package importing it. Engine modules are imported only
+when an engine opens or its parameters are read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ge_python_backend.ascend.om.header import MAGIC as OM_MAGIC
+from ge_python_backend.ascend.om.header import SIM_OM_MAGIC
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.params import Choice, Parameter, parse_bool
+
+if TYPE_CHECKING:
+    from ge_python_backend.engines.base import Engine
+
+LOG = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "ge_python_backend.engines"
+AUTO = "auto"
+
+#: The engines this package ships (acl-sim through its plug-in); ``auto`` picks one at load.
+EngineName = Literal["onnxruntime", "acl", "acl-sim"]
+EngineChoice = Literal["auto", "onnxruntime", "acl", "acl-sim"]
+
+
+class ModelKind(Choice):
+    """The kinds of model file an engine can run."""
+
+    OM = "om"
+    SIM_OM = "sim-om"
+    ONNX = "onnx"
+
+    @property
+    def description(self) -> str:
+        return {"om": "CANN .om", "sim-om": "simulated .om", "onnx": "ONNX model"}[self.value]
+
+
+class ResponseMode(Choice):
+    """How GEModel answers: through response senders (batches overlap) or returned from execute."""
+
+    AUTO = "auto"
+    SENDER = "sender"
+    RETURN = "return"
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """One engine.
+
+    ``module`` implements it: it defines ``PARAMETERS`` and
+    ``open_engine(model_path, *, info, device_id, slots, options)``, and may define
+    ``available(info) -> (bool, reason)`` for ``engine: auto``.
+    """
+
+    name: str
+    module: str
+    model_kind: ModelKind
+    default_file: str
+    #: drives an NPU (or stands in for one): instance groups must be KIND_CPU, device ids are NPU ids
+    npu: bool
+    #: the response mode that suits it with one slot (several slots always answer through senders)
+    response_mode: ResponseMode
+    summary: str
+    #: "module:function" returning the pyACL module an acl-family engine drives
+    pyacl: str = ""
+    #: parameters of this engine besides those of ``module``
+    parameters: tuple[Parameter, ...] = ()
+    #: applies this engine's own parameters before it opens (e.g. configures the simulator)
+    prepare: Callable[[Mapping[str, Any]], None] | None = None
+    #: this engine's own parameters are refused when another engine runs (they would be silently ignored)
+    exclusive_parameters: bool = False
+    #: the engine this one can replace, and the environment variable that asks for it
+    stands_in_for: str = ""
+    stand_in_env: str = ""
+
+    def implementation(self) -> Any:
+        return importlib.import_module(self.module)
+
+    def own_parameters(self) -> tuple[Parameter, ...]:
+        return tuple(self.implementation().PARAMETERS) + self.parameters
+
+    def load_pyacl(self) -> Any:
+        """The pyACL module (real or simulated) this engine drives."""
+        if not self.pyacl:
+            raise ConfigError(f"engine {self.name!r} does not drive pyACL")
+        module, _, function = self.pyacl.partition(":")
+        return getattr(importlib.import_module(module), function)()
+
+    def model_path(self, version_dir: Path, model_file: str = "") -> Path:
+        """The model file: parameter ``model_file`` (relative to the version folder, or absolute) or the default."""
+        path = Path(model_file or self.default_file)
+        return path if path.is_absolute() else Path(version_dir) / path
+
+
+BUILTIN_ENGINES = (
+    EngineInfo(
+        name="onnxruntime",
+        module="ge_python_backend.engines.onnxruntime",
+        model_kind=ModelKind.ONNX,
+        default_file="model.onnx",
+        npu=False,
+        response_mode=ResponseMode.RETURN,
+        summary="an .onnx file on ONNX Runtime (CPU, GPU, or ORT's CANN provider)",
+    ),
+    EngineInfo(
+        name="acl",
+        module="ge_python_backend.engines.acl",
+        model_kind=ModelKind.OM,
+        default_file="model.om",
+        npu=True,
+        response_mode=ResponseMode.SENDER,
+        summary="a CANN .om on an Ascend NPU through pyACL",
+        pyacl="ge_python_backend.engines.acl.runtime:import_pyacl",
+    ),
+)
+
+
+@cache
+def registered() -> dict[str, EngineInfo]:
+    """Name -> EngineInfo: the built-in engines, then the plug-ins' (installed entry points)."""
+    engines = {info.name: info for info in BUILTIN_ENGINES}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        info = point.load()
+        if not isinstance(info, EngineInfo):
+            raise ConfigError(f"entry point {point.name!r} ({point.value}) in {ENTRY_POINT_GROUP} is not an EngineInfo")
+        if info.name in engines or info.name == AUTO:
+            raise ConfigError(f"entry point {point.value} registers engine {info.name!r}, which already exists")
+        engines[info.name] = info
+    return engines
+
+
+def engine(name: str) -> EngineInfo:
+    """The engine called ``name``; ConfigError listing the registered ones otherwise."""
+    found = registered().get(name)
+    if found is None:
+        raise ConfigError(f"engine {name!r} is not available; available: {', '.join(registered())}")
+    return found
+
+
+def engine_choices() -> tuple[str, ...]:
+    """What parameter ``engine`` accepts: ``auto`` and every registered engine."""
+    return (AUTO, *registered())
+
+
+def engine_for_kind(kind: ModelKind) -> EngineInfo:
+    """The engine that runs a model file of ``kind``."""
+    for info in registered().values():
+        if info.model_kind is kind:
+            return info
+    raise ConfigError(f"no registered engine runs a {kind.description}")
+
+
+def engine_parameters() -> tuple[Parameter, ...]:
+    """Every engine-specific parameter any engine accepts."""
+    declared: dict[str, Parameter] = {}
+    for info in registered().values():
+        for parameter in info.own_parameters():
+            declared.setdefault(parameter.name, parameter)
+    return tuple(declared.values())
+
+
+def detect_kind(path: Path) -> ModelKind | None:
+    """The kind of model file ``path`` is, from its first bytes (ONNX: its suffix); None if unknown or unreadable."""
+    try:
+        with Path(path).open("rb") as handle:
+            head = handle.read(len(SIM_OM_MAGIC))
+    except OSError:
+        return None
+    if head.startswith(SIM_OM_MAGIC):
+        return ModelKind.SIM_OM
+    if head.startswith(OM_MAGIC):
+        return ModelKind.OM
+    if Path(path).suffix.lower() == ".onnx":
+        return ModelKind.ONNX
+    return None
+
+
+@dataclass(frozen=True)
+class AutoCandidates:
+    """What ``engine: auto`` can run in a version folder: (engine, file) pairs, NPU engines first,
+    and notes on files present that auto will not pick (e.g. a simulated .om)."""
+
+    found: tuple[tuple[EngineInfo, Path], ...]
+    notes: tuple[str, ...]
+    looked_for: tuple[str, ...]
+
+    def nothing_message(self, where: str) -> str:
+        """Why auto finds nothing ``where`` (a folder, or "here")."""
+        names = " or ".join(self.looked_for)
+        notes = "".join(f"; {note}" for note in self.notes)
+        return f"engine auto finds no model file {where} (looked for {names}){notes}"
+
+
+def auto_candidates(version_dir: Path, model_file: str = "") -> AutoCandidates:
+    """The files ``engine: auto`` may run. Stand-ins (the simulator) are never picked by auto:
+    a simulated .om must be served with its engine named."""
+    found, notes, looked_for = [], [], []
+    for info in sorted((i for i in registered().values() if not i.stands_in_for), key=lambda i: not i.npu):
+        path = info.model_path(version_dir, model_file)
+        if path.name not in looked_for:
+            looked_for.append(path.name)
+        if not path.is_file():
+            continue
+        kind = detect_kind(path)
+        if kind is info.model_kind:
+            found.append((info, path))
+        elif kind is not None and not any(p == path for _, p in found):
+            note = f"{path.name} is a {kind.description}: set parameter engine to {engine_for_kind(kind).name}"
+            if note not in notes:
+                notes.append(note)
+    return AutoCandidates(tuple(found), tuple(notes), tuple(looked_for))
+
+
+def resolve_auto(version_dir: Path, log: Callable[[str], None], model_file: str = "") -> EngineInfo:
+    """Pick an engine for ``engine: auto``: an NPU engine when its file is present and it is
+    available here (pyACL imports, a device answers), else the next one whose file is present.
+    The choice and the reasons are logged."""
+    candidates = auto_candidates(version_dir, model_file)
+    reasons = []
+    for info, path in candidates.found:
+        runs_as = stand_in(info)
+        check = getattr(runs_as.implementation(), "available", None)
+        available, reason = check(runs_as) if check else (True, "")
+        if available:
+            because = f"{path.name} present" + (f"; {reason}" if reason else "")
+            because += "".join(f"; not {r}" for r in reasons)
+            log(f"engine auto: chose {info.name} ({because})")
+            return info
+        reasons.append(f"{info.name}: {reason}")
+    if reasons:
+        raise ConfigError(f"engine auto: nothing runnable in {version_dir}: " + "; ".join(reasons))
+    raise ConfigError(candidates.nothing_message(f"in {version_dir}"))
+
+
+def stand_in(info: EngineInfo) -> EngineInfo:
+    """The engine that actually runs for ``info``: a registered stand-in whose environment
+    variable is set (``GE_ACL_SIMULATOR=1``: engine acl on the simulator, logged loudly), else ``info``."""
+    for other in registered().values():
+        if other.stands_in_for != info.name or not other.stand_in_env:
+            continue
+        raw = os.environ.get(other.stand_in_env, "")
+        if not raw:
+            continue
+        try:
+            wanted = parse_bool(raw)
+        except ValueError:
+            raise ConfigError(
+                f"environment variable {other.stand_in_env}={raw!r}; accepted: 1/0, true/false, yes/no, on/off"
+            ) from None
+        if wanted:
+            LOG.warning(
+                "!!! %s=%s: engine %r runs on %r (%s), NOT on an Ascend NPU !!!",
+                other.stand_in_env, raw, info.name, other.name, other.summary,
+            )
+            return other
+    return info
+
+
+def open_engine(
+    name: str, model_path: Path, *, device_id: int, slots: int, options: Mapping[str, Any]
+) -> Engine:
+    """Load ``model_path`` on engine ``name`` with ``slots`` execution contexts.
+
+    ``options`` are the engine parameters the config sets; each engine takes its own, and the
+    exclusive parameters of another engine (the simulator's) are refused.
+    """
+    info = stand_in(engine(name))
+    own_names = {p.name for p in info.own_parameters()}
+    for other in registered().values():
+        if other is info or not other.exclusive_parameters:
+            continue
+        stray = sorted(p.name for p in other.own_parameters() if p.name in options and p.name not in own_names)
+        if stray:
+            raise ConfigError(
+                f"parameter {stray[0]!r} applies only to engine {other.name!r} ({other.summary}), "
+                f"not to engine {info.name!r}"
+            )
+    own = {key: value for key, value in options.items() if key in own_names}
+    if info.prepare is not None:
+        info.prepare(own)
+    return info.implementation().open_engine(model_path, info=info, device_id=device_id, slots=slots, options=own)

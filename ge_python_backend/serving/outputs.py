@@ -1,0 +1,39 @@
+"""The outputs a request asked for, in the config's data types."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ge_python_backend.errors import GEError
+from ge_python_backend.serving.requests import RequestInfo
+from ge_python_backend.specs import dtype_name
+
+
+class OutputSelector:
+    """Picks the requested outputs (all when none are named) and casts them to the config's types."""
+
+    def __init__(self, output_types: Mapping[str, np.dtype]) -> None:
+        self._types = dict(output_types)
+
+    def __call__(self, outputs: Mapping[str, Any], info: RequestInfo) -> dict[str, np.ndarray]:
+        wanted = info.requested_outputs or tuple(self._types)
+        missing = [name for name in wanted if name not in outputs]
+        if missing:
+            raise GEError(f"output {missing[0]!r} was requested but the model produced only {sorted(outputs)}")
+        return {name: self._typed(name, outputs[name]) for name in wanted}
+
+    def _typed(self, name: str, value: Any) -> np.ndarray:
+        array = np.asarray(value)
+        target = self._types.get(name)
+        if target is None or array.dtype == target:
+            return array
+        if target == np.dtype(object):
+            return array.astype(object)
+        if np.can_cast(array.dtype, target, casting="same_kind"):
+            return array.astype(target)
+        raise GEError(
+            f"output {name!r} has data type {dtype_name(array.dtype)}; the config declares {dtype_name(target)}"
+        )

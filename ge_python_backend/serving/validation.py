@@ -1,0 +1,123 @@
+"""One request's tensors checked against the model and put in batch-first order.
+
+``Validator.prepare`` runs the ``preprocess`` hook, injects sequence state, checks every model
+input (present, data type, shape honouring -1, not empty, finite when asked) and splits the
+tensors into batched ones (batch axis first) and unbatched ones (one value per request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ge_python_backend.errors import InputError
+from ge_python_backend.serving.axes import Layout
+from ge_python_backend.serving.requests import Hook, RequestInfo
+from ge_python_backend.serving.sequences import SequenceStates
+from ge_python_backend.specs import ModelSpec, TensorSpec, dtype_name, format_shape, shape_fits
+
+
+@dataclass
+class Prepared:
+    """A validated request: batch-first arrays of batched inputs, values of unbatched ones."""
+
+    rows: int
+    batched: dict[str, np.ndarray]
+    shared: dict[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.batched[name]
+
+
+class Validator:
+    """Checks requests against an engine's inputs (see the module docstring)."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        layout: Layout,
+        *,
+        batching: bool,
+        max_batch_size: int,
+        preprocess: Hook,
+        sequences: SequenceStates | None,
+        reject_nonfinite: bool,
+    ) -> None:
+        self._inputs = spec.inputs
+        self._layout = layout
+        self._batching = batching
+        self.has_batch_axis = layout.batch_first_spec(spec).batch.kind != "none"
+        self._max_batch_size = max_batch_size
+        self._preprocess = preprocess
+        self._sequences = sequences
+        self._reject_nonfinite = reject_nonfinite
+        # Per input, computed once: its batch axis and the shape a request must have.
+        self._axes = {tensor.name: layout.axis(tensor.name) for tensor in self._inputs}
+        self._client_shapes = {tensor.name: self._client_shape(tensor) for tensor in self._inputs}
+
+    def prepare(self, inputs: Mapping[str, np.ndarray], info: RequestInfo) -> Prepared:
+        """The request's engine inputs; InputError naming the tensor when one is wrong."""
+        arrays = self._preprocess(dict(inputs), info)
+        if not isinstance(arrays, Mapping):
+            raise InputError(f"preprocess returned {type(arrays).__name__}; it must return a dict of arrays")
+        if self._sequences is not None:
+            arrays = self._sequences.inject(info.correlation_id, info.flags, dict(arrays))
+        prepared = Prepared(0, {}, {})
+        for tensor in self._inputs:
+            array = self._validated(tensor, arrays)
+            if self._axes[tensor.name] is None:
+                prepared.shared[tensor.name] = self._shared_value(tensor, array)
+            else:
+                prepared.batched[tensor.name] = self._layout.to_batch_first(tensor.name, array)
+        if self.has_batch_axis:
+            rows = {name: array.shape[0] for name, array in prepared.batched.items()}
+            if len(set(rows.values())) > 1:
+                listed = ", ".join(f"{n} {r}" for n, r in rows.items())
+                raise InputError(f"inputs disagree on the batch size: {listed}")
+            prepared.rows = next(iter(rows.values()))
+            if self._batching and prepared.rows > self._max_batch_size:
+                raise InputError(f"batch size {prepared.rows} is above max_batch_size {self._max_batch_size}")
+        return prepared
+
+    def _validated(self, tensor: TensorSpec, arrays: Mapping[str, Any]) -> np.ndarray:
+        client_shape = self._client_shapes[tensor.name]
+        if tensor.name not in arrays or arrays[tensor.name] is None:
+            raise InputError(f"missing input {tensor.name!r} ({tensor.dtype} {format_shape(client_shape)})")
+        array = np.asarray(arrays[tensor.name])
+        expected = tensor.numpy_dtype
+        if array.dtype != expected and not (tensor.dtype == "BYTES" and array.dtype.kind in "OSU"):
+            raise InputError(
+                f"input {tensor.name!r} has data type {dtype_name(array.dtype)}; the model expects {tensor.dtype}"
+            )
+        if not shape_fits(array.shape, client_shape):
+            raise InputError(
+                f"input {tensor.name!r} has shape {format_shape(array.shape)}; "
+                f"the model expects {format_shape(client_shape)}"
+            )
+        if array.size == 0:
+            raise InputError(f"input {tensor.name!r} is empty (shape {format_shape(array.shape)})")
+        if self._reject_nonfinite and array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise InputError(f"input {tensor.name!r} contains NaN or Inf, which parameter reject_nonfinite forbids")
+        return array
+
+    def _client_shape(self, tensor: TensorSpec) -> tuple[int, ...]:
+        """The shape a request must have: the batch axis any size (-1) when the model has one;
+        an unbatched input of a batching model comes with a leading batch axis of its own."""
+        axis = self._layout.axis(tensor.name)
+        if axis is None:
+            return ((-1,) + tensor.shape) if self._batching else tensor.shape
+        if not self.has_batch_axis:
+            return tensor.shape
+        shape = list(tensor.shape)
+        shape[axis] = -1
+        return tuple(shape)
+
+    def _shared_value(self, tensor: TensorSpec, array: np.ndarray) -> np.ndarray:
+        if not self._batching:
+            return array
+        if not (array == array[:1]).all():
+            raise InputError(f"unbatched input {tensor.name!r} must be the same for every row of the request")
+        return array[0]

@@ -1,0 +1,70 @@
+"""``acl-sim``: the acl engine's own code on this simulator, registered through the engine registry.
+
+``pyproject.toml`` names ``ENGINE`` in the ``ge_python_backend.engines`` entry-point group; the
+registry loads it, so nothing in ``engines/`` imports the simulator. ``GE_ACL_SIMULATOR=1`` makes
+engine ``acl`` run here too (logged loudly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ge_python_backend.engines.registry import EngineInfo, ModelKind, ResponseMode
+from ge_python_backend.params import Parameter, parse_float
+from ge_python_backend.sim.faults import FaultPlan
+
+PARAMETERS = (
+    Parameter(
+        "acl_sim_faults",
+        FaultPlan.parse,
+        None,
+        "faults such as 'execute_async:3=507011, malloc:2, memcpy_async:9=lost' (FUNCTION:N[=RET|=lost])",
+        "acl-sim only: fail the Nth call of a pyACL function, or lose the device",
+    ),
+    Parameter(
+        "acl_sim_device_ms",
+        parse_float(0.0),
+        None,
+        "milliseconds >= 0",
+        "acl-sim only: modelled device time of every execution (the stream is busy that long)",
+    ),
+    Parameter(
+        "acl_sim_row_ms",
+        parse_float(0.0),
+        None,
+        "milliseconds >= 0",
+        "acl-sim only: modelled device time per batch row, added to acl_sim_device_ms",
+    ),
+)
+
+
+def configure_from(options: Mapping[str, Any]) -> None:
+    """Apply the simulator parameters a model config sets to the process-wide simulator."""
+    given = {p.name: options[p.name] for p in PARAMETERS if options.get(p.name) is not None}
+    if not given:
+        return
+    from ge_python_backend.sim import configure
+
+    configure(
+        faults=given.get("acl_sim_faults"),
+        device_ms=given.get("acl_sim_device_ms"),
+        row_ms=given.get("acl_sim_row_ms"),
+    )
+
+
+ENGINE = EngineInfo(
+    name="acl-sim",
+    module="ge_python_backend.engines.acl",
+    model_kind=ModelKind.SIM_OM,
+    default_file="model.om",
+    npu=True,
+    response_mode=ResponseMode.SENDER,
+    summary="a simulated .om on the pyACL simulator (ONNX Runtime on the CPU)",
+    pyacl="ge_python_backend.sim:get_acl",
+    parameters=PARAMETERS,
+    prepare=configure_from,
+    exclusive_parameters=True,
+    stands_in_for="acl",
+    stand_in_env="GE_ACL_SIMULATOR",
+)
