@@ -7,9 +7,10 @@ message naming the parameter, the value and what is accepted.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from ge_python_backend.errors import ConfigError
 
@@ -38,9 +39,7 @@ class Parameter:
             return self.parse(raw.strip())
         except (ValueError, TypeError) as exc:
             detail = f" ({exc})" if str(exc) else ""
-            raise ConfigError(
-                f"parameter {self.name!r} has value {raw!r}{detail}; accepted: {self.accepted}"
-            ) from None
+            raise ConfigError(f"parameter {self.name!r} has value {raw!r}{detail}; accepted: {self.accepted}") from None
 
 
 def parse_int(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:

@@ -7,8 +7,8 @@ config spelling is ``config_type(name)`` ("TYPE_FP32", "TYPE_STRING").
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 
@@ -32,9 +32,7 @@ NUMPY_DTYPES: dict[str, np.dtype | None] = {
     "BF16": None,
 }
 
-_DTYPE_NAMES: dict[np.dtype, str] = {
-    dtype: name for name, dtype in NUMPY_DTYPES.items() if dtype is not None
-}
+_DTYPE_NAMES: dict[np.dtype, str] = {dtype: name for name, dtype in NUMPY_DTYPES.items() if dtype is not None}
 _DTYPE_NAMES[np.dtype(np.bytes_)] = "BYTES"
 
 
@@ -47,12 +45,11 @@ def api_type(config_name: str) -> str:
     """API data type name for a config enum name: TYPE_STRING -> BYTES."""
     if not config_name.startswith("TYPE_"):
         raise ConfigError(f"data_type {config_name!r} is not a Triton data type (expected TYPE_*)")
-    name = config_name[len("TYPE_"):]
+    name = config_name[len("TYPE_") :]
     name = "BYTES" if name == "STRING" else name
     if name not in NUMPY_DTYPES:
         raise ConfigError(
-            f"data_type {config_name!r} is not supported; accepted: "
-            + ", ".join(config_type(n) for n in NUMPY_DTYPES)
+            f"data_type {config_name!r} is not supported; accepted: " + ", ".join(config_type(n) for n in NUMPY_DTYPES)
         )
     return name
 
@@ -113,9 +110,7 @@ class TensorSpec:
     @property
     def numpy_dtype(self) -> np.dtype:
         if not self.dtype:
-            raise ConfigError(
-                f"tensor {self.name!r} has type {self.native_type}, which has no Triton data type"
-            )
+            raise ConfigError(f"tensor {self.name!r} has type {self.native_type}, which has no Triton data type")
         return numpy_dtype(self.dtype)
 
     @property

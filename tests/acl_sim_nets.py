@@ -28,10 +28,14 @@ def matmul_add(path: Path) -> Path:
         ],
         "matmul_add",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3]),
-         helper.make_tensor_value_info("h", TensorProto.FLOAT16, ["N", 3])],
-        [numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "W"),
-         numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "B")],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3]),
+            helper.make_tensor_value_info("h", TensorProto.FLOAT16, ["N", 3]),
+        ],
+        [
+            numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "W"),
+            numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "B"),
+        ],
     )
     return _save(graph, path)
 
@@ -45,10 +49,14 @@ def two_inputs(path: Path) -> Path:
             helper.make_node("ReduceMax", ["a"], ["m"], axes=[1], keepdims=1),
         ],
         "two_inputs",
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", "L"]),
-         helper.make_tensor_value_info("b", TensorProto.INT32, ["N", "L"])],
-        [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", "L"]),
-         helper.make_tensor_value_info("m", TensorProto.FLOAT, ["N", 1])],
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", "L"]),
+            helper.make_tensor_value_info("b", TensorProto.INT32, ["N", "L"]),
+        ],
+        [
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", "L"]),
+            helper.make_tensor_value_info("m", TensorProto.FLOAT, ["N", 1]),
+        ],
     )
     return _save(graph, path)
 
@@ -63,8 +71,10 @@ def conv(path: Path) -> Path:
         ],
         "conv",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
-        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 2, "H", "W"]),
-         helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 2, 1, 1])],
+        [
+            helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 2, "H", "W"]),
+            helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 2, 1, 1]),
+        ],
         [numpy_helper.from_array(rng.standard_normal((2, 3, 3, 3)).astype(np.float32), "K")],
     )
     return _save(graph, path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import queue
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -20,7 +20,9 @@ def _inputs(module, arrays: Mapping[str, np.ndarray]):
     return result
 
 
-def infer_many(protocol: str, url: str, model: str, requests: Sequence[Mapping[str, np.ndarray]], concurrency: int = 32):
+def infer_many(
+    protocol: str, url: str, model: str, requests: Sequence[Mapping[str, np.ndarray]], concurrency: int = 32
+):
     """Send every request concurrently; return a list of (outputs dict | None, error | None)."""
     if protocol == "http":
         client = httpclient.InferenceServerClient(url, concurrency=concurrency)
@@ -38,7 +40,9 @@ def infer_many(protocol: str, url: str, model: str, requests: Sequence[Mapping[s
     client = grpcclient.InferenceServerClient(url)
     done: queue.Queue = queue.Queue()
     for index, arrays in enumerate(requests):
-        client.async_infer(model, _inputs(grpcclient, arrays), callback=lambda result, error, i=index: done.put((i, result, error)))
+        client.async_infer(
+            model, _inputs(grpcclient, arrays), callback=lambda result, error, i=index: done.put((i, result, error))
+        )
     results = [None] * len(requests)
     for _ in requests:
         index, result, error = done.get(timeout=120)

@@ -16,7 +16,7 @@ from ge_python_backend.specs import BatchSupport, ModelSpec, TensorSpec
 
 
 class _DoublingSlot(Slot):
-    def __init__(self, index: int, engine: "DoublingEngine") -> None:
+    def __init__(self, index: int, engine: DoublingEngine) -> None:
         self.index = index
         self.last_times = PhaseTimes()
         self._engine = engine

@@ -215,8 +215,14 @@ def tensor_desc(t: Tensor, shape: tuple[int, ...] | None = None, names: _Names |
     return body
 
 
-def op_def(name: str, op_type: str, attrs: list[tuple[bytes, bytes]] = (), input_desc: list[bytes] = (),
-           src_name: list[str] = (), src_index: list[int] = ()) -> bytes:
+def op_def(
+    name: str,
+    op_type: str,
+    attrs: list[tuple[bytes, bytes]] = (),
+    input_desc: list[bytes] = (),
+    src_name: list[str] = (),
+    src_index: list[int] = (),
+) -> bytes:
     body = f_bytes(1, name) + f_bytes(2, op_type)
     body += b"".join(map_entry(10, key, value) for key, value in attrs)
     body += b"".join(f_bytes(24, s) for s in src_name)
@@ -232,7 +238,10 @@ def model_def(model: Model) -> bytes:
     names = _Names(model.compress, model.enum_padding)
     data_ops = []
     for index, t in enumerate(model.inputs):
-        attrs = [names.attr("index", attr_i(index)), names.attr("_input_name_key", attr_list_s(["__input0"]), ["__input0"])]
+        attrs = [
+            names.attr("index", attr_i(index)),
+            names.attr("_input_name_key", attr_list_s(["__input0"]), ["__input0"]),
+        ]
         if t.origin_dims is not None:
             attrs.append(names.attr("_mbatch_origin_input_dims", attr_list_i(t.origin_dims)))
         data_ops.append(op_def(t.name, "Data", attrs, [tensor_desc(t, names=names)]))
@@ -241,22 +250,36 @@ def model_def(model: Model) -> bytes:
     ops.append(op_def("conv", "Conv2D", [names.attr("_kernelname", attr_s("k"), "k")]))
     if model.dynamic_type:
         gear_len = len(model.gears[0])
-        ops.append(op_def(MBATCH_DATA, "Data", [
-            names.attr("index", attr_i(len(model.inputs))),
-            names.attr("_is_multi_batch_shape_data", attr_b(True)),
-        ], [tensor_desc(Tensor(MBATCH_DATA, "DT_INT32", (gear_len,)), names=names)]))
+        ops.append(
+            op_def(
+                MBATCH_DATA,
+                "Data",
+                [
+                    names.attr("index", attr_i(len(model.inputs))),
+                    names.attr("_is_multi_batch_shape_data", attr_b(True)),
+                ],
+                [tensor_desc(Tensor(MBATCH_DATA, "DT_INT32", (gear_len,)), names=names)],
+            )
+        )
         case_attrs = [
             names.attr("_batch_num", attr_i(len(model.gears))),
             names.attr("mbatch_dynamic_type", attr_i(model.dynamic_type)),
         ] + [names.attr(f"_pred_value_{i}", attr_list_i(g)) for i, g in enumerate(model.gears)]
         if model.shape_order:
-            case_attrs.append(names.attr("user_designate_shape_order", attr_list_s(model.shape_order), model.shape_order))
+            case_attrs.append(
+                names.attr("user_designate_shape_order", attr_list_s(model.shape_order), model.shape_order)
+            )
         ops.append(op_def(MBATCH_CASE, "Case", case_attrs))
-    ops.append(op_def(
-        "Node_Output", "NetOutput", [names.attr("_is_netoutput", attr_b(True))],
-        [tensor_desc(t, names=names) for t in model.outputs],
-        [t.src[0] for t in model.outputs], [t.src[1] for t in model.outputs],
-    ))
+    ops.append(
+        op_def(
+            "Node_Output",
+            "NetOutput",
+            [names.attr("_is_netoutput", attr_b(True))],
+            [tensor_desc(t, names=names) for t in model.outputs],
+            [t.src[0] for t in model.outputs],
+            [t.src[1] for t in model.outputs],
+        )
+    )
     graph = f_bytes(1, f"{model.name}_0") + b"".join(f_bytes(6, op) for op in ops)
     attrs = b"".join(map_entry(11, key, value) for key, value in model.model_attrs.items())
     if model.out_node_names is not None:
@@ -277,7 +300,16 @@ def inout_tensor(name: str, dtype: str, fmt: int, dims, dims_v2=None, shape_rang
     raw_name = name.encode()
     flat = [v for pair in shape_range for v in pair]
     return (
-        struct.pack("<QiiIIII", size, fmt, DTYPES[dtype][0], len(raw_name), 8 * len(dims), 8 * len(dims_v2), 16 * len(shape_range))
+        struct.pack(
+            "<QiiIIII",
+            size,
+            fmt,
+            DTYPES[dtype][0],
+            len(raw_name),
+            8 * len(dims),
+            8 * len(dims_v2),
+            16 * len(shape_range),
+        )
         + raw_name
         + struct.pack(f"<{len(dims)}q", *dims)
         + struct.pack(f"<{len(dims_v2)}q", *dims_v2)
@@ -315,7 +347,9 @@ def output_name(model: Model, i: int) -> str:
 def inout(model: Model) -> bytes:
     """MODEL_INOUT_INFO bytes for a model, as GE's ModelIntroduction writes them."""
     inputs = [
-        inout_tensor(t.name, t.dtype, FORMATS[t.layout] | t.format_bits, t.origin_dims if t.origin_dims is not None else t.shape)
+        inout_tensor(
+            t.name, t.dtype, FORMATS[t.layout] | t.format_bits, t.origin_dims if t.origin_dims is not None else t.shape
+        )
         for t in model.inputs
     ]
     if model.dynamic_type:
@@ -361,13 +395,13 @@ def header_bytes(h: Header, length: int, model_length: int) -> bytes:
     struct.pack_into("<I", raw, 76, length)
     raw[80] = h.is_encrypt
     raw[82] = h.model_type
-    raw[84:84 + len(h.name)] = h.name.encode()
+    raw[84 : 84 + len(h.name)] = h.name.encode()
     struct.pack_into("<I", raw, 152, h.om_ir_version)
     if h.version == VERSION_1:
-        raw[156:156 + len(h.platform_version)] = h.platform_version.encode()
+        raw[156 : 156 + len(h.platform_version)] = h.platform_version.encode()
     else:
         struct.pack_into("<I", raw, 156, h.model_num)
-        raw[160:160 + len(h.platform_version)] = h.platform_version.encode()
+        raw[160 : 160 + len(h.platform_version)] = h.platform_version.encode()
         struct.pack_into("<Q", raw, 184, model_length)
         raw[193] = h.is_unknow_model
     return bytes(raw)
@@ -382,13 +416,15 @@ def partition_block(partitions: list[tuple[int, bytes]], wide: bool, mem_offsets
         position = offset + len(data)
     if wide:
         table = struct.pack("<II", len(partitions), 0) + b"".join(
-            struct.pack("<IIQQ", t, 0, o, len(d)) for (t, d), o in zip(partitions, offsets))
+            struct.pack("<IIQQ", t, 0, o, len(d)) for (t, d), o in zip(partitions, offsets)
+        )
     else:
         table = struct.pack("<I", len(partitions)) + b"".join(
-            struct.pack("<III", t, o, len(d)) for (t, d), o in zip(partitions, offsets))
+            struct.pack("<III", t, o, len(d)) for (t, d), o in zip(partitions, offsets)
+        )
     body = bytearray(position)
     for (_, data), offset in zip(partitions, offsets):
-        body[offset:offset + len(data)] = data
+        body[offset : offset + len(data)] = data
     return table + bytes(body)
 
 

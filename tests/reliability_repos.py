@@ -91,4 +91,3 @@ def broken_models(repo: Path, sources: Sources) -> dict[str, str]:
     model(repo, sources.linear, "unknown_parameter", {"top_kk": "3"})
     expected["unknown_parameter"] = "unknown parameter 'top_kk' (value '3'); accepted parameters: "
     return expected
-

@@ -9,25 +9,27 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
-from ge_python_backend.ops.bench import Point
-from ge_python_backend.ops.bench import Sweep
-from ge_python_backend.ops.bench import Target
-from ge_python_backend.ops.bench import run_sweep
+from ge_python_backend.cli.arguments import int_list
+from ge_python_backend.ops.bench import Point, Sweep, Target, run_sweep
 from ge_python_backend.ops.bench.progress import Progress
 from ge_python_backend.ops.bench.report import format_rows
-from ge_python_backend.cli.arguments import int_list
 
 
 def levels_argument(parser: argparse.ArgumentParser, default: tuple[int, ...], note: str = "") -> None:
     """``--levels C1,C2,...``: the concurrency levels to measure."""
-    parser.add_argument("--levels", type=int_list, default=default, metavar="C1,C2,...",
-                        help="concurrency levels" + (f" ({note})" if note else ""))
+    parser.add_argument(
+        "--levels",
+        type=int_list,
+        default=default,
+        metavar="C1,C2,...",
+        help="concurrency levels" + (f" ({note})" if note else ""),
+    )
 
 
 def common_arguments(parser: argparse.ArgumentParser, *, duration: float, warmup: float, workdir: str) -> None:
@@ -63,21 +65,40 @@ class Ratio:
         return [self.name, f"{self.value:.2f}", spread, target, self.met]
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "values": list(self.values), "median": self.value, "target": self.target,
-                "at_least": self.at_least, "met": self.met}
+        return {
+            "name": self.name,
+            "values": list(self.values),
+            "median": self.value,
+            "target": self.target,
+            "at_least": self.at_least,
+            "met": self.met,
+        }
 
 
 def ratio_table(ratios: Sequence[Ratio]) -> str:
     return format_rows([["ratio", "median", "range", "target", "met"]] + [r.row() for r in ratios])
 
 
-def sweep_model(server, model: str, inputs: dict[str, np.ndarray], levels: Sequence[int], args,
-                *, url: str | None = None, metrics_url: str | None = None) -> list[Point]:
+def sweep_model(
+    server,
+    model: str,
+    inputs: dict[str, np.ndarray],
+    levels: Sequence[int],
+    args,
+    *,
+    url: str | None = None,
+    metrics_url: str | None = None,
+) -> list[Point]:
     """A concurrency sweep of ``model`` on a running server, with a progress bar."""
     address = url or (server.grpc_address if args.protocol == "grpc" else server.http_address)
-    target = Target(address, model, inputs, args.protocol,
-                    metrics_url=metrics_url if metrics_url is not None else getattr(server, "metrics_url", None),
-                    server_pid=server.process.pid)
+    target = Target(
+        address,
+        model,
+        inputs,
+        args.protocol,
+        metrics_url=metrics_url if metrics_url is not None else getattr(server, "metrics_url", None),
+        server_pid=server.process.pid,
+    )
     sweep = Sweep(levels=tuple(levels), duration_s=args.duration, warmup_s=args.warmup)
     print(f"  {model}: concurrency {', '.join(map(str, levels))} ...", flush=True)
     return run_sweep(target, sweep, progress=Progress(sweep.planned_s, enabled=_tty()))
@@ -122,17 +143,37 @@ def point_row(name: str, p: Point) -> list[str]:
     server = p.server or {}
     cpu = p.cpu_ms_per_request
     server_ms, client_ms = cpu.get("server_ms", float("nan")), cpu.get("client_ms", float("nan"))
-    return [name, f"{p.level:g}", f"{p.inferences:.1f}", f"{p.latency_ms.p50:.2f}", f"{p.latency_ms.p99:.2f}",
-            f"{server.get('avg_batch', 0.0):.2f}", f"{server_ms:.2f}", f"{client_ms:.2f}",
-            f"{p.throughput * (server_ms + client_ms) / 1000:.2f}", f"{cpu.get('others_cores', float('nan')):.2f}",
-            str(p.errors)]
+    return [
+        name,
+        f"{p.level:g}",
+        f"{p.inferences:.1f}",
+        f"{p.latency_ms.p50:.2f}",
+        f"{p.latency_ms.p99:.2f}",
+        f"{server.get('avg_batch', 0.0):.2f}",
+        f"{server_ms:.2f}",
+        f"{client_ms:.2f}",
+        f"{p.throughput * (server_ms + client_ms) / 1000:.2f}",
+        f"{cpu.get('others_cores', float('nan')):.2f}",
+        str(p.errors),
+    ]
 
 
 #: "cores busy" is req/s x (server + client CPU ms per request): how many of the machine's
 #: cores the server and the load generator kept busy together; "others" how many everything
 #: else on the host kept busy in the same window (other tenants of a shared machine).
-POINT_HEADER = ["served by", "concurrency", "infer/s", "p50 ms", "p99 ms", "avg batch", "server CPU ms/req",
-                "client CPU ms/req", "cores busy", "others", "errors"]
+POINT_HEADER = [
+    "served by",
+    "concurrency",
+    "infer/s",
+    "p50 ms",
+    "p99 ms",
+    "avg batch",
+    "server CPU ms/req",
+    "client CPU ms/req",
+    "cores busy",
+    "others",
+    "errors",
+]
 
 
 #: A run during which other processes kept more CPUs busy than this measured them too.

@@ -21,8 +21,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import Ratio, ratio_table, save_json  # noqa: E402
-from ge_python_backend.serving.batching import Profile, gather, plan_group, scatter  # noqa: E402
+
 from ge_python_backend.ops.bench.host import wait_quiet  # noqa: E402
+from ge_python_backend.serving.batching import Profile, gather, plan_group, scatter  # noqa: E402
 
 SHAPE = (3, 224, 224)
 CLASSES = 1000
@@ -64,9 +65,15 @@ def case(requests: int, gears: tuple[int, ...], seconds: float) -> dict[str, flo
     gathered = np.concatenate([item["image"] for item in items])
     gather_pad_scatter()
     assert np.array_equal(buffer["image"][:requests], gathered) and not buffer["image"][requests:].any()
-    return {"requests": requests, "batch": chunk.shapes["image"][0], "bytes": source.nbytes,
-            "memcpy_ms": memcpy * 1000, "gather_pad_scatter_ms": ours * 1000, "ratio": ours / memcpy,
-            "memcpy_gb_per_s": source.nbytes / memcpy / 1e9}
+    return {
+        "requests": requests,
+        "batch": chunk.shapes["image"][0],
+        "bytes": source.nbytes,
+        "memcpy_ms": memcpy * 1000,
+        "gather_pad_scatter_ms": ours * 1000,
+        "ratio": ours / memcpy,
+        "memcpy_gb_per_s": source.nbytes / memcpy / 1e9,
+    }
 
 
 def main() -> int:
@@ -79,14 +86,25 @@ def main() -> int:
     cases = [case(8, (1, 2, 4, 8), args.seconds), case(7, (1, 2, 4, 8), args.seconds), case(5, (8,), args.seconds)]
     rows = [["requests", "engine batch", "MB", "memcpy ms", "gather+pad+scatter ms", "ratio", "memcpy GB/s"]]
     for c in cases:
-        rows.append([str(c["requests"]), str(c["batch"]), f"{c['bytes'] / 1e6:.2f}", f"{c['memcpy_ms']:.3f}",
-                     f"{c['gather_pad_scatter_ms']:.3f}", f"{c['ratio']:.2f}", f"{c['memcpy_gb_per_s']:.1f}"])
+        rows.append(
+            [
+                str(c["requests"]),
+                str(c["batch"]),
+                f"{c['bytes'] / 1e6:.2f}",
+                f"{c['memcpy_ms']:.3f}",
+                f"{c['gather_pad_scatter_ms']:.3f}",
+                f"{c['ratio']:.2f}",
+                f"{c['memcpy_gb_per_s']:.1f}",
+            ]
+        )
     from ge_python_backend.ops.bench.report import format_rows
 
     print(format_rows(rows))
-    ratios = [Ratio("gather+pad+scatter / memcpy, 8 requests -> batch 8", [cases[0]["ratio"]], 1.5, False),
-              Ratio("gather+pad+scatter / memcpy, 7 requests -> batch 8 (1 row padded)", [cases[1]["ratio"]]),
-              Ratio("gather+pad+scatter / memcpy, 5 requests -> batch 8 (3 rows padded)", [cases[2]["ratio"]])]
+    ratios = [
+        Ratio("gather+pad+scatter / memcpy, 8 requests -> batch 8", [cases[0]["ratio"]], 1.5, False),
+        Ratio("gather+pad+scatter / memcpy, 7 requests -> batch 8 (1 row padded)", [cases[1]["ratio"]]),
+        Ratio("gather+pad+scatter / memcpy, 5 requests -> batch 8 (3 rows padded)", [cases[2]["ratio"]]),
+    ]
     print("\n" + ratio_table(ratios))
     print(f"wrote {save_json(args.json, {'cases': cases, 'cpu_busy_before': busy})}")
     return 0

@@ -26,9 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import common_arguments  # noqa: E402
 from bench_serving import build_repository  # noqa: E402
-from ge_python_backend.ops.bench import Sweep
-from ge_python_backend.ops.bench import Target
-from ge_python_backend.ops.bench import run_sweep  # noqa: E402
+
+from ge_python_backend.ops.bench import (
+    Sweep,
+    Target,
+    run_sweep,  # noqa: E402
+)
 from ge_python_backend.ops.bench.host import parent_pid, process_cpu, process_tree_cpu, wait_quiet  # noqa: E402
 from ge_python_backend.ops.server import TritonServer  # noqa: E402
 from ge_python_backend.testing import models  # noqa: E402
@@ -57,7 +60,8 @@ def hottest(raw: Path, count: int) -> list[str]:
         total += int(samples)
         own[stack.split(";")[-1] or "(native code, no Python frame)"] += int(samples)
     return [f"{samples / total * 100:5.1f}%  {frame}" for frame, samples in own.most_common(count)] + [
-        f"({total} samples)"]
+        f"({total} samples)"
+    ]
 
 
 def main() -> int:
@@ -82,19 +86,44 @@ def main() -> int:
         spy = None
         raw = workdir / f"{args.model}_c{args.concurrency}{'_gil' if args.gil else ''}.pyspy.txt"
         if args.py_spy:
-            command = [args.py_spy, "record", "--pid", str(stub), "--duration", str(int(args.duration)),
-                       "--rate", "250", "--format", "raw", "--output", str(raw)] + (["--gil"] if args.gil else [])
+            command = [
+                args.py_spy,
+                "record",
+                "--pid",
+                str(stub),
+                "--duration",
+                str(int(args.duration)),
+                "--rate",
+                "250",
+                "--format",
+                "raw",
+                "--output",
+                str(raw),
+            ] + (["--gil"] if args.gil else [])
             spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        before = (process_cpu(server.process.pid), process_cpu(stub), process_tree_cpu(server.process.pid), time.process_time())
+        before = (
+            process_cpu(server.process.pid),
+            process_cpu(stub),
+            process_tree_cpu(server.process.pid),
+            time.process_time(),
+        )
         (point,) = run_sweep(target, Sweep((args.concurrency,), duration_s=args.duration, warmup_s=0))
-        after = (process_cpu(server.process.pid), process_cpu(stub), process_tree_cpu(server.process.pid), time.process_time())
+        after = (
+            process_cpu(server.process.pid),
+            process_cpu(stub),
+            process_tree_cpu(server.process.pid),
+            time.process_time(),
+        )
         if spy is not None:
             spy.wait(timeout=args.duration + 60)
     n = point.requests
     per = [(b - a) * 1000 / n for a, b in zip(before, after)]
     host = f"; host {busy:.0%} busy before" if busy is not None else ""
-    print(f"{args.model}, concurrency {args.concurrency}: {point.inferences:.1f} infer/s, p50 {point.latency_ms.p50:.2f} ms, "
-          f"avg batch {point.server.get('avg_batch', 0):.2f}{host}")
+    print(
+        f"{args.model}, concurrency {args.concurrency}: {point.inferences:.1f} infer/s, "
+        f"p50 {point.latency_ms.p50:.2f} ms, "
+        f"avg batch {point.server.get('avg_batch', 0):.2f}{host}"
+    )
     print("CPU ms per request:")
     print(f"  tritonserver process        {per[0]:6.2f}")
     print(f"  Python stub {args.model}_0_0{' ' * max(0, 14 - len(args.model))}{per[1]:6.2f}")

@@ -33,15 +33,25 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import (  # noqa: E402
-    CONTAMINATED_CORES, POINT_HEADER, clean, Ratio, common_arguments, levels_argument, point_row, ratio_table, save_json,
-    sweep_model, time_calls,
+    CONTAMINATED_CORES,
+    POINT_HEADER,
+    Ratio,
+    clean,
+    common_arguments,
+    levels_argument,
+    point_row,
+    ratio_table,
+    save_json,
+    sweep_model,
+    time_calls,
 )
+
+from ge_python_backend.engines.onnxruntime import load_session  # noqa: E402
 from ge_python_backend.ops.bench.host import wait_quiet  # noqa: E402
 from ge_python_backend.ops.bench.report import format_rows, plot  # noqa: E402
-from ge_python_backend.engines.onnxruntime import load_session  # noqa: E402
+from ge_python_backend.ops.server import TritonServer, free_port  # noqa: E402
 from ge_python_backend.repository.config import set_parameters  # noqa: E402
 from ge_python_backend.repository.generate import GenerateOptions, generate  # noqa: E402
-from ge_python_backend.ops.server import TritonServer, free_port  # noqa: E402
 from ge_python_backend.testing import models  # noqa: E402
 
 TOOLS = Path(__file__).resolve().parent
@@ -73,11 +83,14 @@ def raw_engine(onnx_file: Path, seconds: float) -> dict[str, dict[int, dict[str,
         for batch in (1, MAX_BATCH):
             image = np.random.default_rng(batch).standard_normal((batch, 3, 224, 224)).astype(np.float32)
             cpu = time.process_time()
-            timing = time_calls(lambda: session.run(["logits"], {"image": image}), seconds)
+            timing = time_calls(lambda s=session, i=image: s.run(["logits"], {"image": i}), seconds)
             cpu = time.process_time() - cpu
-            result[label][batch] = {"ms_per_call": timing.median_s * 1000, "images_per_s": batch / timing.median_s,
-                                    "cpu_ms_per_image": cpu * 1000 / (timing.all_calls * batch),
-                                    "calls": timing.calls}
+            result[label][batch] = {
+                "ms_per_call": timing.median_s * 1000,
+                "images_per_s": batch / timing.median_s,
+                "cpu_ms_per_image": cpu * 1000 / (timing.all_calls * batch),
+                "calls": timing.calls,
+            }
     return result
 
 
@@ -87,8 +100,12 @@ def build_repository(onnx_file: Path, repo: Path, variants: dict[str, dict[str, 
     if repo.exists():
         shutil.rmtree(repo)
     for name, parameters in {"ge": {}, **(variants or {})}.items():
-        options = GenerateOptions(name=name, max_batch_size=MAX_BATCH, max_queue_delay_us=QUEUE_DELAY_US,
-                                  streams=int(parameters.get("streams", 1)))
+        options = GenerateOptions(
+            name=name,
+            max_batch_size=MAX_BATCH,
+            max_queue_delay_us=QUEUE_DELAY_US,
+            streams=int(parameters.get("streams", 1)),
+        )
         folder = generate(onnx_file, repo, options).model_dir
         set_parameters(folder / "config.pbtxt", **{k: v for k, v in parameters.items() if k != "streams"})
     hand = repo / "handwritten"
@@ -100,18 +117,40 @@ def build_repository(onnx_file: Path, repo: Path, variants: dict[str, dict[str, 
 
 def perf_analyzer(binary: str, address: str, model: str, concurrency: int, seconds: float) -> dict[str, float]:
     """perf_analyzer (C++ load generator) once at ``concurrency``: infer/s, p50 and p99 in ms."""
-    command = [binary, "-m", model, "-u", address, "-i", "grpc", "-b", "1", "--concurrency-range", str(concurrency),
-               "--measurement-interval", str(int(seconds * 1000)), "--max-trials", "3", "--stability-percentage", "50"]
+    command = [
+        binary,
+        "-m",
+        model,
+        "-u",
+        address,
+        "-i",
+        "grpc",
+        "-b",
+        "1",
+        "--concurrency-range",
+        str(concurrency),
+        "--measurement-interval",
+        str(int(seconds * 1000)),
+        "--max-trials",
+        "3",
+        "--stability-percentage",
+        "50",
+    ]
     env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(Path(binary).parent / "lib"), env.get("LD_LIBRARY_PATH")) if p)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in (str(Path(binary).parent / "lib"), env.get("LD_LIBRARY_PATH")) if p
+    )
     output = subprocess.run(command, capture_output=True, text=True, timeout=120 + 10 * seconds, env=env).stdout
 
     def number(pattern: str) -> float:
         match = re.search(pattern, output)
         return float(match.group(1)) if match else float("nan")
 
-    return {"infer_per_s": number(r"Throughput: ([\d.]+) infer/sec"),
-            "p50_ms": number(r"p50 latency: (\d+) usec") / 1000, "p99_ms": number(r"p99 latency: (\d+) usec") / 1000}
+    return {
+        "infer_per_s": number(r"Throughput: ([\d.]+) infer/sec"),
+        "p50_ms": number(r"p50 latency: (\d+) usec") / 1000,
+        "p99_ms": number(r"p99 latency: (\d+) usec") / 1000,
+    }
 
 
 class PyTritonProcess:
@@ -121,11 +160,27 @@ class PyTritonProcess:
         self.grpc_port, self.http_port, self.metrics_port = free_port(), free_port(), free_port()
         self.log = log
         self.process = subprocess.Popen(
-            [sys.executable, str(TOOLS / "pytriton_server.py"), str(onnx_file), "--name", "pytriton",
-             "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
-             "--metrics-port", str(self.metrics_port), "--max-batch-size", str(MAX_BATCH),
-             "--max-queue-delay-us", str(QUEUE_DELAY_US)],
-            stdout=subprocess.PIPE, stderr=log.open("wb"), text=True, start_new_session=True,
+            [
+                sys.executable,
+                str(TOOLS / "pytriton_server.py"),
+                str(onnx_file),
+                "--name",
+                "pytriton",
+                "--http-port",
+                str(self.http_port),
+                "--grpc-port",
+                str(self.grpc_port),
+                "--metrics-port",
+                str(self.metrics_port),
+                "--max-batch-size",
+                str(MAX_BATCH),
+                "--max-queue-delay-us",
+                str(QUEUE_DELAY_US),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=log.open("wb"),
+            text=True,
+            start_new_session=True,
         )
         deadline = time.monotonic() + startup_timeout
         line = ""
@@ -148,7 +203,7 @@ class PyTritonProcess:
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
-    def __enter__(self) -> "PyTritonProcess":
+    def __enter__(self) -> PyTritonProcess:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -182,6 +237,38 @@ def at(points, level):
     return next(p for p in points if p.level == level)
 
 
+def print_cross_check(cross_check: dict, first_run: list) -> None:
+    """bench's GEModel figures next to perf_analyzer's on the same server."""
+    if not cross_check:
+        return
+    check_rows = [["concurrency", "bench infer/s", "perf_analyzer infer/s", "bench p50", "perf_analyzer p50"]]
+    for c, pa in cross_check.items():
+        p = at(first_run, c)
+        check_rows.append(
+            [
+                str(c),
+                f"{p.inferences:.1f}",
+                f"{pa['infer_per_s']:.1f}",
+                f"{p.latency_ms.p50:.2f}",
+                f"{pa['p50_ms']:.2f}",
+            ]
+        )
+    print(
+        "\ncross-check of the GEModel figures of the first repeat (gRPC, batch-1 requests):\n" + format_rows(check_rows)
+    )
+
+
+def print_raw(raws: list[dict]) -> None:
+    """Raw ONNX Runtime per repeat."""
+    print("\nraw ONNX Runtime in-process, per repeat (images/s; CPU ms per image):")
+    for label in raws[0]:
+        for batch in raws[0][label]:
+            cells = ", ".join(
+                f"{r[label][batch]['images_per_s']:.0f} ({r[label][batch]['cpu_ms_per_image']:.2f})" for r in raws
+            )
+            print(f"  {label}, batch {batch}: {cells}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common_arguments(parser, duration=6.0, warmup=2.0, workdir="out/bench/serving")
@@ -204,8 +291,12 @@ def main() -> int:
     runs: dict[str, list[list]] = {label: [] for label in names}
     raws: list[dict] = []  # raw ONNX Runtime, measured in-process at the start of every repeat
     cross_check = {}
-    print("tritonserver (GEModel folder, hand-written model.py)" + ("" if args.skip_pytriton else " and PyTriton")
-          + f": {args.repeats} interleaved repeat(s) ...", flush=True)
+    print(
+        "tritonserver (GEModel folder, hand-written model.py)"
+        + ("" if args.skip_pytriton else " and PyTriton")
+        + f": {args.repeats} interleaved repeat(s) ...",
+        flush=True,
+    )
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(TritonServer(workdir / "repo"))
         servers = {"GEModel": server, "hand-written": server}
@@ -223,26 +314,17 @@ def main() -> int:
                     quiet(f"perf_analyzer c={c}")
                     cross_check[c] = perf_analyzer(args.perf_analyzer, server.grpc_address, "ge", c, args.duration)
 
-    series = {label: [representative(clean([run[i] for run in label_runs])) for i in range(len(args.levels))]
-              for label, label_runs in runs.items()}
+    series = {
+        label: [representative(clean([run[i] for run in label_runs])) for i in range(len(args.levels))]
+        for label, label_runs in runs.items()
+    }
     rows = [POINT_HEADER] + [point_row(name, p) for name, points in series.items() for p in points]
-    print(f"\nmedian run of {args.repeats} per model and level (by throughput; quiet runs only when there "
-          f"are any):\n" + format_rows(rows))
-    if cross_check:
-        check_rows = [["concurrency", "bench infer/s", "perf_analyzer infer/s", "bench p50", "perf_analyzer p50"]]
-        for c, pa in cross_check.items():
-            p = at(runs["GEModel"][0], c)
-            check_rows.append([str(c), f"{p.inferences:.1f}", f"{pa['infer_per_s']:.1f}", f"{p.latency_ms.p50:.2f}",
-                               f"{pa['p50_ms']:.2f}"])
-        print("\ncross-check of the GEModel figures of the first repeat (gRPC, batch-1 requests):\n"
-              + format_rows(check_rows))
-
-    print("\nraw ONNX Runtime in-process, per repeat (images/s; CPU ms per image):")
-    for label in raws[0]:
-        for batch in raws[0][label]:
-            cells = ", ".join(f"{r[label][batch]['images_per_s']:.0f} ({r[label][batch]['cpu_ms_per_image']:.2f})"
-                              for r in raws)
-            print(f"  {label}, batch {batch}: {cells}")
+    print(
+        f"\nmedian run of {args.repeats} per model and level (by throughput; quiet runs only when there "
+        f"are any):\n" + format_rows(rows)
+    )
+    print_cross_check(cross_check, runs["GEModel"][0])
+    print_raw(raws)
 
     def raw_same(i: int) -> float:
         return raws[i]["engine settings"][MAX_BATCH]["images_per_s"]
@@ -250,52 +332,89 @@ def main() -> int:
     def raw_best(i: int) -> float:
         return max(r["images_per_s"] for b in raws[i].values() for r in b.values())
 
-    quiet_repeats = [i for i in range(args.repeats)
-                     if all(len(clean(label_runs[i])) == len(label_runs[i]) for label_runs in runs.values())]
+    quiet_repeats = [
+        i
+        for i in range(args.repeats)
+        if all(len(clean(label_runs[i])) == len(label_runs[i]) for label_runs in runs.values())
+    ]
     if len(quiet_repeats) < args.repeats:
-        print(f"\n{args.repeats - len(quiet_repeats)} of {args.repeats} repeat(s) had other processes keeping "
-              f">= {CONTAMINATED_CORES} CPUs busy" + ("; the ratios use the others" if quiet_repeats else
-                                                      "; no quiet repeat: the ratios use them all"))
+        print(
+            f"\n{args.repeats - len(quiet_repeats)} of {args.repeats} repeat(s) had other processes keeping "
+            f">= {CONTAMINATED_CORES} CPUs busy"
+            + ("; the ratios use the others" if quiet_repeats else "; no quiet repeat: the ratios use them all")
+        )
 
     def paired(value) -> list[float]:
         """``value(runs of one repeat, its index)`` for every quiet repeat (every repeat if none was)."""
-        return [value({label: label_runs[i] for label, label_runs in runs.items()} | {"repeat": i})
-                for i in (quiet_repeats or range(args.repeats))]
+        return [
+            value({label: label_runs[i] for label, label_runs in runs.items()} | {"repeat": i})
+            for i in (quiet_repeats or range(args.repeats))
+        ]
 
     def saturation(points) -> float:
         return max(p.inferences for p in points)
 
     ratios = [
-        Ratio(f"GEModel at saturation / raw ORT batch {MAX_BATCH}, same session settings",
-              paired(lambda r: saturation(r["GEModel"]) / raw_same(r["repeat"])), 0.90),
-        Ratio("GEModel at saturation / best raw ORT (any batch, any settings)",
-              paired(lambda r: saturation(r["GEModel"]) / raw_best(r["repeat"]))),
-        Ratio("GEModel / hand-written throughput, c=8",
-              paired(lambda r: at(r["GEModel"], 8).inferences / at(r["hand-written"], 8).inferences), 1.0),
-        Ratio("GEModel / hand-written p50, c=1",
-              paired(lambda r: at(r["GEModel"], 1).latency_ms.p50 / at(r["hand-written"], 1).latency_ms.p50), 1.0, False),
-        Ratio("GEModel / hand-written throughput, c=1",
-              paired(lambda r: at(r["GEModel"], 1).inferences / at(r["hand-written"], 1).inferences)),
-        Ratio("GEModel / hand-written throughput at saturation",
-              paired(lambda r: saturation(r["GEModel"]) / saturation(r["hand-written"]))),
+        Ratio(
+            f"GEModel at saturation / raw ORT batch {MAX_BATCH}, same session settings",
+            paired(lambda r: saturation(r["GEModel"]) / raw_same(r["repeat"])),
+            0.90,
+        ),
+        Ratio(
+            "GEModel at saturation / best raw ORT (any batch, any settings)",
+            paired(lambda r: saturation(r["GEModel"]) / raw_best(r["repeat"])),
+        ),
+        Ratio(
+            "GEModel / hand-written throughput, c=8",
+            paired(lambda r: at(r["GEModel"], 8).inferences / at(r["hand-written"], 8).inferences),
+            1.0,
+        ),
+        Ratio(
+            "GEModel / hand-written p50, c=1",
+            paired(lambda r: at(r["GEModel"], 1).latency_ms.p50 / at(r["hand-written"], 1).latency_ms.p50),
+            1.0,
+            False,
+        ),
+        Ratio(
+            "GEModel / hand-written throughput, c=1",
+            paired(lambda r: at(r["GEModel"], 1).inferences / at(r["hand-written"], 1).inferences),
+        ),
+        Ratio(
+            "GEModel / hand-written throughput at saturation",
+            paired(lambda r: saturation(r["GEModel"]) / saturation(r["hand-written"])),
+        ),
     ]
     if "PyTriton" in runs:
         ratios += [
-            Ratio("GEModel / PyTriton throughput, c=8",
-                  paired(lambda r: at(r["GEModel"], 8).inferences / at(r["PyTriton"], 8).inferences), 1.4),
-            Ratio("GEModel / PyTriton p50, c=1",
-                  paired(lambda r: at(r["GEModel"], 1).latency_ms.p50 / at(r["PyTriton"], 1).latency_ms.p50), 0.7, False),
-            Ratio("GEModel / PyTriton throughput at saturation",
-                  paired(lambda r: saturation(r["GEModel"]) / saturation(r["PyTriton"]))),
+            Ratio(
+                "GEModel / PyTriton throughput, c=8",
+                paired(lambda r: at(r["GEModel"], 8).inferences / at(r["PyTriton"], 8).inferences),
+                1.4,
+            ),
+            Ratio(
+                "GEModel / PyTriton p50, c=1",
+                paired(lambda r: at(r["GEModel"], 1).latency_ms.p50 / at(r["PyTriton"], 1).latency_ms.p50),
+                0.7,
+                False,
+            ),
+            Ratio(
+                "GEModel / PyTriton throughput at saturation",
+                paired(lambda r: saturation(r["GEModel"]) / saturation(r["PyTriton"])),
+            ),
         ]
     print("\n" + ratio_table(ratios))
 
     document = {
-        "model": "image_classifier defaults", "cpus": os.cpu_count(), "protocol": args.protocol,
-        "duration_s": args.duration, "warmup_s": args.warmup, "raw_onnxruntime": raws,
+        "model": "image_classifier defaults",
+        "cpus": os.cpu_count(),
+        "protocol": args.protocol,
+        "duration_s": args.duration,
+        "warmup_s": args.warmup,
+        "raw_onnxruntime": raws,
         "repeats": args.repeats,
         "runs": {label: [[p.to_dict() for p in run] for run in label_runs] for label, label_runs in runs.items()},
-        "perf_analyzer": cross_check, "ratios": [r.to_dict() for r in ratios],
+        "perf_analyzer": cross_check,
+        "ratios": [r.to_dict() for r in ratios],
     }
     print(f"\nwrote {save_json(workdir / 'serving.json', document)}")
     print(f"wrote {plot(series, workdir / 'serving.png', 'image_classifier, batch-1 requests, ' + args.protocol)}")

@@ -22,13 +22,21 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import (  # noqa: E402
-    POINT_HEADER, Ratio, common_arguments, levels_argument, point_row, ratio_table, save_json, sweep_model,
+    POINT_HEADER,
+    Ratio,
+    common_arguments,
+    levels_argument,
+    point_row,
+    ratio_table,
+    save_json,
+    sweep_model,
 )
+
 from ge_python_backend.ops.bench.host import wait_quiet  # noqa: E402
 from ge_python_backend.ops.bench.report import format_rows, model_metrics_table, plot  # noqa: E402
+from ge_python_backend.ops.server import TritonServer  # noqa: E402
 from ge_python_backend.repository.config import set_parameters  # noqa: E402
 from ge_python_backend.repository.generate import GenerateOptions, generate  # noqa: E402
-from ge_python_backend.ops.server import TritonServer  # noqa: E402
 from ge_python_backend.sim import sim_compile  # noqa: E402
 from ge_python_backend.testing import models  # noqa: E402
 
@@ -61,8 +69,10 @@ def main() -> int:
     repo = build_repository(workdir, args.device_ms, args.row_ms)
     batch_s = (args.device_ms + LARGEST_GEAR * args.row_ms) / 1000
     inputs = {"image": np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)}
-    print(f"simulated device time: {args.device_ms:g} ms + {args.row_ms:g} ms/row "
-          f"({batch_s * 1000:.0f} ms per batch of {LARGEST_GEAR})")
+    print(
+        f"simulated device time: {args.device_ms:g} ms + {args.row_ms:g} ms/row "
+        f"({batch_s * 1000:.0f} ms per batch of {LARGEST_GEAR})"
+    )
     series = {}
     with TritonServer(repo) as server:
         for streams in STREAMS:
@@ -85,9 +95,13 @@ def main() -> int:
         Ratio("S=1 throughput / device-bound ceiling", [top["S=1"].inferences / (LARGEST_GEAR / batch_s)]),
     ]
     print("\n" + ratio_table(ratios))
-    document = {"device_ms": args.device_ms, "row_ms": args.row_ms, "levels": list(args.levels),
-                "series": {n: [p.to_dict() for p in ps] for n, ps in series.items()},
-                "ratios": [r.to_dict() for r in ratios]}
+    document = {
+        "device_ms": args.device_ms,
+        "row_ms": args.row_ms,
+        "levels": list(args.levels),
+        "series": {n: [p.to_dict() for p in ps] for n, ps in series.items()},
+        "ratios": [r.to_dict() for r in ratios],
+    }
     print(f"\nwrote {save_json(workdir / 'streams.json', document)}")
     print(f"wrote {plot(series, workdir / 'streams.png', 'acl-sim, device-bound, S execution slots')}")
     return 0

@@ -22,9 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import CONTAMINATED_CORES, clean, common_arguments, levels_argument, save_json  # noqa: E402
 from bench_serving import build_repository  # noqa: E402
-from ge_python_backend.ops.bench import Sweep
-from ge_python_backend.ops.bench import Target
-from ge_python_backend.ops.bench import run_sweep  # noqa: E402
+
+from ge_python_backend.ops.bench import (
+    Sweep,
+    Target,
+    run_sweep,  # noqa: E402
+)
 from ge_python_backend.ops.bench.host import wait_quiet  # noqa: E402
 from ge_python_backend.ops.bench.report import format_rows  # noqa: E402
 from ge_python_backend.ops.server import TritonServer  # noqa: E402
@@ -58,34 +61,48 @@ def main() -> int:
             for name in names if repeat % 2 == 0 else names[::-1]:
                 busy_seen.append(wait_quiet())
                 print(f"  repeat {repeat + 1}/{args.repeats}: {name} ...", flush=True)
-                target = Target(address, name, inputs, args.protocol, metrics_url=server.metrics_url,
-                                server_pid=server.process.pid)
+                target = Target(
+                    address, name, inputs, args.protocol, metrics_url=server.metrics_url, server_pid=server.process.pid
+                )
                 for point in run_sweep(target, Sweep(args.levels, duration_s=args.duration, warmup_s=args.warmup)):
                     runs.setdefault((name, int(point.level)), []).append(point)
 
     def median(points, value) -> float:
         return statistics.median(value(p) for p in points)
 
-    rows = [["model", "concurrency", "infer/s", "runs (infer/s)", "p50 ms", "avg batch", "server CPU ms/req", "cores busy"]]
+    rows = [
+        ["model", "concurrency", "infer/s", "runs (infer/s)", "p50 ms", "avg batch", "server CPU ms/req", "cores busy"]
+    ]
     for level in args.levels:
         for name in names:
             every = runs[(name, level)]
             points = clean(every)
-            rows.append([
-                name, str(level), f"{median(points, lambda p: p.inferences):.1f}",
-                " ".join(f"{p.inferences:.0f}" + ("" if p in points else "*") for p in every), f"{median(points, lambda p: p.latency_ms.p50):.2f}",
-                f"{median(points, lambda p: p.server.get('avg_batch', 0.0)):.2f}",
-                f"{median(points, lambda p: p.cpu_ms_per_request.get('server_ms', float('nan'))):.2f}",
-                f"{median(points, lambda p: p.throughput * sum(p.cpu_ms_per_request.values()) / 1000):.2f}",
-            ])
+            rows.append(
+                [
+                    name,
+                    str(level),
+                    f"{median(points, lambda p: p.inferences):.1f}",
+                    " ".join(f"{p.inferences:.0f}" + ("" if p in points else "*") for p in every),
+                    f"{median(points, lambda p: p.latency_ms.p50):.2f}",
+                    f"{median(points, lambda p: p.server.get('avg_batch', 0.0)):.2f}",
+                    f"{median(points, lambda p: p.cpu_ms_per_request.get('server_ms', float('nan'))):.2f}",
+                    f"{median(points, lambda p: p.throughput * sum(p.cpu_ms_per_request.values()) / 1000):.2f}",
+                ]
+            )
     print("\n" + format_rows(rows))
-    print(f"medians over quiet runs; * marks a run during which other processes kept >= {CONTAMINATED_CORES} "
-          "CPUs busy (left out unless every run was)")
+    print(
+        f"medians over quiet runs; * marks a run during which other processes kept >= {CONTAMINATED_CORES} "
+        "CPUs busy (left out unless every run was)"
+    )
     worst = max((b for b in busy_seen if b is not None), default=None)
     if worst is not None:
         print(f"\nbusiest host before a measurement: {worst:.0%} of the CPUs")
-    document = {"levels": list(args.levels), "repeats": args.repeats, "variants": VARIANTS,
-                "runs": {f"{n} c={lv}": [p.to_dict() for p in ps] for (n, lv), ps in runs.items()}}
+    document = {
+        "levels": list(args.levels),
+        "repeats": args.repeats,
+        "variants": VARIANTS,
+        "runs": {f"{n} c={lv}": [p.to_dict() for p in ps] for (n, lv), ps in runs.items()},
+    }
     print(f"wrote {save_json(workdir / 'variants.json', document)}")
     return 0
 

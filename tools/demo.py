@@ -72,8 +72,22 @@ def main() -> int:
     run("   here, without an NPU:", "sim-compile", str(onnx_file), "--batch-gears", "1,2,4,8", "-o", str(om_file))
 
     repo = workdir / "model_repository"
-    run("3.", "generate", str(om_file), "-o", str(repo), "--name", "classifier", "--template", "classification",
-        "--set", f"labels={workdir / 'labels.txt'}", "--streams", "2", "--force")
+    run(
+        "3.",
+        "generate",
+        str(om_file),
+        "-o",
+        str(repo),
+        "--name",
+        "classifier",
+        "--template",
+        "classification",
+        "--set",
+        f"labels={workdir / 'labels.txt'}",
+        "--streams",
+        "2",
+        "--force",
+    )
     run("  ", "check", str(repo))
 
     print("4. starting tritonserver ...", flush=True)

@@ -39,8 +39,12 @@ def main() -> int:
         return {model_output.name: session.run([model_output.name], {model_input.name: inputs[model_input.name]})[0]}
 
     config = TritonConfig(
-        http_address="127.0.0.1", http_port=args.http_port, grpc_address="127.0.0.1", grpc_port=args.grpc_port,
-        metrics_address="127.0.0.1", metrics_port=args.metrics_port,
+        http_address="127.0.0.1",
+        http_port=args.http_port,
+        grpc_address="127.0.0.1",
+        grpc_port=args.grpc_port,
+        metrics_address="127.0.0.1",
+        metrics_port=args.metrics_port,
     )
     with Triton(config=config) as triton:
         triton.bind(
@@ -48,8 +52,10 @@ def main() -> int:
             infer_func=infer,
             inputs=[Tensor(name=model_input.name, dtype=np.float32, shape=tuple(model_input.shape[1:]))],
             outputs=[Tensor(name=model_output.name, dtype=np.float32, shape=tuple(model_output.shape[1:]))],
-            config=ModelConfig(max_batch_size=args.max_batch_size,
-                               batcher=DynamicBatcher(max_queue_delay_microseconds=args.max_queue_delay_us)),
+            config=ModelConfig(
+                max_batch_size=args.max_batch_size,
+                batcher=DynamicBatcher(max_queue_delay_microseconds=args.max_queue_delay_us),
+            ),
             strict=False,
         )
         stop = threading.Event()

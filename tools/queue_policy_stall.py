@@ -17,33 +17,31 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
-from ge_python_backend.ops.bench import Point
-from ge_python_backend.ops.bench import Sweep
-from ge_python_backend.ops.bench import Target
-from ge_python_backend.ops.bench import percentile
-from ge_python_backend.ops.bench import run_sweep
+from ge_python_backend.ops.bench import Point, Sweep, Target, percentile, run_sweep
 from ge_python_backend.ops.bench.report import format_rows
+from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.repository.config import format_config, mc
 from ge_python_backend.repository.generate import GenerateOptions, generate
-from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.testing import models
 
 #: A queue far larger than the load: the policy never refuses anything here.
 MAX_QUEUE_SIZE = 1024
 
-IDENTITY_MODEL = '''import triton_python_backend_utils as pb_utils
+IDENTITY_MODEL = """import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
     def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("probs", pb_utils.get_input_tensor_by_name(r, "x").as_numpy())])
-                for r in requests]
-'''
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("probs", pb_utils.get_input_tensor_by_name(r, "x").as_numpy())])
+            for r in requests
+        ]
+"""
 
 
 def _identity(repo: Path, name: str, policy: bool) -> None:
@@ -66,7 +64,9 @@ def build_repository(folder: Path) -> Path:
     for policy in (False, True):
         suffix = "_policy" if policy else ""
         _identity(repo, f"identity{suffix}", policy)
-        generate(onnx_file, repo, GenerateOptions(name=f"linear{suffix}", max_queue_size=MAX_QUEUE_SIZE if policy else 0))
+        generate(
+            onnx_file, repo, GenerateOptions(name=f"linear{suffix}", max_queue_size=MAX_QUEUE_SIZE if policy else 0)
+        )
     return repo
 
 
@@ -85,19 +85,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8, help="closed-loop clients")
     parser.add_argument("--stall-ms", type=float, default=250.0, help="a request slower than this counts as stalled")
     args = parser.parse_args(argv)
-    rows = [["model", "queue policy", "requests", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms",
-             f"> {args.stall_ms:g} ms", "errors"]]
-    with tempfile.TemporaryDirectory(prefix="ge-stall-") as scratch:
-        with TritonServer(build_repository(Path(scratch))) as server:
-            for kind in ("identity", "linear"):
-                for suffix in ("", "_policy"):
-                    point = closed_loop(server.grpc_address, kind + suffix, args.concurrency, args.seconds, args.warmup)
-                    latencies = [s * 1000 for s in point.latencies_s]
-                    rows.append([kind, f"max_queue_size {MAX_QUEUE_SIZE}" if suffix else "none", str(point.requests),
-                                 f"{point.throughput:.0f}"]
-                                + [f"{percentile(latencies, q):.1f}" for q in (50, 99, 99.9)]
-                                + [f"{point.latency_ms.max:.1f}", str(sum(ms > args.stall_ms for ms in latencies)),
-                                   str(point.errors)])
+    rows = [
+        [
+            "model",
+            "queue policy",
+            "requests",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "p99.9 ms",
+            "max ms",
+            f"> {args.stall_ms:g} ms",
+            "errors",
+        ]
+    ]
+    with (
+        tempfile.TemporaryDirectory(prefix="ge-stall-") as scratch,
+        TritonServer(build_repository(Path(scratch))) as server,
+    ):
+        for kind in ("identity", "linear"):
+            for suffix in ("", "_policy"):
+                point = closed_loop(server.grpc_address, kind + suffix, args.concurrency, args.seconds, args.warmup)
+                latencies = [s * 1000 for s in point.latencies_s]
+                rows.append(
+                    [
+                        kind,
+                        f"max_queue_size {MAX_QUEUE_SIZE}" if suffix else "none",
+                        str(point.requests),
+                        f"{point.throughput:.0f}",
+                    ]
+                    + [f"{percentile(latencies, q):.1f}" for q in (50, 99, 99.9)]
+                    + [
+                        f"{point.latency_ms.max:.1f}",
+                        str(sum(ms > args.stall_ms for ms in latencies)),
+                        str(point.errors),
+                    ]
+                )
     print(f"closed loop, {args.concurrency} gRPC clients, {args.seconds:g} s per model, 1 row per request")
     print(format_rows(rows))
     return 0

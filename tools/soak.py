@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
-from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.ops.server import TritonServer
-from ge_python_backend.sim import sim_compile
 from ge_python_backend.ops.soak import OnnxReference, SoakPlan, SoakReport, run_soak
+from ge_python_backend.repository.generate import GenerateOptions, generate
+from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
 
 #: engine -> the model it serves
@@ -41,15 +41,18 @@ def build_repository(folder: Path, engines: Sequence[str] = tuple(MODELS)) -> tu
     return repo, {MODELS[engine]: onnx_file for engine in engines}
 
 
-def soak_engines(plan: SoakPlan, engines: Sequence[str] = tuple(MODELS),
-                 log: Callable[[str], None] = print) -> list[SoakReport]:
+def soak_engines(
+    plan: SoakPlan, engines: Sequence[str] = tuple(MODELS), log: Callable[[str], None] = print
+) -> list[SoakReport]:
     """Build the models, serve them with one tritonserver and soak each; the reports."""
     reports = []
     with tempfile.TemporaryDirectory(prefix="ge-soak-") as scratch:
         repo, references = build_repository(Path(scratch), engines)
         with TritonServer(repo) as server:
-            log(f"tritonserver ready on {server.grpc_address}; {plan.requests} requests per model, "
-                f"{plan.concurrency} in flight, {plan.streams} streams + unary calls, 1..{plan.max_rows} rows each")
+            log(
+                f"tritonserver ready on {server.grpc_address}; {plan.requests} requests per model, "
+                f"{plan.concurrency} in flight, {plan.streams} streams + unary calls, 1..{plan.max_rows} rows each"
+            )
             for model, onnx_file in references.items():
                 report = run_soak(server.grpc_address, model, OnnxReference(onnx_file), plan)
                 log(report.describe())
@@ -60,23 +63,35 @@ def soak_engines(plan: SoakPlan, engines: Sequence[str] = tuple(MODELS),
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     default = SoakPlan()
-    parser.add_argument("--requests", type=int, default=default.requests, help="requests per engine (default %(default)s)")
+    parser.add_argument(
+        "--requests", type=int, default=default.requests, help="requests per engine (default %(default)s)"
+    )
     parser.add_argument("--concurrency", type=int, default=default.concurrency, help="requests in flight at once")
     parser.add_argument("--streams", type=int, default=default.streams, help="gRPC bidirectional streams")
-    parser.add_argument("--stream-share", type=float, default=default.stream_share,
-                        help="fraction of requests sent on streams")
+    parser.add_argument(
+        "--stream-share", type=float, default=default.stream_share, help="fraction of requests sent on streams"
+    )
     parser.add_argument("--max-rows", type=int, default=default.max_rows, help="largest batch of one request (1..8)")
     parser.add_argument("--seed", type=int, default=default.seed)
-    parser.add_argument("--time-limit", type=float, default=default.time_limit_s,
-                        help="seconds after which no request is sent")
-    parser.add_argument("--deadline", type=float, default=default.deadline_s, help="seconds to wait for the last answers")
+    parser.add_argument(
+        "--time-limit", type=float, default=default.time_limit_s, help="seconds after which no request is sent"
+    )
+    parser.add_argument(
+        "--deadline", type=float, default=default.deadline_s, help="seconds to wait for the last answers"
+    )
     parser.add_argument("--engine", action="append", choices=tuple(MODELS), help="engine(s) to soak (default: all)")
     args = parser.parse_args(argv)
     if not 1 <= args.max_rows <= 8:
         parser.error(f"--max-rows {args.max_rows}: the models take 1 to 8 rows")
     plan = SoakPlan(
-        requests=args.requests, concurrency=args.concurrency, streams=args.streams, stream_share=args.stream_share,
-        max_rows=args.max_rows, seed=args.seed, time_limit_s=args.time_limit, deadline_s=args.deadline,
+        requests=args.requests,
+        concurrency=args.concurrency,
+        streams=args.streams,
+        stream_share=args.stream_share,
+        max_rows=args.max_rows,
+        seed=args.seed,
+        time_limit_s=args.time_limit,
+        deadline_s=args.deadline,
     )
     reports = soak_engines(plan, args.engine or tuple(MODELS))
     return 0 if all(report.clean for report in reports) else 1

@@ -50,7 +50,10 @@ RET_CODES: dict[int, tuple[str, str]] = {
     500005: ("ACL_ERROR_PROFILING_FAILURE", "profiling failure"),
     107000: ("ACL_ERROR_RT_PARAM_INVALID", "runtime parameter invalid"),
     107001: ("ACL_ERROR_RT_INVALID_DEVICEID", "invalid device id"),
-    107002: ("ACL_ERROR_RT_CONTEXT_NULL", "the calling thread has no current context (call set_context or set_device first)"),
+    107002: (
+        "ACL_ERROR_RT_CONTEXT_NULL",
+        "the calling thread has no current context (call set_context or set_device first)",
+    ),
     107003: ("ACL_ERROR_RT_STREAM_CONTEXT", "stream does not belong to the current context"),
     107004: ("ACL_ERROR_RT_MODEL_CONTEXT", "model does not belong to the current context"),
     107019: ("ACL_ERROR_RT_WAIT_TIMEOUT", "wait timeout"),

@@ -15,12 +15,12 @@ Gear kinds (pyacl.md §4.3, §9):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
+from ge_python_backend.ascend.constants import AclDataType
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.specs import NUMPY_DTYPES, BatchSupport, ModelSpec, ShapeGear, TensorSpec, format_shape
-from ge_python_backend.ascend.constants import AclDataType
 
 Shape = tuple[int, ...]
 GEAR_KINDS = ("", "batch", "hw", "dims")
@@ -111,7 +111,7 @@ class ModelLayout:
         shapes, offset = [], 0
         for t in self.inputs:
             if -1 in t.dims:
-                shapes.append(tuple(gear[offset:offset + len(t.dims)]))
+                shapes.append(tuple(gear[offset : offset + len(t.dims)]))
                 offset += len(t.dims)
             else:
                 shapes.append(t.dims)

@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, data_type_named
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout
-from ge_python_backend.errors import ConfigError, OmFormatError
 from ge_python_backend.ascend.om.header import SIM_OM_MAGIC
+from ge_python_backend.errors import ConfigError, OmFormatError
 from ge_python_backend.specs import ModelSpec
 
 #: The 8 bytes a sim-OM starts with; the OM reader knows them to refuse the file as simulated.
@@ -116,11 +117,11 @@ def decode_sim_om(data: bytes, origin: str = "<memory>") -> SimOm:
             f"the file has {len(data)}"
         )
     try:
-        description = json.loads(data[_HEADER.size:_HEADER.size + json_len])
+        description = json.loads(data[_HEADER.size : _HEADER.size + json_len])
         layout = _layout(description)
     except (ValueError, KeyError, TypeError, ConfigError) as exc:
         raise OmFormatError(f"{origin}: offset {_HEADER.size}: bad JSON description: {exc}") from None
-    return SimOm(layout, dict(description.get("producer", {})), data[_HEADER.size + json_len:])
+    return SimOm(layout, dict(description.get("producer", {})), data[_HEADER.size + json_len :])
 
 
 def _tensor(entry: Mapping[str, Any]) -> LayoutTensor:

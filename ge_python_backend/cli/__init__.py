@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ge-triton {args.verb}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"ge-triton {args.verb}: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        print(
+            f"ge-triton {args.verb}: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr
+        )
         return 2
     except KeyboardInterrupt:
         return 130

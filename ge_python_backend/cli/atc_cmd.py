@@ -7,9 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from ge_python_backend.cli.arguments import int_list
 from ge_python_backend.repository.atc import INPUT_FORMATS, PRECISION_MODE, PRECISION_MODE_V2, AtcRequest, atc_command
 from ge_python_backend.sim.compile import parse_input_shapes
-from ge_python_backend.cli.arguments import int_list
 
 EPILOG = """The printed command (run it where CANN's atc is installed) uses these ATC flags:
   --model=PATH            the ONNX file to compile
@@ -49,30 +49,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("model", type=Path, metavar="MODEL.onnx", help="the ONNX model to compile")
     parser.add_argument("--soc-version", required=True, help="target chip, e.g. Ascend310P3")
-    parser.add_argument("--batch-gears", type=int_list, default=(), metavar="B1,B2,...",
-                        help="batch sizes to compile, e.g. 1,2,4,8")
-    parser.add_argument("--input-shape", default="", metavar="NAME:D0,D1,...;...",
-                        help="shapes of inputs with unsized axes, ATC spelling (x:-1,3,224,224;y:-1,4)")
-    parser.add_argument("--precision", choices=PRECISION_MODE_V2 + PRECISION_MODE, metavar="MODE",
-                        help=f"operator precision: {', '.join(PRECISION_MODE_V2)} (or the older "
-                             f"--precision_mode values)")
+    parser.add_argument(
+        "--batch-gears", type=int_list, default=(), metavar="B1,B2,...", help="batch sizes to compile, e.g. 1,2,4,8"
+    )
+    parser.add_argument(
+        "--input-shape",
+        default="",
+        metavar="NAME:D0,D1,...;...",
+        help="shapes of inputs with unsized axes, ATC spelling (x:-1,3,224,224;y:-1,4)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=PRECISION_MODE_V2 + PRECISION_MODE,
+        metavar="MODE",
+        help=f"operator precision: {', '.join(PRECISION_MODE_V2)} (or the older --precision_mode values)",
+    )
     parser.add_argument("--input-format", choices=INPUT_FORMATS, help="override the input layout")
     parser.add_argument("--output", help="output path for the .om (ATC appends .om)")
-    parser.add_argument("--config", type=Path, metavar="REPO/NAME/config.pbtxt",
-                        help="derive gears, shapes and the output path from this Triton config")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="REPO/NAME/config.pbtxt",
+        help="derive gears, shapes and the output path from this Triton config",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    command = atc_command(AtcRequest(
-        model=args.model,
-        soc_version=args.soc_version,
-        output=args.output,
-        batch_gears=args.batch_gears,
-        input_shapes=parse_input_shapes(args.input_shape),
-        precision=args.precision,
-        input_format=args.input_format,
-        config=args.config,
-    ))
+    command = atc_command(
+        AtcRequest(
+            model=args.model,
+            soc_version=args.soc_version,
+            output=args.output,
+            batch_gears=args.batch_gears,
+            input_shapes=parse_input_shapes(args.input_shape),
+            precision=args.precision,
+            input_format=args.input_format,
+            config=args.config,
+        )
+    )
     for note in command.notes:
         print(f"note: {note}", file=sys.stderr)
     print(command.shell())

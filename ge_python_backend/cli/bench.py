@@ -10,12 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ge_python_backend.ops.bench import BenchError
-from ge_python_backend.ops.bench import Sweep
-from ge_python_backend.ops.bench import Target
-from ge_python_backend.ops.bench import random_inputs
-from ge_python_backend.ops.bench import run_sweep
-from ge_python_backend.ops.bench import report
+from ge_python_backend.ops.bench import BenchError, Sweep, Target, random_inputs, report, run_sweep
 from ge_python_backend.ops.bench.progress import Progress
 from ge_python_backend.params import parse_int, parse_list
 
@@ -47,16 +42,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="model name on the server")
     parser.add_argument("-u", "--url", help="server address HOST:PORT (default 127.0.0.1:8001 gRPC, :8000 HTTP)")
     parser.add_argument("-i", "--protocol", choices=("grpc", "http"), default="grpc")
-    parser.add_argument("--repository", type=Path,
-                        help="start a tritonserver on this model repository (loopback, free ports) for the run")
+    parser.add_argument(
+        "--repository",
+        type=Path,
+        help="start a tritonserver on this model repository (loopback, free ports) for the run",
+    )
     load = parser.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=_levels, help="requests kept in flight, e.g. 1,2,4,8,16,32 (the default)")
     load.add_argument("--rate", type=_levels, help="requests started per second, e.g. 50,100,150")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds measured per level")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of unmeasured load before each level")
     parser.add_argument("-b", "--batch-size", type=int, default=1, help="rows per request")
-    parser.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME:D1,D2",
-                        help="dims (without the batch axis) of a variable-size input")
+    parser.add_argument(
+        "--shape",
+        type=_shape,
+        action="append",
+        default=[],
+        metavar="NAME:D1,D2",
+        help="dims (without the batch axis) of a variable-size input",
+    )
     parser.add_argument("--data", type=Path, help=".npz file with one request's tensors (instead of random data)")
     parser.add_argument("--metrics-url", help="Prometheus endpoint (default: http://HOST:8002/metrics; 'none' to skip)")
     parser.add_argument("--json", type=Path, help="write the results as JSON")
@@ -70,7 +74,9 @@ def _inputs(args: argparse.Namespace, url: str) -> dict[str, np.ndarray]:
             with np.load(args.data, allow_pickle=False) as data:
                 return {name: data[name] for name in data.files}
         except (OSError, ValueError, zipfile.BadZipFile) as exc:  # missing, not an .npz, pickled objects
-            raise BenchError(f"--data {args.data}: cannot read it as an .npz of the request's tensors ({exc})") from None
+            raise BenchError(
+                f"--data {args.data}: cannot read it as an .npz of the request's tensors ({exc})"
+            ) from None
     return random_inputs(url, args.protocol, args.model, batch_size=args.batch_size, shapes=dict(args.shape))
 
 
@@ -106,8 +112,10 @@ def run(args: argparse.Namespace) -> int:
             raise BenchError(f"cannot read model {args.model!r} from {url} ({args.protocol}): {exc}") from None
         target = Target(url, args.model, inputs, args.protocol, metrics_url=metrics_url, server_pid=server_pid)
         shapes = ", ".join(f"{n} {list(a.shape)} {a.dtype}" for n, a in target.inputs.items())
-        print(f"{sweep.mode} sweep {', '.join(f'{v:g}' for v in sweep.levels)} on {args.model} at {url}: "
-              f"{sweep.warmup_s:g} s warm-up + {sweep.duration_s:g} s per level; request {shapes}")
+        print(
+            f"{sweep.mode} sweep {', '.join(f'{v:g}' for v in sweep.levels)} on {args.model} at {url}: "
+            f"{sweep.warmup_s:g} s warm-up + {sweep.duration_s:g} s per level; request {shapes}"
+        )
         progress = Progress(sweep.planned_s, enabled=not args.no_progress and sys.stderr.isatty())
         points = run_sweep(target, sweep, progress=progress)
     print(report.table(points))

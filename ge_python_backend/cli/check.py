@@ -25,9 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("repository", type=Path, help="model repository folder (or one model folder)")
-    parser.add_argument("--backend-dir", type=Path,
-                        help="Triton backends folder where backend ge should be installed "
-                             "(default: the one of the tritonserver found on PATH or in nvidia-pytriton)")
+    parser.add_argument(
+        "--backend-dir",
+        type=Path,
+        help="Triton backends folder where backend ge should be installed "
+        "(default: the one of the tritonserver found on PATH or in nvidia-pytriton)",
+    )
     parser.add_argument("--strict", action="store_true", help="warnings fail the check too")
 
 
@@ -52,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
         extra = f", {warnings} warning{'s' if warnings != 1 else ''}" if warnings else ", no problems"
         print(f"ok: {models} checked in {args.repository}{extra}")
         return 0
-    print(f"{errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''} "
-          f"in {models} ({args.repository})")
+    print(
+        f"{errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''} "
+        f"in {models} ({args.repository})"
+    )
     return 1

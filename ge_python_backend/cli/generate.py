@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ge_python_backend.errors import ConfigError
-from ge_python_backend.repository.generate import DEFAULT_MAX_QUEUE_SIZE, DEFAULT_QUEUE_TIMEOUT_US, GenerateOptions, generate
-from ge_python_backend.repository.templates import available_templates, load_template
 from ge_python_backend.cli.arguments import device_list, int_list, setting, state_pair
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.repository.generate import (
+    DEFAULT_MAX_QUEUE_SIZE,
+    DEFAULT_QUEUE_TIMEOUT_US,
+    GenerateOptions,
+    generate,
+)
+from ge_python_backend.repository.templates import available_templates, load_template
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,12 +21,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, default=Path("model_repository"), help="model repository folder")
     parser.add_argument("-n", "--name", help="model name (default: the file name without its suffix)")
     parser.add_argument("-t", "--template", default="generic", help="template (see --list-templates)")
-    parser.add_argument("--set", dest="template_options", type=setting, action="append", default=[],
-                        metavar="KEY=VALUE", help="template option, e.g. --set labels=labels.txt")
-    parser.add_argument("--backend", choices=("python", "ge"), default="python",
-                        help='"ge": config only, served by the installed ge backend (no model.py)')
-    parser.add_argument("--engine", choices=("auto", "onnxruntime", "acl", "acl-sim"),
-                        help="engine parameter (default: the one the model file needs)")
+    parser.add_argument(
+        "--set",
+        dest="template_options",
+        type=setting,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="template option, e.g. --set labels=labels.txt",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("python", "ge"),
+        default="python",
+        help='"ge": config only, served by the installed ge backend (no model.py)',
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "onnxruntime", "acl", "acl-sim"),
+        help="engine parameter (default: the one the model file needs)",
+    )
     parser.add_argument("--version", type=int, default=1, help="version folder number")
     parser.add_argument("--max-batch-size", type=int, help="override the largest batch the model implies")
     parser.add_argument("--preferred-batch-sizes", type=int_list, help="override dynamic_batching preferred sizes")
@@ -30,27 +49,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device-ids", type=device_list, default=(0,), help="NPU ids, instances spread round-robin")
     parser.add_argument("--streams", type=int, default=1, help="execution slots per instance")
     parser.add_argument("--warmup", action="store_true", help="add a zero-data model_warmup entry")
-    parser.add_argument("--max-queue-size", type=int, default=DEFAULT_MAX_QUEUE_SIZE,
-                        help="queue policy: requests beyond this many waiting are refused at once (default 0: "
-                             "no policy; note that tritonserver 2.51 stalls ~0.5 s at times with any queue policy)")
-    parser.add_argument("--queue-timeout-ms", type=float, default=DEFAULT_QUEUE_TIMEOUT_US / 1000,
-                        help="queue policy: a request waiting longer is refused (default 0: no timeout)")
+    parser.add_argument(
+        "--max-queue-size",
+        type=int,
+        default=DEFAULT_MAX_QUEUE_SIZE,
+        help="queue policy: requests beyond this many waiting are refused at once (default 0: "
+        "no policy; note that tritonserver 2.51 stalls ~0.5 s at times with any queue policy)",
+    )
+    parser.add_argument(
+        "--queue-timeout-ms",
+        type=float,
+        default=DEFAULT_QUEUE_TIMEOUT_US / 1000,
+        help="queue policy: a request waiting longer is refused (default 0: no timeout)",
+    )
     parser.add_argument("--force", action="store_true", help="replace an existing model folder")
-    parser.add_argument("--add-version", action="store_true",
-                        help="add version --version to an existing model folder (same inputs and outputs)")
+    parser.add_argument(
+        "--add-version",
+        action="store_true",
+        help="add version --version to an existing model folder (same inputs and outputs)",
+    )
     parser.add_argument("--version-policy", help="latest:N, all or specific:1,3 (which versions Triton serves)")
     sequence = parser.add_argument_group("stateful models (Triton's sequence batcher)")
-    sequence.add_argument("--sequence", action="store_true",
-                          help="sequence_batching with START/END/READY/CORRID control inputs")
+    sequence.add_argument(
+        "--sequence", action="store_true", help="sequence_batching with START/END/READY/CORRID control inputs"
+    )
     sequence.add_argument("--sequence-strategy", choices=("direct", "oldest"), default="direct")
-    sequence.add_argument("--sequence-idle-ms", type=float, default=5000.0,
-                          help="max_sequence_idle_microseconds, in ms; GEModel drops idle state after it too")
-    sequence.add_argument("--state", dest="states", type=state_pair, action="append", default=[],
-                          metavar="INPUT=OUTPUT", help="model input fed from the previous step's output")
-    sequence.add_argument("--state-batch-axis", type=int, default=0,
-                          help="batch axis of the state tensors (1 for [layers, batch, hidden])")
-    parser.add_argument("--unbatched-inputs", type=lambda t: tuple(n.strip() for n in t.split(",")), default=(),
-                        help="model inputs without a batch axis (one value per request)")
+    sequence.add_argument(
+        "--sequence-idle-ms",
+        type=float,
+        default=5000.0,
+        help="max_sequence_idle_microseconds, in ms; GEModel drops idle state after it too",
+    )
+    sequence.add_argument(
+        "--state",
+        dest="states",
+        type=state_pair,
+        action="append",
+        default=[],
+        metavar="INPUT=OUTPUT",
+        help="model input fed from the previous step's output",
+    )
+    sequence.add_argument(
+        "--state-batch-axis",
+        type=int,
+        default=0,
+        help="batch axis of the state tensors (1 for [layers, batch, hidden])",
+    )
+    parser.add_argument(
+        "--unbatched-inputs",
+        type=lambda t: tuple(n.strip() for n in t.split(",")),
+        default=(),
+        help="model inputs without a batch axis (one value per request)",
+    )
     parser.add_argument("--list-templates", action="store_true", help="list templates and exit")
 
 

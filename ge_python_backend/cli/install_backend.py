@@ -23,18 +23,23 @@ tritonserver you start yourself (pass its --backend-directory here)."""
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--backend-dir", type=Path, metavar="DIR",
-                        help="Triton backends folder (default: the found tritonserver's)")
+    parser.add_argument(
+        "--backend-dir", type=Path, metavar="DIR", help="Triton backends folder (default: the found tritonserver's)"
+    )
 
 
 def _notes(backends: Path) -> list[str]:
     python = backends / "python"
     if not (python / "libtriton_python.so").is_file():
-        return [f"{python}/libtriton_python.so is missing: backend {GE_BACKEND_NAME} runs through the Python "
-                "backend, which must be in the same backends folder"]
+        return [
+            f"{python}/libtriton_python.so is missing: backend {GE_BACKEND_NAME} runs through the Python "
+            "backend, which must be in the same backends folder"
+        ]
     if not (python / "triton_python_backend_stub").is_file():
-        return [f"{python} has no triton_python_backend_stub (the nvidia-pytriton wheel ships the stubs apart, "
-                "per Python version): copy the one for your Python there, or use `ge-triton serve`, which does"]
+        return [
+            f"{python} has no triton_python_backend_stub (the nvidia-pytriton wheel ships the stubs apart, "
+            "per Python version): copy the one for your Python there, or use `ge-triton serve`, which does"
+        ]
     return []
 
 

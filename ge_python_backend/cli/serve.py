@@ -18,8 +18,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, default=8002)
     parser.add_argument("--log-verbose", type=int, default=0)
     parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for readiness")
-    parser.add_argument("--server-arg", dest="server_args", action="append", default=[], metavar="ARG",
-                        help="one more tritonserver argument, e.g. --server-arg=--log-info=false (repeatable)")
+    parser.add_argument(
+        "--server-arg",
+        dest="server_args",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more tritonserver argument, e.g. --server-arg=--log-info=false (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,14 +17,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL.onnx", help="the ONNX model to compile")
     parser.add_argument("-o", "--output", required=True, metavar="MODEL.om", help="the simulated .om to write")
     parser.add_argument("--batch-gears", default="", metavar="B1,B2,...", help="dynamic batch sizes, e.g. 1,2,4,8")
-    parser.add_argument("--input-shape", default="", metavar="NAME:D0,D1,...;...",
-                        help="input shapes with -1 on the dynamic axes, e.g. x:-1,3,224,224")
-    parser.add_argument("--dynamic-image-size", default="", metavar="H,W;H,W",
-                        help="image size gears, e.g. 224,224;448,448")
-    parser.add_argument("--dynamic-dims", default="", metavar="D,D;D,D",
-                        help="dims gears: one value per -1 axis of the inputs, gears separated by ';'")
-    parser.add_argument("--input-format", default=None, choices=("NCHW", "NHWC", "ND"),
-                        help="layout of the 4-D inputs (default NCHW)")
+    parser.add_argument(
+        "--input-shape",
+        default="",
+        metavar="NAME:D0,D1,...;...",
+        help="input shapes with -1 on the dynamic axes, e.g. x:-1,3,224,224",
+    )
+    parser.add_argument(
+        "--dynamic-image-size", default="", metavar="H,W;H,W", help="image size gears, e.g. 224,224;448,448"
+    )
+    parser.add_argument(
+        "--dynamic-dims",
+        default="",
+        metavar="D,D;D,D",
+        help="dims gears: one value per -1 axis of the inputs, gears separated by ';'",
+    )
+    parser.add_argument(
+        "--input-format", default=None, choices=("NCHW", "NHWC", "ND"), help="layout of the 4-D inputs (default NCHW)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     if spec.batch.kind == "gears":
         print(f"  batch gears: {', '.join(map(str, spec.batch.sizes))}")
     for gear in spec.shape_gears:
-        print(f"  {spec.gear_kind} gear {gear.label}: "
-              + ", ".join(f"{n} {format_shape(s)}" for n, s in gear.shapes.items()))
+        print(
+            f"  {spec.gear_kind} gear {gear.label}: "
+            + ", ".join(f"{n} {format_shape(s)}" for n, s in gear.shapes.items())
+        )
     return 0

@@ -17,8 +17,8 @@ allocated per call once a shape has been seen.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class Engine(ABC):
     def slots(self) -> tuple[Slot, ...]:
         """The execution contexts; at least one."""
 
-    def bind_thread(self) -> None:
+    def bind_thread(self) -> None:  # noqa: B027 - optional: most engines need no per-thread setup
         """Prepare the calling thread to run slots (acl: make the engine's context current)."""
 
     @abstractmethod

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-from ge_python_backend.errors import ConfigError, EngineError
-from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_int, parse_list
-from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_shapes, shape_fits, format_shape
 from ge_python_backend.engines.base import Engine, PhaseTimes, Shapes, Slot
 from ge_python_backend.engines.registry import EngineInfo
+from ge_python_backend.errors import ConfigError, EngineError
+from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_int, parse_list
+from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_shapes, format_shape, shape_fits
 
 PARAMETERS = (
     Parameter(
@@ -113,9 +114,7 @@ def _import_onnxruntime():
     return onnxruntime
 
 
-def load_session(
-    model_path: Path, *, device_id: int = 0, slots: int = 1, options: Mapping[str, Any] | None = None
-):
+def load_session(model_path: Path, *, device_id: int = 0, slots: int = 1, options: Mapping[str, Any] | None = None):
     """An ONNX Runtime session for ``model_path`` configured from engine ``options``."""
     ort = _import_onnxruntime()
     values = {p.name: p.default for p in PARAMETERS} | dict(options or {})
@@ -170,7 +169,8 @@ class _OrtSlot(Slot):
             shape = tuple(shapes[spec.name])
             if not shape_fits(shape, spec.shape):
                 raise EngineError(
-                    f"input {spec.name!r}: the model takes {format_shape(spec.shape)}, asked to run {format_shape(shape)}"
+                    f"input {spec.name!r}: the model takes {format_shape(spec.shape)}, "
+                    f"asked to run {format_shape(shape)}"
                 )
             staged[spec.name] = self._buffer(spec, shape)
         self._staged = staged
@@ -204,7 +204,9 @@ class OnnxRuntimeEngine(Engine):
     name = "onnxruntime"
     outputs_alias_slot_memory = False  # session.run returns fresh arrays
 
-    def __init__(self, model_path: Path, *, device_id: int = 0, slots: int = 1, options: Mapping[str, Any] | None = None):
+    def __init__(
+        self, model_path: Path, *, device_id: int = 0, slots: int = 1, options: Mapping[str, Any] | None = None
+    ):
         self._session = load_session(model_path, device_id=device_id, slots=slots, options=options)
         self.spec = spec_from_session(self._session)
         self._providers = self._session.get_providers()

@@ -264,15 +264,17 @@ def stand_in(info: EngineInfo) -> EngineInfo:
         if wanted:
             LOG.warning(
                 "!!! %s=%s: engine %r runs on %r (%s), NOT on an Ascend NPU !!!",
-                other.stand_in_env, raw, info.name, other.name, other.summary,
+                other.stand_in_env,
+                raw,
+                info.name,
+                other.name,
+                other.summary,
             )
             return other
     return info
 
 
-def open_engine(
-    name: str, model_path: Path, *, device_id: int, slots: int, options: Mapping[str, Any]
-) -> Engine:
+def open_engine(name: str, model_path: Path, *, device_id: int, slots: int, options: Mapping[str, Any]) -> Engine:
     """Load ``model_path`` on engine ``name`` with ``slots`` execution contexts.
 
     ``options`` are the engine parameters the config sets; each engine takes its own, and the

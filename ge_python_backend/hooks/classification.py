@@ -13,18 +13,18 @@ The client sends ``IMAGE`` (``TYPE_STRING``, one image per element: raw pixels o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_int, parse_list
 from ge_python_backend.hooks.postprocessing import load_labels, softmax, top_k
 from ge_python_backend.hooks.preprocessing import ImageInput, channel_values, decode_images, image_input, normalize
-from ge_python_backend.triton.settings import ModelSettings
+from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_int, parse_list
 from ge_python_backend.specs import ModelSpec, format_shape
+from ge_python_backend.triton.settings import ModelSettings
 
 IMAGE, LABELS, SCORES = "IMAGE", "LABELS", "SCORES"
 
@@ -37,20 +37,50 @@ def _positive_float(raw: str) -> float:
 
 
 CLASSIFICATION_PARAMETERS = (
-    Parameter("labels_file", str, "labels.txt", "a file name in the version folder (or an absolute path)",
-              "UTF-8 text, one label per line in class-index order"),
+    Parameter(
+        "labels_file",
+        str,
+        "labels.txt",
+        "a file name in the version folder (or an absolute path)",
+        "UTF-8 text, one label per line in class-index order",
+    ),
     Parameter("top_k", parse_int(1), 5, "an integer >= 1", "labels returned per image (the LABELS/SCORES dims)"),
-    Parameter("mean", parse_list(float), (0.485, 0.456, 0.406), "comma-separated numbers, one per channel or one",
-              "subtracted from pixel/255"),
-    Parameter("std", parse_list(_positive_float), (0.229, 0.224, 0.225),
-              "comma-separated numbers > 0, one per channel or one", "divides pixel/255 - mean"),
-    Parameter("max_input_bytes", parse_int(1), 16 * 1024 * 1024, "an integer >= 1",
-              "largest IMAGE element accepted, checked before decoding"),
+    Parameter(
+        "mean",
+        parse_list(float),
+        (0.485, 0.456, 0.406),
+        "comma-separated numbers, one per channel or one",
+        "subtracted from pixel/255",
+    ),
+    Parameter(
+        "std",
+        parse_list(_positive_float),
+        (0.229, 0.224, 0.225),
+        "comma-separated numbers > 0, one per channel or one",
+        "divides pixel/255 - mean",
+    ),
+    Parameter(
+        "max_input_bytes",
+        parse_int(1),
+        16 * 1024 * 1024,
+        "an integer >= 1",
+        "largest IMAGE element accepted, checked before decoding",
+    ),
     Parameter("softmax", parse_bool, False, "true or false", "apply softmax to the model's scores before top-k"),
-    Parameter("image_layout", parse_choice("auto", "NCHW", "NHWC"), "auto", "auto, NCHW or NHWC",
-              "layout of the model's image input (auto: its format, else where the channels are)"),
-    Parameter("scores_output", str, "", "a model output name", "the model output holding class scores "
-              "(default: the model's only output)"),
+    Parameter(
+        "image_layout",
+        parse_choice("auto", "NCHW", "NHWC"),
+        "auto",
+        "auto, NCHW or NHWC",
+        "layout of the model's image input (auto: its format, else where the channels are)",
+    ),
+    Parameter(
+        "scores_output",
+        str,
+        "",
+        "a model output name",
+        "the model output holding class scores (default: the model's only output)",
+    ),
 )
 
 
@@ -67,7 +97,7 @@ class ImageClassifier:
     batching: bool
 
     @classmethod
-    def from_settings(cls, settings: ModelSettings, spec: ModelSpec) -> "ImageClassifier":
+    def from_settings(cls, settings: ModelSettings, spec: ModelSpec) -> ImageClassifier:
         """Build from the parsed parameters and the engine's model; ConfigError on any mismatch."""
         values = settings.extra
         if len(spec.inputs) != 1:

@@ -55,8 +55,7 @@ def image_input(tensor: TensorSpec, layout: str = "auto") -> ImageInput:
     shape = tensor.shape
     if len(shape) != 4:
         raise ConfigError(
-            f"model input {tensor.name!r} has shape {format_shape(shape)}; an image input needs rank 4 "
-            "(NCHW or NHWC)"
+            f"model input {tensor.name!r} has shape {format_shape(shape)}; an image input needs rank 4 (NCHW or NHWC)"
         )
     if tensor.dtype not in _FLOAT_TYPES:
         raise ConfigError(

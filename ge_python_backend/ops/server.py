@@ -11,6 +11,7 @@ backend with the stub for the running interpreter (the wheel ships the stubs apa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -21,12 +22,13 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from ge_python_backend.errors import GEError
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, write_ge_backend
+
 
 class ServerError(GEError):
     """tritonserver could not be found, started or reached."""
@@ -189,7 +191,7 @@ class TritonServer:
         env.update(self.env)
         return env
 
-    def start(self) -> "TritonServer":
+    def start(self) -> TritonServer:
         if not self.model_repository.is_dir():
             raise ServerError(f"model repository {self.model_repository} is not a folder")
         install = find_tritonserver()
@@ -259,18 +261,14 @@ class TritonServer:
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGINT)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
         if process is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
             process.wait()
 
-    def __enter__(self) -> "TritonServer":
+    def __enter__(self) -> TritonServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

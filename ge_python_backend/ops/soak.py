@@ -24,15 +24,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
 
 import numpy as np
 
-from ge_python_backend.ops.bench.grpc_infer import INFER, STREAM_INFER, infer_request, open_channel
 from ge_python_backend.engines.onnxruntime import spec_from_session
 from ge_python_backend.errors import ConfigError, GEError
+from ge_python_backend.ops.bench.grpc_infer import INFER, STREAM_INFER, infer_request, open_channel
 from ge_python_backend.specs import TensorSpec, format_shape
 
 Arrays = Mapping[str, np.ndarray]
@@ -136,8 +136,9 @@ class SoakReport:
     @property
     def clean(self) -> bool:
         """Every planned request was sent and verified, and nothing else happened."""
-        return (self.sent == self.planned == self.verified
-                and not (self.wrong or self.duplicated or self.errored or self.lost))
+        return self.sent == self.planned == self.verified and not (
+            self.wrong or self.duplicated or self.errored or self.lost
+        )
 
     def note(self, problem: str) -> None:
         if len(self.samples) < SAMPLES:
@@ -250,7 +251,8 @@ class _Connection:
             INFER, request_serializer=serialize, response_deserializer=service_pb2.ModelInferResponse.FromString
         )
         stream = self.channel.stream_stream(
-            STREAM_INFER, request_serializer=serialize,
+            STREAM_INFER,
+            request_serializer=serialize,
             response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
         )
         self.streams = [stream() for _ in range(streams)]
@@ -336,10 +338,8 @@ async def soak(url: str, model: str, reference: OnnxReference, plan: SoakPlan) -
                     break
             else:
                 connection.send_unary(request, plan.deadline_s)
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(ledger.idle.wait(), plan.deadline_s)
-        except asyncio.TimeoutError:
-            pass
     finally:
         report.seconds = time.perf_counter() - started
         await connection.close()

@@ -11,22 +11,28 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from ge_python_backend.engines import ModelKind
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.repository.config import read_config_file
 from ge_python_backend.repository.modelfile import read_model_file
 from ge_python_backend.specs import TensorSpec, format_shape
-from ge_python_backend.repository.config import read_config_file
 
 #: --precision values ATC takes as --precision_mode_v2 (newer CANN) ...
 PRECISION_MODE_V2 = ("fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16")
 #: ... and as the older --precision_mode.
 PRECISION_MODE = (
-    "force_fp16", "force_fp32", "allow_fp32_to_fp16", "must_keep_origin_dtype", "allow_mix_precision",
-    "allow_mix_precision_fp16", "allow_mix_precision_bf16", "allow_fp32_to_bf16",
+    "force_fp16",
+    "force_fp32",
+    "allow_fp32_to_fp16",
+    "must_keep_origin_dtype",
+    "allow_mix_precision",
+    "allow_mix_precision_fp16",
+    "allow_mix_precision_bf16",
+    "allow_fp32_to_bf16",
 )
 INPUT_FORMATS = ("NCHW", "NCDHW", "ND")
 #: ATC's documented limit on --dynamic_batch_size gears.
@@ -87,21 +93,29 @@ def _gears(request: AtcRequest, config, notes: list[str]) -> tuple[int, ...]:
     derived = config_gears(config)
     if not given:
         if derived:
-            notes.append(f"batch gears {','.join(map(str, derived))} derived from {source} (max_batch_size "
-                         f"{config.max_batch_size}, preferred_batch_size "
-                         f"{list(config.dynamic_batching.preferred_batch_size) or 'none'})")
+            notes.append(
+                f"batch gears {','.join(map(str, derived))} derived from {source} (max_batch_size "
+                f"{config.max_batch_size}, preferred_batch_size "
+                f"{list(config.dynamic_batching.preferred_batch_size) or 'none'})"
+            )
         return derived
     listed = ",".join(map(str, given))
     if config.max_batch_size <= 0:
-        raise ConfigError(f"--batch-gears {listed} conflicts with {source}: max_batch_size 0 means requests carry "
-                          "the full shape and the model has no batch gears")
+        raise ConfigError(
+            f"--batch-gears {listed} conflicts with {source}: max_batch_size 0 means requests carry "
+            "the full shape and the model has no batch gears"
+        )
     if given[-1] < config.max_batch_size:
-        raise ConfigError(f"--batch-gears {listed} conflicts with {source}: max_batch_size {config.max_batch_size} "
-                          f"is above the largest gear {given[-1]}")
+        raise ConfigError(
+            f"--batch-gears {listed} conflicts with {source}: max_batch_size {config.max_batch_size} "
+            f"is above the largest gear {given[-1]}"
+        )
     off_gear = [p for p in config.dynamic_batching.preferred_batch_size if p not in given]
     if off_gear:
-        raise ConfigError(f"--batch-gears {listed} conflicts with {source}: preferred_batch_size {off_gear[0]} "
-                          "is not one of the gears")
+        raise ConfigError(
+            f"--batch-gears {listed} conflicts with {source}: preferred_batch_size {off_gear[0]} "
+            "is not one of the gears"
+        )
     return given
 
 
@@ -119,23 +133,30 @@ def _config_shapes(config, inputs: Sequence[TensorSpec]) -> dict[str, tuple[int,
 def _merge(tensor: TensorSpec, shape: tuple[int, ...], given: tuple[int, ...], source: str) -> tuple[int, ...]:
     """``shape`` with the -1 axes filled from ``given``; ConfigError when a fixed axis differs."""
     if len(given) != len(shape):
-        raise ConfigError(f"{source} gives input {tensor.name!r} rank {len(given)} ({format_shape(given)}); the model "
-                          f"input has rank {len(shape)} ({format_shape(shape)})")
+        raise ConfigError(
+            f"{source} gives input {tensor.name!r} rank {len(given)} ({format_shape(given)}); the model "
+            f"input has rank {len(shape)} ({format_shape(shape)})"
+        )
     merged = []
     for axis, (have, want) in enumerate(zip(shape, given)):
         if have != -1 and want != -1 and have != want:
-            raise ConfigError(f"{source} gives input {tensor.name!r} size {want} on axis {axis}, but it is "
-                              f"{have} already ({format_shape(shape)})")
+            raise ConfigError(
+                f"{source} gives input {tensor.name!r} size {want} on axis {axis}, but it is "
+                f"{have} already ({format_shape(shape)})"
+            )
         merged.append(have if want == -1 else want)
     return tuple(merged)
 
 
-def _input_shapes(request: AtcRequest, inputs: Sequence[TensorSpec], config, gears: tuple[int, ...],
-                  notes: list[str]) -> dict[str, tuple[int, ...]]:
+def _input_shapes(
+    request: AtcRequest, inputs: Sequence[TensorSpec], config, gears: tuple[int, ...], notes: list[str]
+) -> dict[str, tuple[int, ...]]:
     unknown = sorted(set(request.input_shapes) - {t.name for t in inputs})
     if unknown:
-        raise ConfigError(f"--input-shape names {unknown[0]!r}, which is not a model input; the model takes "
-                          f"{[t.name for t in inputs]}")
+        raise ConfigError(
+            f"--input-shape names {unknown[0]!r}, which is not a model input; the model takes "
+            f"{[t.name for t in inputs]}"
+        )
     from_config = _config_shapes(config, inputs) if config is not None else {}
     shapes = {}
     for tensor in inputs:
@@ -147,9 +168,11 @@ def _input_shapes(request: AtcRequest, inputs: Sequence[TensorSpec], config, gea
         shapes[tensor.name] = _batch_axis(tensor.name, shape, gears, notes)
         rest = [axis for axis, size in enumerate(shapes[tensor.name]) if size < 0 and axis > 0]
         if rest:
-            raise ConfigError(f"input {tensor.name!r} is {format_shape(shape)}: axis {rest[0]} has no size; give it "
-                              f"one with --input-shape {tensor.name}:{','.join(str(d) for d in shapes[tensor.name])} "
-                              "(ATC compiles fixed shapes; only the batch axis takes gears here)")
+            raise ConfigError(
+                f"input {tensor.name!r} is {format_shape(shape)}: axis {rest[0]} has no size; give it "
+                f"one with --input-shape {tensor.name}:{','.join(str(d) for d in shapes[tensor.name])} "
+                "(ATC compiles fixed shapes; only the batch axis takes gears here)"
+            )
     return shapes
 
 
@@ -158,18 +181,24 @@ def _batch_axis(name: str, shape: tuple[int, ...], gears: tuple[int, ...], notes
         raise ConfigError(f"input {name!r} is a scalar; ATC's dynamic batch needs the batch on axis 0")
     if len(gears) == 1:
         if shape[0] not in (-1, gears[0]):
-            raise ConfigError(f"input {name!r} has a fixed batch {shape[0]} ({format_shape(shape)}); it conflicts "
-                              f"with the batch gear {gears[0]}")
+            raise ConfigError(
+                f"input {name!r} has a fixed batch {shape[0]} ({format_shape(shape)}); it conflicts "
+                f"with the batch gear {gears[0]}"
+            )
         return (gears[0],) + shape[1:]
     if gears:
         if shape[0] != -1:
-            raise ConfigError(f"input {name!r} has a fixed axis 0 of {shape[0]} ({format_shape(shape)}), but batch "
-                              "gears need a batch axis on axis 0 of every input (ATC --dynamic_batch_size)")
+            raise ConfigError(
+                f"input {name!r} has a fixed axis 0 of {shape[0]} ({format_shape(shape)}), but batch "
+                "gears need a batch axis on axis 0 of every input (ATC --dynamic_batch_size)"
+            )
         return shape
     if shape[0] == -1:
-        raise ConfigError(f"input {name!r} has a dynamic batch axis ({format_shape(shape)}): give --batch-gears "
-                          f"(e.g. 1,2,4,8), --config with max_batch_size, or a fixed size with --input-shape "
-                          f"{name}:1,...")
+        raise ConfigError(
+            f"input {name!r} has a dynamic batch axis ({format_shape(shape)}): give --batch-gears "
+            f"(e.g. 1,2,4,8), --config with max_batch_size, or a fixed size with --input-shape "
+            f"{name}:1,..."
+        )
     return shape
 
 
@@ -189,8 +218,10 @@ def _precision(precision: str | None) -> list[str]:
         return [f"--precision_mode_v2={precision}"]
     if precision in PRECISION_MODE:
         return [f"--precision_mode={precision}"]
-    raise ConfigError(f"--precision {precision!r}: accepted {', '.join(PRECISION_MODE_V2)} (--precision_mode_v2) or "
-                      f"{', '.join(PRECISION_MODE)} (--precision_mode, older CANN)")
+    raise ConfigError(
+        f"--precision {precision!r}: accepted {', '.join(PRECISION_MODE_V2)} (--precision_mode_v2) or "
+        f"{', '.join(PRECISION_MODE)} (--precision_mode, older CANN)"
+    )
 
 
 def _output(request: AtcRequest, notes: list[str]) -> str:
@@ -210,19 +241,25 @@ def _output(request: AtcRequest, notes: list[str]) -> str:
 def atc_command(request: AtcRequest) -> AtcCommand:
     """The ATC command for ``request``; ConfigError for anything missing or contradictory."""
     if not _SOC.match(request.soc_version or ""):
-        raise ConfigError(f"--soc-version {request.soc_version!r}: expected a name such as Ascend310P3 "
-                          "(on the target, `npu-smi info` shows it in the Name column, without the Ascend prefix)")
+        raise ConfigError(
+            f"--soc-version {request.soc_version!r}: expected a name such as Ascend310P3 "
+            "(on the target, `npu-smi info` shows it in the Name column, without the Ascend prefix)"
+        )
     model = read_model_file(request.model)
     if model.kind is not ModelKind.ONNX:
-        raise ConfigError(f"{request.model} is a {model.kind.description}; atc-cmd compiles an ONNX model (.onnx) into an .om")
+        raise ConfigError(
+            f"{request.model} is a {model.kind.description}; atc-cmd compiles an ONNX model (.onnx) into an .om"
+        )
     config = read_config_file(request.config) if request.config is not None else None
     notes: list[str] = []
     gears = _gears(request, config, notes)
     if len(gears) > MAX_GEARS:
         raise ConfigError(f"{len(gears)} batch gears; ATC accepts at most {MAX_GEARS}")
     if len(gears) == 1:
-        notes.append(f"one batch gear: compiled as a fixed batch of {gears[0]} (ATC --dynamic_batch_size needs at "
-                     "least two gears)")
+        notes.append(
+            f"one batch gear: compiled as a fixed batch of {gears[0]} (ATC --dynamic_batch_size needs at "
+            "least two gears)"
+        )
     shapes = _input_shapes(request, model.spec.inputs, config, gears, notes)
     arguments = [
         "atc",

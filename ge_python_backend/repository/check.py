@@ -18,22 +18,23 @@ through ``modelfile.read_model_file`` and model.py through ``ast`` (``modelcode`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, GEError
-from ge_python_backend.serving.matching import compare_io
-from ge_python_backend.serving.axes import Layout
-from ge_python_backend.repository.modelfile import ModelFile, read_model_file
 from ge_python_backend.params import Parameter
-from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, ge_backend_file
-from ge_python_backend.triton.settings import CORE_PARAMETERS, TRITON_PARAMETERS, read_settings
-from ge_python_backend.specs import TensorSpec, api_type
 from ge_python_backend.repository.config import config_json, mc, read_config_file
+from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, ge_backend_file
 from ge_python_backend.repository.modelcode import HOOKS, ModelCode, read_model_code
+from ge_python_backend.repository.modelfile import ModelFile, read_model_file
+from ge_python_backend.serving.axes import Layout
+from ge_python_backend.serving.matching import compare_io
+from ge_python_backend.specs import TensorSpec, api_type
+from ge_python_backend.triton.settings import CORE_PARAMETERS, TRITON_PARAMETERS, read_settings
 
 #: Folders of a model folder that are not versions and that Triton or Python put there.
 _NOT_VERSIONS = ("__pycache__", "warmup")
@@ -100,8 +101,10 @@ class _GeBackend:
     def _look(self) -> str:
         backends = self._backends
         if backends is None:
-            return (f"no tritonserver found to tell whether backend {GE_BACKEND_NAME} is installed; "
-                    "`ge-triton serve` installs it")
+            return (
+                f"no tritonserver found to tell whether backend {GE_BACKEND_NAME} is installed; "
+                "`ge-triton serve` installs it"
+            )
         if ge_backend_file(backends).is_file():
             return ""
         return (
@@ -140,8 +143,11 @@ class _ModelCheck:
         if config is None:
             return self.problems
         if config.name and config.name != self.folder.name:
-            self.error(self.config_path, f"name {config.name!r} differs from the folder name {self.folder.name!r}; "
-                                         "Triton requires them to be equal")
+            self.error(
+                self.config_path,
+                f"name {config.name!r} differs from the folder name {self.folder.name!r}; "
+                "Triton requires them to be equal",
+            )
         self._check_scheduling(config)
         versions = self._versions(config)
         if config.backend not in ("python", "ge"):
@@ -175,21 +181,31 @@ class _ModelCheck:
         if max_batch < 0:
             self.error(self.config_path, f"max_batch_size is {max_batch}; expected 0 (no batching) or more")
         if config.HasField("dynamic_batching") and max_batch <= 0:
-            self.error(self.config_path, "dynamic_batching needs max_batch_size > 0; with max_batch_size 0 requests "
-                                         "run alone: remove dynamic_batching or set max_batch_size")
+            self.error(
+                self.config_path,
+                "dynamic_batching needs max_batch_size > 0; with max_batch_size 0 requests "
+                "run alone: remove dynamic_batching or set max_batch_size",
+            )
         for preferred in _preferred_sizes(config):
             if max_batch > 0 and not 1 <= preferred <= max_batch:
-                self.error(self.config_path,
-                           f"preferred_batch_size {preferred} is outside 1..max_batch_size ({max_batch})")
+                self.error(
+                    self.config_path, f"preferred_batch_size {preferred} is outside 1..max_batch_size ({max_batch})"
+                )
         inputs = {entry.name for entry in config.input}
         for warmup in config.model_warmup:
             for name in warmup.inputs:
                 if name not in inputs:
-                    self.error(self.config_path, f"model_warmup {warmup.name!r} feeds {name!r}, which is not a config "
-                                                 f"input ({', '.join(sorted(inputs)) or 'none'})")
+                    self.error(
+                        self.config_path,
+                        f"model_warmup {warmup.name!r} feeds {name!r}, which is not a config "
+                        f"input ({', '.join(sorted(inputs)) or 'none'})",
+                    )
             if max_batch > 0 and warmup.batch_size > max_batch:
-                self.error(self.config_path, f"model_warmup {warmup.name!r} has batch_size {warmup.batch_size}, above "
-                                             f"max_batch_size {max_batch}")
+                self.error(
+                    self.config_path,
+                    f"model_warmup {warmup.name!r} has batch_size {warmup.batch_size}, above "
+                    f"max_batch_size {max_batch}",
+                )
 
     def _versions(self, config) -> list[int]:
         versions = []
@@ -238,11 +254,17 @@ class _ModelCheck:
             if name not in declared:
                 parameters.valid = False
                 if extras is None:
-                    self.warning(self.config_path, f"unknown parameter {name!r}: fine only if model.py declares it in "
-                                                   "extra_parameters (which could not be read from the file)")
+                    self.warning(
+                        self.config_path,
+                        f"unknown parameter {name!r}: fine only if model.py declares it in "
+                        "extra_parameters (which could not be read from the file)",
+                    )
                 else:
-                    self.error(self.config_path, f"unknown parameter {name!r} (value {text!r}); GEModel refuses it. "
-                                                 f"Accepted: {', '.join(sorted(declared))}")
+                    self.error(
+                        self.config_path,
+                        f"unknown parameter {name!r} (value {text!r}); GEModel refuses it. "
+                        f"Accepted: {', '.join(sorted(declared))}",
+                    )
                 continue
             try:
                 parameters.values[name] = declared[name].read(text)
@@ -280,8 +302,11 @@ class _ModelCheck:
             self.error(path, str(exc).removeprefix(f"{path}: "))
             return info
         if model.kind is not info.model_kind:
-            self.error(path, f"is a {model.kind.description} (engine {model.engine.name}), but parameter engine is "
-                             f"{info.name!r}, which runs a {info.model_kind.description}")
+            self.error(
+                path,
+                f"is a {model.kind.description} (engine {model.engine.name}), but parameter engine is "
+                f"{info.name!r}, which runs a {info.model_kind.description}",
+            )
             return info
         try:
             parameters.layout.check(model.spec)
@@ -294,8 +319,13 @@ class _ModelCheck:
         outputs = _config_tensors(config.output, "output", problems).values()
         states = frozenset(name for pair in parameters.values["sequence_state"] for name in (pair.input, pair.output))
         problems += compare_io(
-            model.spec, inputs, outputs, batching=config.max_batch_size > 0, layout=parameters.layout,
-            states=states, overrides=code.overrides,
+            model.spec,
+            inputs,
+            outputs,
+            batching=config.max_batch_size > 0,
+            layout=parameters.layout,
+            states=states,
+            overrides=code.overrides,
         )
         for message in problems:
             self.error(self.config_path, f"{message} (model file {path.relative_to(self.folder)})")
@@ -326,29 +356,43 @@ class _ModelCheck:
                 continue
             where = f"instance_group {group.name or '#' + str(index)}"
             if npu:
-                self.error(self.config_path, f"{where} asks for GPUs (KIND_GPU/gpus), but engine {npu[0]} runs on an "
-                                             "NPU: use KIND_CPU and put NPU ids in parameter device_ids")
+                self.error(
+                    self.config_path,
+                    f"{where} asks for GPUs (KIND_GPU/gpus), but engine {npu[0]} runs on an "
+                    "NPU: use KIND_CPU and put NPU ids in parameter device_ids",
+                )
             else:
-                self.warning(self.config_path, f"{where} asks for GPUs (KIND_GPU/gpus): the server fails to load it "
-                                               "without CUDA GPUs")
+                self.warning(
+                    self.config_path,
+                    f"{where} asks for GPUs (KIND_GPU/gpus): the server fails to load it without CUDA GPUs",
+                )
 
     def _check_batching(self, config, model: ModelFile, layout: Layout) -> None:
         batch = layout.batch_first_spec(model.spec).batch
         max_batch = config.max_batch_size
         source = model.path.relative_to(self.folder)
         if max_batch > 0 and batch.kind == "none":
-            self.error(self.config_path, f"max_batch_size {max_batch}, but {source} has no batch axis (axis 0 is not "
-                                         "a batch axis on every tensor): set max_batch_size 0")
+            self.error(
+                self.config_path,
+                f"max_batch_size {max_batch}, but {source} has no batch axis (axis 0 is not "
+                "a batch axis on every tensor): set max_batch_size 0",
+            )
         if batch.kind != "gears":
             return
         gears = ", ".join(map(str, batch.sizes))
         if max_batch > batch.largest:
-            self.error(self.config_path, f"max_batch_size {max_batch} is above the largest batch gear {batch.largest} "
-                                         f"of {source} (gears {gears})")
+            self.error(
+                self.config_path,
+                f"max_batch_size {max_batch} is above the largest batch gear {batch.largest} "
+                f"of {source} (gears {gears})",
+            )
         for preferred in _preferred_sizes(config):
             if preferred not in batch.sizes:
-                self.error(self.config_path, f"preferred_batch_size {preferred} is not a batch gear of {source} "
-                                             f"(gears {gears}): such batches would be padded")
+                self.error(
+                    self.config_path,
+                    f"preferred_batch_size {preferred} is not a batch gear of {source} "
+                    f"(gears {gears}): such batches would be padded",
+                )
 
 
 def _preferred_sizes(config) -> list[int]:

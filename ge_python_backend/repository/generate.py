@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ge_python_backend.engines import engine_parameters
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.repository.config import ModelConfig, format_config, mc, read_config_file
 from ge_python_backend.repository.modelfile import ModelFile, read_model_file
+from ge_python_backend.repository.templates import Template, load_template, safe_join
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.serving.sequences import StatePair
-from ge_python_backend.triton.settings import CORE_PARAMETERS
 from ge_python_backend.specs import ModelSpec, TensorSpec, config_type
-from ge_python_backend.repository.config import ModelConfig, format_config, mc, read_config_file
-from ge_python_backend.repository.templates import Template, load_template, safe_join
+from ge_python_backend.triton.settings import CORE_PARAMETERS
 
 #: Default largest batch for a model whose batch axis takes any size.
 DEFAULT_DYNAMIC_MAX_BATCH = 8
@@ -86,7 +87,10 @@ class GenerateOptions:
         ):
             if value < low:
                 raise ConfigError(f"{flag} {value}: expected an integer >= {low}")
-        for flag, micros in (("--queue-timeout-ms", self.queue_timeout_us), ("--sequence-idle-ms", self.sequence_idle_us)):
+        for flag, micros in (
+            ("--queue-timeout-ms", self.queue_timeout_us),
+            ("--sequence-idle-ms", self.sequence_idle_us),
+        ):
             if micros < 0:
                 raise ConfigError(f"{flag} {micros / 1000:g}: expected a number >= 0")
 
@@ -320,7 +324,10 @@ def _same_io(existing, new) -> str | None:
         if old != fresh:
             return f"{kind}s differ: the config has {_describe(old)}, the new model file gives {_describe(fresh)}"
     if existing.max_batch_size != new.max_batch_size:
-        return f"max_batch_size differs: the config has {existing.max_batch_size}, the new model file gives {new.max_batch_size}"
+        return (
+            f"max_batch_size differs: the config has {existing.max_batch_size}, "
+            f"the new model file gives {new.max_batch_size}"
+        )
     return None
 
 
@@ -344,10 +351,14 @@ def _add_version(model_dir: Path, config, options: GenerateOptions) -> list[str]
         existing.ClearField("version_policy")
         parse_version_policy(options.version_policy, existing)
         config_file.write_text(format_config(existing), encoding="utf-8")
-    return [] if options.version_policy else [
-        "config.pbtxt kept as it was: Triton serves only the latest version unless version_policy says otherwise "
-        "(--version-policy all)"
-    ]
+    return (
+        []
+        if options.version_policy
+        else [
+            "config.pbtxt kept as it was: Triton serves only the latest version unless version_policy says otherwise "
+            "(--version-policy all)"
+        ]
+    )
 
 
 def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Generated:
@@ -358,7 +369,7 @@ def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Ge
         raise ConfigError(f"--backend {options.backend!r}: accepted python or ge")
     if options.backend == "ge" and options.template != "generic":
         raise ConfigError(
-            f'--backend ge serves models without per-model code, but template {options.template!r} brings its own '
+            f"--backend ge serves models without per-model code, but template {options.template!r} brings its own "
             "model.py; use --backend python with it"
         )
     model = read_model_file(model_path)

@@ -28,9 +28,10 @@ import os
 import shutil
 import string
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.params import parse_bool, parse_int, parse_list
@@ -85,7 +86,9 @@ class Template:
             elif "default" in option:
                 values[key] = str(option["default"])
             else:
-                raise ConfigError(f"template {self.name!r} needs option {key!r} (--set {key}=...): {option.get('help', '')}")
+                raise ConfigError(
+                    f"template {self.name!r} needs option {key!r} (--set {key}=...): {option.get('help', '')}"
+                )
         return values
 
     def _checked(self, key: str, option: Mapping[str, Any], value: str) -> str:

@@ -8,8 +8,8 @@ copy) and ``engine_shape`` puts it back where the engine wants it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -24,7 +24,7 @@ class Layout:
     axes: Mapping[str, int | None] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, unbatched: Iterable[str] = (), states: Iterable = (), state_axis: int = 0) -> "Layout":
+    def of(cls, unbatched: Iterable[str] = (), states: Iterable = (), state_axis: int = 0) -> Layout:
         """The layout GEModel's parameters describe: ``unbatched`` inputs have no batch axis;
         both tensors of every state pair (``.input``/``.output``) batch on ``state_axis``."""
         axes: dict[str, int | None] = {name: None for name in unbatched}
@@ -43,7 +43,9 @@ class Layout:
         tensors = {t.name: t for t in spec.inputs + spec.outputs}
         for name, axis in self.axes.items():
             if name not in tensors:
-                raise ConfigError(f"batch axis given for {name!r}, which the model does not have; it has {sorted(tensors)}")
+                raise ConfigError(
+                    f"batch axis given for {name!r}, which the model does not have; it has {sorted(tensors)}"
+                )
             if axis is None and name not in {t.name for t in spec.inputs}:
                 raise ConfigError(f"output {name!r} cannot be unbatched: every output must carry the batch")
             rank = len(tensors[name].shape)
@@ -67,9 +69,8 @@ class Layout:
         inputs = tuple(self._moved(t) for t in spec.inputs if self.axis(t.name) is not None)
         outputs = tuple(self._moved(t) for t in spec.outputs)
         moved = replace(spec, inputs=inputs, outputs=outputs)
-        if any(self.axes.values()) or self.unbatched(spec):
-            if spec.batch.kind in ("dynamic", "none", "static"):
-                moved = replace(moved, batch=batch_support_from_shapes(inputs, outputs))
+        if (any(self.axes.values()) or self.unbatched(spec)) and spec.batch.kind in ("dynamic", "none", "static"):
+            moved = replace(moved, batch=batch_support_from_shapes(inputs, outputs))
         return moved
 
     def to_batch_first(self, name: str, array: np.ndarray) -> np.ndarray:

@@ -14,9 +14,9 @@ Items whose non-batch shapes differ are never put into one chunk.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -51,8 +51,7 @@ class Profile:
     def resolve(self, shapes: NonBatchShapes) -> dict[str, tuple[int, ...]]:
         """Concrete non-batch shapes to run ``shapes`` on this profile."""
         return {
-            name: tuple(h if w == -1 else w for h, w in zip(shapes[name], want))
-            for name, want in self.shapes.items()
+            name: tuple(h if w == -1 else w for h, w in zip(shapes[name], want)) for name, want in self.shapes.items()
         }
 
     def size(self, shapes: NonBatchShapes) -> int:
@@ -119,10 +118,7 @@ def split_rows(rows: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
     best: list[tuple[int, int, int]] = [(0, 0, 0)]
     for covered in range(1, rows + 1):
         best.append(
-            min(
-                (best[max(0, covered - size)][0] + 1, best[max(0, covered - size)][1] + size, size)
-                for size in sizes
-            )
+            min((best[max(0, covered - size)][0] + 1, best[max(0, covered - size)][1] + size, size) for size in sizes)
         )
     chosen, left = [], rows
     while left > 0:
@@ -248,4 +244,3 @@ def scatter(chunk: Chunk, outputs: Mapping[str, np.ndarray]) -> list[tuple[Part,
         (part, {name: array[part.target_start : part.target_start + part.count] for name, array in outputs.items()})
         for part in chunk.parts
     ]
-

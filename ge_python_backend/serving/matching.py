@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.specs import ModelSpec, TensorSpec, format_shape
@@ -50,7 +50,9 @@ def compare_io(
     return problems
 
 
-def _compare(kind: str, model: TensorSpec, shape: tuple[int, ...], config: TensorSpec | None, batched: bool) -> list[str]:
+def _compare(
+    kind: str, model: TensorSpec, shape: tuple[int, ...], config: TensorSpec | None, batched: bool
+) -> list[str]:
     if config is None:
         return [
             f"the model's {kind} {model.name!r} ({model.dtype or model.native_type} {format_shape(shape)}) is "

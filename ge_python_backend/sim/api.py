@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ge_python_backend.ascend.constants import data_type, ret_code
-from ge_python_backend.specs import NUMPY_DTYPES
 from ge_python_backend.sim.memory import is_device_address, read_host
 from ge_python_backend.sim.models import DataBuffer
 from ge_python_backend.sim.signature import AclFail, Signature, acl_function
+from ge_python_backend.specs import NUMPY_DTYPES
 
 if TYPE_CHECKING:
     from ge_python_backend.sim.state import SimState
@@ -29,8 +29,16 @@ INVALID_PARAM = ret_code("ACL_ERROR_INVALID_PARAM")
 SIM_VERSION = (8, 0, 0)
 SIM_SOC_NAME = "AscendSim"
 #: Byte sizes of the data types that have no Triton equivalent (sub-byte and string types: 0).
-_OTHER_SIZES = {"COMPLEX64": 8, "COMPLEX128": 16, "BF16": 2, "COMPLEX32": 4, "HIFLOAT8": 1,
-                "FLOAT8_E5M2": 1, "FLOAT8_E4M3FN": 1, "FLOAT8_E8M0": 1}
+_OTHER_SIZES = {
+    "COMPLEX64": 8,
+    "COMPLEX128": 16,
+    "BF16": 2,
+    "COMPLEX32": 4,
+    "HIFLOAT8": 1,
+    "FLOAT8_E5M2": 1,
+    "FLOAT8_E4M3FN": 1,
+    "FLOAT8_E8M0": 1,
+}
 
 
 class Namespace:
@@ -38,7 +46,7 @@ class Namespace:
 
     _prefix = "acl"
 
-    def __init__(self, sim: "SimState") -> None:
+    def __init__(self, sim: SimState) -> None:
         self._sim = sim
 
     def _call(self, short: str, qualified: str, signature: Signature, body) -> Any:
@@ -55,15 +63,18 @@ class UtilApi(Namespace):
     def ptr_to_bytes(self, ptr, size):
         if is_device_address(ptr):
             # The real binding would dereference a device address and crash the process.
-            raise ValueError(f"acl.util.ptr_to_bytes: {ptr:#x} is (simulated) device memory, which the host "
-                             f"cannot read; copy it to host memory with acl.rt.memcpy first")
+            raise ValueError(
+                f"acl.util.ptr_to_bytes: {ptr:#x} is (simulated) device memory, which the host "
+                f"cannot read; copy it to host memory with acl.rt.memcpy first"
+            )
         if ptr == 0:
             raise ValueError("acl.util.ptr_to_bytes: NULL pointer")
         freed = self._sim.host_memory.freed_block(ptr, size)
         if freed is not None:
             # The real binding would read memory the process may already have reused.
-            raise ValueError(f"acl.util.ptr_to_bytes: {ptr:#x} is in the malloc_host block at {freed.addr:#x}, "
-                             f"which was freed")
+            raise ValueError(
+                f"acl.util.ptr_to_bytes: {ptr:#x} is in the malloc_host block at {freed.addr:#x}, which was freed"
+            )
         return read_host(ptr, size)
 
     @acl_function("O", value=True, needs_init=False, locked=False)

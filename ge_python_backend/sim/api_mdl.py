@@ -9,13 +9,25 @@ from typing import Any
 
 from ge_python_backend.ascend.constants import format_code, ret_code
 from ge_python_backend.ascend.layout import LayoutTensor
+from ge_python_backend.ascend.simom import SimOm, decode_sim_om, is_sim_om
 from ge_python_backend.errors import OmFormatError
 from ge_python_backend.sim.api import Namespace
 from ge_python_backend.sim.memory import is_device_address, read_host
-from ge_python_backend.sim.models import SYNC, DataBuffer, Dataset, LoadedModel, ModelDesc, encode_gear, gear_of, model_costs, modelled_seconds, pad_to, run_session
-from ge_python_backend.sim.state import INVALID_PARAM, Context
+from ge_python_backend.sim.models import (
+    SYNC,
+    DataBuffer,
+    Dataset,
+    LoadedModel,
+    ModelDesc,
+    encode_gear,
+    gear_of,
+    model_costs,
+    modelled_seconds,
+    pad_to,
+    run_session,
+)
 from ge_python_backend.sim.signature import AclFail, acl_function
-from ge_python_backend.ascend.simom import SimOm, decode_sim_om, is_sim_om
+from ge_python_backend.sim.state import INVALID_PARAM, Context
 
 INVALID_FILE = ret_code("ACL_ERROR_INVALID_FILE")
 READ_MODEL = ret_code("ACL_ERROR_READ_MODEL_FAILURE")
@@ -30,16 +42,22 @@ MODEL_EXECUTE = ret_code("ACL_ERROR_RT_MODEL_EXECUTE")
 MEMORY_ALLOCATION = ret_code("ACL_ERROR_RT_MEMORY_ALLOCATION")
 
 #: First bytes of files the simulator recognises as real (unsimulated) model packages.
-_REAL_MODEL_MAGICS = {b"IMOD": "a CANN offline model", b"PICO": "a CANN SVP offline model",
-                      b"PK\x03\x04": "a CANN OM2 package"}
+_REAL_MODEL_MAGICS = {
+    b"IMOD": "a CANN offline model",
+    b"PICO": "a CANN SVP offline model",
+    b"PK\x03\x04": "a CANN OM2 package",
+}
 _NO_INDEX = (1 << 64) - 1
 
 
 def _parse_model(data: bytes, origin: str) -> SimOm:
     for magic, what in _REAL_MODEL_MAGICS.items():
         if data.startswith(magic):
-            raise AclFail(INVALID_FILE, f"{origin} is {what}, which only a real Ascend NPU can run; the simulator "
-                                        f"runs simulated .om files made by `ge-triton sim-compile`")
+            raise AclFail(
+                INVALID_FILE,
+                f"{origin} is {what}, which only a real Ascend NPU can run; the simulator "
+                f"runs simulated .om files made by `ge-triton sim-compile`",
+            )
     if not is_sim_om(data):
         raise AclFail(INVALID_FILE, f"{origin} is not a model file (first bytes {data[:8]!r})")
     try:
@@ -98,8 +116,10 @@ class MdlApi(Namespace):
         with sim.lock:
             free = sim.config.device_memory - sim.device_used(context.device)
             if work + weight > free:
-                raise AclFail(MEMORY_ALLOCATION, f"the model needs {work + weight} bytes of device memory, device "
-                                                 f"{context.device} has {free} free")
+                raise AclFail(
+                    MEMORY_ALLOCATION,
+                    f"the model needs {work + weight} bytes of device memory, device {context.device} has {free} free",
+                )
             model = LoadedModel(sim.new_model_id(), origin, om, session, context.handle, context.device, work, weight)
             sim.models[model.model_id] = model
             return model.model_id
@@ -274,21 +294,28 @@ class MdlApi(Namespace):
             raise AclFail(NOT_DYNAMIC, f"model {model_id} has {layout.kind or 'no'} gears, not {kind} gears")
         found = sim.lookup(sim.datasets, dataset, "dataset")
         if index != model.dynamic_index:
-            raise AclFail(INVALID_PARAM, f"index {index} is not the index of {model.om.dynamic_tensor.name!r} "
-                                         f"({model.dynamic_index}); look it up with get_input_index_by_name")
+            raise AclFail(
+                INVALID_PARAM,
+                f"index {index} is not the index of {model.om.dynamic_tensor.name!r} "
+                f"({model.dynamic_index}); look it up with get_input_index_by_name",
+            )
         if index >= len(found.buffers):
             raise AclFail(INVALID_PARAM, f"dataset {dataset:#x} has {len(found.buffers)} buffer(s), no index {index}")
         buffer = sim.lookup(sim.buffers, found.buffers[index], "data buffer")
         if buffer.addr == 0:
             raise AclFail(DYNAMIC_ADDR, f"the {model.om.dynamic_tensor.name!r} buffer has a NULL address")
         if buffer.size < 4 * len(gear):
-            raise AclFail(DYNAMIC_LENGTH, f"the {model.om.dynamic_tensor.name!r} buffer has {buffer.size} bytes, "
-                                          f"at least {4 * len(gear)} are needed")
+            raise AclFail(
+                DYNAMIC_LENGTH,
+                f"the {model.om.dynamic_tensor.name!r} buffer has {buffer.size} bytes, "
+                f"at least {4 * len(gear)} are needed",
+            )
         if kind == "batch" and gear == (0,):
             raise AclFail(INVALID_PARAM, "batch size 0")
         if gear not in layout.gears:
-            raise AclFail(NOT_A_GEAR, f"{list(gear)} is not one of the model's {kind} gears "
-                                      f"{[list(g) for g in layout.gears]}")
+            raise AclFail(
+                NOT_A_GEAR, f"{list(gear)} is not one of the model's {kind} gears {[list(g) for g in layout.gears]}"
+            )
         sim.write(buffer.addr, encode_gear(kind, gear, buffer.size), True, "dynamic input buffer")
         model.current_gear = layout.gears.index(gear)
 
@@ -307,7 +334,9 @@ class MdlApi(Namespace):
         except (TypeError, KeyError, ValueError):
             raise AclFail(INVALID_PARAM, f"dims must be a dict with 'dimCount' and 'dims', got {dims!r}") from None
         if not isinstance(values, list) or len(values) < count or not all(isinstance(v, int) for v in values):
-            raise AclFail(INVALID_PARAM, f"dims['dims'] must be a list of at least dimCount={count} ints, got {values!r}")
+            raise AclFail(
+                INVALID_PARAM, f"dims['dims'] must be a list of at least dimCount={count} ints, got {values!r}"
+            )
         self._set_gear(model_id, dataset, index, "dims", tuple(values[:count]))
 
     # --- datasets -------------------------------------------------------------------------------
@@ -358,8 +387,11 @@ class MdlApi(Namespace):
         busy = model.busy_elsewhere(runner)
         if busy is not None or (runner == SYNC and model.running[SYNC]):
             where = "synchronously in another thread" if busy in (None, SYNC) else f"on stream {busy:#x}"
-            raise AclFail(MODEL_EXECUTE, f"model {model_id} is already executing {where}; one model_id must not "
-                                         f"execute concurrently (load one copy of the model per stream)")
+            raise AclFail(
+                MODEL_EXECUTE,
+                f"model {model_id} is already executing {where}; one model_id must not "
+                f"execute concurrently (load one copy of the model per stream)",
+            )
         inputs = self._buffers(input_dataset, len(om.all_inputs), "input", INPUT_NOT_MATCH)
         outputs = self._buffers(output_dataset, len(om.layout.outputs), "output", OUTPUT_NOT_MATCH)
         gear = model.current_gear if model.current_gear is not None else om.layout.gear_count - 1
@@ -368,16 +400,20 @@ class MdlApi(Namespace):
             need = tensor.byte_size(shapes[tensor.name]) if tensor.name in shapes else tensor.size
             self._check_buffer(tensor, buffer, need, "input", INPUT_NOT_MATCH, om.layout.gear_label(gear))
         for tensor, buffer, shape in zip(om.layout.outputs, outputs, om.layout.output_shapes(gear)):
-            self._check_buffer(tensor, buffer, tensor.byte_size(shape), "output", OUTPUT_NOT_MATCH,
-                               om.layout.gear_label(gear))
+            self._check_buffer(
+                tensor, buffer, tensor.byte_size(shape), "output", OUTPUT_NOT_MATCH, om.layout.gear_label(gear)
+            )
         model.running[runner] += 1
         return model, inputs, outputs
 
-    def _check_buffer(self, tensor: LayoutTensor, buffer: DataBuffer, need: int, what: str, code: int,
-                      gear: str) -> None:
+    def _check_buffer(
+        self, tensor: LayoutTensor, buffer: DataBuffer, need: int, what: str, code: int, gear: str
+    ) -> None:
         if buffer.size < need:
-            raise AclFail(code, f"{what} {tensor.name!r}: the data buffer has {buffer.size} bytes, the model "
-                                f"needs {need} at {gear}")
+            raise AclFail(
+                code,
+                f"{what} {tensor.name!r}: the data buffer has {buffer.size} bytes, the model needs {need} at {gear}",
+            )
         self._sim.check_range(buffer.addr, buffer.size, True, f"{what} {tensor.name!r} data buffer")
 
     def _run(self, model: LoadedModel, inputs: list[DataBuffer], outputs: list[DataBuffer]) -> None:
@@ -402,8 +438,11 @@ class MdlApi(Namespace):
             sim.check_device()
             for tensor, buffer, result in zip(layout.outputs, outputs, results):
                 if result.nbytes > buffer.size:
-                    raise AclFail(OUTPUT_NOT_MATCH, f"output {tensor.name!r}: {result.nbytes} bytes at "
-                                                    f"{layout.gear_label(gear)} do not fit its {buffer.size}-byte buffer")
+                    raise AclFail(
+                        OUTPUT_NOT_MATCH,
+                        f"output {tensor.name!r}: {result.nbytes} bytes at "
+                        f"{layout.gear_label(gear)} do not fit its {buffer.size}-byte buffer",
+                    )
                 sim.write(buffer.addr, result.tobytes(), True, f"output {tensor.name!r}")
 
     def _finish(self, model: LoadedModel, runner) -> None:
@@ -413,8 +452,9 @@ class MdlApi(Namespace):
     @acl_function("Ikk", locked=False)
     def execute(self, model_id, input_dataset, output_dataset):
         with self._sim.lock:
-            model, inputs, outputs = self._prepare(model_id, input_dataset, output_dataset,
-                                                   self._sim.current_context(), SYNC)
+            model, inputs, outputs = self._prepare(
+                model_id, input_dataset, output_dataset, self._sim.current_context(), SYNC
+            )
         try:
             self._run(model, inputs, outputs)
         finally:

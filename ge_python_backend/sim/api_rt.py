@@ -5,8 +5,8 @@ from __future__ import annotations
 from ge_python_backend.ascend.constants import ACL_HOST, MALLOC_FLAGS, MallocPolicy, MemcpyKind, ret_code
 from ge_python_backend.sim.api import Namespace
 from ge_python_backend.sim.memory import is_device_address
-from ge_python_backend.sim.state import BAD_HANDLE, INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
 from ge_python_backend.sim.signature import AclFail, acl_function
+from ge_python_backend.sim.state import BAD_HANDLE, INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
 from ge_python_backend.sim.streams import Event, Stream
 
 MEMORY_ALLOCATION = ret_code("ACL_ERROR_RT_MEMORY_ALLOCATION")
@@ -79,12 +79,18 @@ class RtApi(Namespace):
         sim.current_context()
         found = sim.lookup(sim.contexts, context, "context")
         if found.default:
-            raise AclFail(INVALID_PARAM, f"context {context:#x} is device {found.device}'s default context, "
-                                         f"which reset_device releases; destroy_context cannot")
+            raise AclFail(
+                INVALID_PARAM,
+                f"context {context:#x} is device {found.device}'s default context, "
+                f"which reset_device releases; destroy_context cannot",
+            )
         owned = sim.owned_by(context)
         if owned:
-            raise AclFail(INVALID_PARAM, f"context {context:#x} still owns {', '.join(owned)}; destroy its events "
-                                         f"and streams and unload its models first (pyacl.md §10)")
+            raise AclFail(
+                INVALID_PARAM,
+                f"context {context:#x} still owns {', '.join(owned)}; destroy its events "
+                f"and streams and unload its models first (pyacl.md §10)",
+            )
         sim.remove(sim.contexts, context, "context")
 
     @acl_function("k")
@@ -246,8 +252,11 @@ class RtApi(Namespace):
         found = self._sim.lookup(self._sim.events, event, "event")
         target = self._stream_of(stream)
         if found.context != target.context:
-            raise AclFail(STREAM_CONTEXT, f"event {event:#x} belongs to context {found.context:#x}, stream "
-                                          f"{stream:#x} to context {target.context:#x}")
+            raise AclFail(
+                STREAM_CONTEXT,
+                f"event {event:#x} belongs to context {found.context:#x}, stream "
+                f"{stream:#x} to context {target.context:#x}",
+            )
         found.arm()
         target.submit("record_event", found.fire)
 
@@ -271,7 +280,8 @@ class RtApi(Namespace):
         last = self._sim.lookup(self._sim.events, end, "event")
         for event in (first, last):
             if not (event.recorded and event.done.is_set()):
-                raise AclFail(BAD_HANDLE, f"event {event.handle:#x} has not completed (record it and "
-                                          f"synchronize its stream first)")
+                raise AclFail(
+                    BAD_HANDLE,
+                    f"event {event.handle:#x} has not completed (record it and synchronize its stream first)",
+                )
         return (last.time - first.time) * 1000.0
-

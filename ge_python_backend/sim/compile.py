@@ -10,22 +10,35 @@ dynamic model as its last input, and validates every gear by running it once on 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
 from ge_python_backend import __version__
 from ge_python_backend.ascend.constants import AclDataType, data_type_named
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout, Shape
+from ge_python_backend.ascend.simom import SimOm, write_sim_om
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.specs import ModelSpec, format_shape, numpy_dtype
-from ge_python_backend.ascend.simom import SimOm, write_sim_om
 
 #: ONNX TensorProto element type -> aclDataType name.
 _ONNX_TYPES = {
-    1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64", 9: "BOOL",
-    10: "FLOAT16", 11: "DOUBLE", 12: "UINT32", 13: "UINT64", 14: "COMPLEX64", 15: "COMPLEX128", 16: "BF16",
+    1: "FLOAT",
+    2: "UINT8",
+    3: "INT8",
+    4: "UINT16",
+    5: "INT16",
+    6: "INT32",
+    7: "INT64",
+    9: "BOOL",
+    10: "FLOAT16",
+    11: "DOUBLE",
+    12: "UINT32",
+    13: "UINT64",
+    14: "COMPLEX64",
+    15: "COMPLEX128",
+    16: "BF16",
 }
 INPUT_FORMATS = ("NCHW", "NHWC", "ND")
 
@@ -87,7 +100,9 @@ def _check_shapes(given: Mapping[str, Shape], onnx_inputs: list[tuple[str, int, 
     for name, _, dims in onnx_inputs:
         shape = tuple(int(d) for d in given.get(name, dims))
         if len(shape) != len(dims):
-            raise ConfigError(f"input {name!r}: shape {format_shape(shape)} has rank {len(shape)}, the model's has {len(dims)}")
+            raise ConfigError(
+                f"input {name!r}: shape {format_shape(shape)} has rank {len(shape)}, the model's has {len(dims)}"
+            )
         for axis, (want, have) in enumerate(zip(shape, dims)):
             if want < -1 or want == 0 or (have > 0 and want > 0 and want != have):
                 raise ConfigError(f"input {name!r} axis {axis}: {want} does not fit the model's {format_shape(dims)}")
@@ -119,7 +134,9 @@ def _gears(kind: str, values: Sequence[Sequence[int]], shapes: Mapping[str, Shap
     if kind == "hw":
         for name, shape in dynamic.items():
             if sum(d < 0 for d in shape) != 2:
-                raise ConfigError(f"dynamic image size: input {name!r} {format_shape(shape)} needs exactly two -1 axes (H, W)")
+                raise ConfigError(
+                    f"dynamic image size: input {name!r} {format_shape(shape)} needs exactly two -1 axes (H, W)"
+                )
         if any(len(g) != 2 for g in values):
             raise ConfigError(f"dynamic image size gears must be height,width pairs, got {[list(g) for g in values]}")
         return tuple(tuple(int(v) for v in g) for g in values)
@@ -138,8 +155,7 @@ def _run_gears(session, layout: ModelLayout, output_names: list[str]) -> list[li
     results = []
     for g in range(layout.gear_count):
         feeds = {
-            t.name: np.zeros(shape, dtype=_numpy(t))
-            for t, shape in zip(layout.inputs, layout.input_shapes(g).values())
+            t.name: np.zeros(shape, dtype=_numpy(t)) for t, shape in zip(layout.inputs, layout.input_shapes(g).values())
         }
         try:
             results.append(session.run(output_names, feeds))
@@ -223,8 +239,13 @@ def sim_compile(
     results = _run_gears(session, draft, output_names)
 
     inputs = tuple(
-        LayoutTensor(t.name, t.data_type, t.format, t.dims,
-                     max(t.byte_size(draft.input_shapes(g)[t.name]) for g in range(draft.gear_count)))
+        LayoutTensor(
+            t.name,
+            t.data_type,
+            t.format,
+            t.dims,
+            max(t.byte_size(draft.input_shapes(g)[t.name]) for g in range(draft.gear_count)),
+        )
         for t in draft_inputs
     )
     outputs = []
@@ -237,7 +258,10 @@ def sim_compile(
             LayoutTensor(name, output_types[name], _layout_format(dims, fmt), dims, max(a.nbytes for a in per_gear))
         )
     layout = ModelLayout(
-        inputs, tuple(outputs), kind, gears,
+        inputs,
+        tuple(outputs),
+        kind,
+        gears,
         tuple(tuple(tuple(int(d) for d in a.shape) for a in r) for r in results),
     )
     producer = {
@@ -254,8 +278,15 @@ def sim_compile(
 
 def _describe_options(kind: str, values: Sequence[Shape], shapes: Mapping[str, Shape], fmt: str) -> str:
     """The compile options in ATC's spelling, kept as a provenance fact."""
-    parts = ["--input_shape=" + ";".join(f"{n}:{','.join(map(str, s))}" for n, s in shapes.items()), f"--input_format={fmt}"]
-    flag = {"batch": ("--dynamic_batch_size", ","), "hw": ("--dynamic_image_size", ";"), "dims": ("--dynamic_dims", ";")}
+    parts = [
+        "--input_shape=" + ";".join(f"{n}:{','.join(map(str, s))}" for n, s in shapes.items()),
+        f"--input_format={fmt}",
+    ]
+    flag = {
+        "batch": ("--dynamic_batch_size", ","),
+        "hw": ("--dynamic_image_size", ";"),
+        "dims": ("--dynamic_dims", ";"),
+    }
     if kind:
         name, separator = flag[kind]
         parts.append(f"{name}=" + separator.join(",".join(map(str, g)) for g in values))

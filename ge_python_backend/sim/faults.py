@@ -22,13 +22,33 @@ from dataclasses import dataclass
 from ge_python_backend.ascend.constants import RET_CODES, ret_code
 
 #: Functions that need the device: they can be targeted by faults and fail once the device is lost.
-DEVICE_CALLS = frozenset({
-    "set_device", "create_context", "create_stream", "synchronize_stream", "synchronize_stream_with_timeout",
-    "synchronize_device", "create_event", "record_event", "synchronize_event", "get_mem_info",
-    "malloc", "malloc_host", "memcpy", "memcpy_async", "memset", "memset_async",
-    "load_from_file", "load_from_mem", "execute", "execute_async",
-    "set_dynamic_batch_size", "set_dynamic_hw_size", "set_input_dynamic_dims",
-})
+DEVICE_CALLS = frozenset(
+    {
+        "set_device",
+        "create_context",
+        "create_stream",
+        "synchronize_stream",
+        "synchronize_stream_with_timeout",
+        "synchronize_device",
+        "create_event",
+        "record_event",
+        "synchronize_event",
+        "get_mem_info",
+        "malloc",
+        "malloc_host",
+        "memcpy",
+        "memcpy_async",
+        "memset",
+        "memset_async",
+        "load_from_file",
+        "load_from_mem",
+        "execute",
+        "execute_async",
+        "set_dynamic_batch_size",
+        "set_dynamic_hw_size",
+        "set_input_dynamic_dims",
+    }
+)
 
 #: The code a fault returns when the plan does not give one.
 DEFAULT_RETS = {
@@ -102,7 +122,7 @@ class FaultPlan:
     faults: tuple[Fault, ...] = ()
 
     @classmethod
-    def parse(cls, text: str) -> "FaultPlan":
+    def parse(cls, text: str) -> FaultPlan:
         """Parse the compact form; ValueError names the bad entry and what is accepted."""
         entries = [e for e in re.split(r"[,;\s]+", text.strip()) if e]
         return cls(tuple(_parse_entry(e) for e in entries))

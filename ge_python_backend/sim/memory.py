@@ -92,12 +92,18 @@ class DeviceMemory:
         start, size = known
         block = self.live.get(start)
         if block is None:
-            raise AclFail(INVALID_PARAM, f"{what}: device address {addr:#x} is in the allocation at {start:#x}, "
-                                         f"which was freed (use after free)")
+            raise AclFail(
+                INVALID_PARAM,
+                f"{what}: device address {addr:#x} is in the allocation at {start:#x}, "
+                f"which was freed (use after free)",
+            )
         offset = addr - start
         if offset + count > size:
-            raise AclFail(INVALID_PARAM, f"{what}: {count} bytes at {addr:#x} run past the end of the "
-                                         f"{size}-byte allocation at {start:#x} (offset {offset})")
+            raise AclFail(
+                INVALID_PARAM,
+                f"{what}: {count} bytes at {addr:#x} run past the end of the "
+                f"{size}-byte allocation at {start:#x} (offset {offset})",
+            )
         return block, offset
 
     def used(self, device: int) -> int:
@@ -157,8 +163,11 @@ class HostMemory:
     def check_not_freed(self, addr: int, count: int, what: str) -> None:
         block = self.freed_block(addr, count)
         if block is not None:
-            raise AclFail(INVALID_PARAM, f"{what}: host range {addr:#x}+{count} is in the {block.size}-byte "
-                                         f"malloc_host block at {block.addr:#x}, which was freed (use after free)")
+            raise AclFail(
+                INVALID_PARAM,
+                f"{what}: host range {addr:#x}+{count} is in the {block.size}-byte "
+                f"malloc_host block at {block.addr:#x}, which was freed (use after free)",
+            )
 
     def find(self, addr: int, count: int) -> HostBlock | None:
         """The live block holding ``count`` bytes at ``addr``."""
@@ -170,8 +179,11 @@ class HostMemory:
     def check_pinned(self, addr: int, count: int, what: str) -> None:
         if self.find(addr, count) is None:
             inside = next((b for b in self.live.values() if b.addr <= addr < b.addr + b.size), None)
-            detail = (f"runs past the end of the {inside.size}-byte pinned block at {inside.addr:#x}" if inside
-                      else "is not memory from acl.rt.malloc_host (asynchronous copies need pinned host memory)")
+            detail = (
+                f"runs past the end of the {inside.size}-byte pinned block at {inside.addr:#x}"
+                if inside
+                else "is not memory from acl.rt.malloc_host (asynchronous copies need pinned host memory)"
+            )
             raise AclFail(INVALID_PARAM, f"{what}: host range {addr:#x}+{count} {detail}")
 
 

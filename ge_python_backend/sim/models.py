@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from ge_python_backend.ascend.constants import ret_code
-from ge_python_backend.specs import numpy_dtype
-from ge_python_backend.sim.signature import AclFail
 from ge_python_backend.ascend.simom import SimOm
+from ge_python_backend.sim.signature import AclFail
+from ge_python_backend.specs import numpy_dtype
 
 MODEL_EXECUTE = ret_code("ACL_ERROR_RT_MODEL_EXECUTE")
 #: Key of a synchronous ``execute`` in ``LoadedModel.running``.
@@ -93,10 +93,13 @@ def gear_of(model: LoadedModel, dynamic_bytes: bytes) -> int:
     try:
         return layout.gears.index(value)
     except ValueError:
-        raise AclFail(MODEL_EXECUTE, f"model {model.model_id}: the dynamic input {model.om.dynamic_tensor.name!r} "
-                                     f"holds {list(value)}, which is not a gear ({[list(g) for g in layout.gears]}); "
-                                     f"call set_dynamic_batch_size/set_dynamic_hw_size/set_input_dynamic_dims "
-                                     f"before executing") from None
+        raise AclFail(
+            MODEL_EXECUTE,
+            f"model {model.model_id}: the dynamic input {model.om.dynamic_tensor.name!r} "
+            f"holds {list(value)}, which is not a gear ({[list(g) for g in layout.gears]}); "
+            f"call set_dynamic_batch_size/set_dynamic_hw_size/set_input_dynamic_dims "
+            f"before executing",
+        ) from None
 
 
 def run_session(model: LoadedModel, gear: int, inputs: list[bytes]) -> list[np.ndarray]:
@@ -105,18 +108,23 @@ def run_session(model: LoadedModel, gear: int, inputs: list[bytes]) -> list[np.n
     feeds = {}
     for tensor, shape, data in zip(layout.inputs, layout.input_shapes(gear).values(), inputs):
         if not tensor.data_type.triton:
-            raise AclFail(MODEL_EXECUTE, f"input {tensor.name!r} has type {tensor.data_type.name}, "
-                                         f"which the simulator cannot run")
+            raise AclFail(
+                MODEL_EXECUTE, f"input {tensor.name!r} has type {tensor.data_type.name}, which the simulator cannot run"
+            )
         feeds[tensor.name] = np.frombuffer(data, numpy_dtype(tensor.data_type.triton)).reshape(shape)
     try:
         results = model.session.run([t.name for t in layout.outputs], feeds)
     except Exception as exc:  # ONNX Runtime raises several private exception types
-        raise AclFail(MODEL_EXECUTE, f"model {model.model_id} at {layout.gear_label(gear)}: "
-                                     f"ONNX Runtime failed: {exc}") from None
+        raise AclFail(
+            MODEL_EXECUTE, f"model {model.model_id} at {layout.gear_label(gear)}: ONNX Runtime failed: {exc}"
+        ) from None
     for tensor, want, result in zip(layout.outputs, layout.output_shapes(gear), results):
         if tuple(result.shape) != want:
-            raise AclFail(MODEL_EXECUTE, f"output {tensor.name!r} came out {list(result.shape)}, "
-                                         f"the model declares {list(want)} at {layout.gear_label(gear)}")
+            raise AclFail(
+                MODEL_EXECUTE,
+                f"output {tensor.name!r} came out {list(result.shape)}, "
+                f"the model declares {list(want)} at {layout.gear_label(gear)}",
+            )
     return [np.ascontiguousarray(r) for r in results]
 
 

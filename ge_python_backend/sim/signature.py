@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 _MASK64 = (1 << 64) - 1
 _MASK32 = (1 << 32) - 1
@@ -102,8 +103,15 @@ def parse_args(signature: Signature, fn: str, args: tuple, kwargs: dict) -> list
     return [convert(letter, value, fn, i + 1) for i, (letter, value) in enumerate(zip(letters, args))]
 
 
-def acl_function(fmt: str = "", *, outputs: tuple[Any, ...] | None = None, value: bool = False,
-                 fail_value: Any = 0, needs_init: bool = True, locked: bool = True) -> Callable:
+def acl_function(
+    fmt: str = "",
+    *,
+    outputs: tuple[Any, ...] | None = None,
+    value: bool = False,
+    fail_value: Any = 0,
+    needs_init: bool = True,
+    locked: bool = True,
+) -> Callable:
     """Declare a method of an API namespace as a simulated pyACL function.
 
     The method receives converted arguments and returns the outputs (a tuple when ``outputs``

@@ -31,7 +31,6 @@ def build_module(sim: SimState) -> TopApi:
     return module
 
 
-
 _PROCESS_SIMULATOR: Simulator | None = None
 _PROCESS_LOCK = threading.Lock()
 

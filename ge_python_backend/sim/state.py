@@ -13,8 +13,9 @@ import logging
 import os
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ge_python_backend.ascend.constants import RET_CODES, ret_code
 from ge_python_backend.sim.faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultPlan, FaultState
@@ -98,9 +99,16 @@ class SimState:
         self.datasets: dict[int, Dataset] = {}
         self.buffers: dict[int, DataBuffer] = {}
 
-    def configure(self, *, faults: FaultPlan | str | None = None, device_ms: float | None = None,
-                  row_ms: float | None = None, device_count: int | None = None,
-                  device_memory: int | None = None, absent_gears_ret: int | None = None) -> None:
+    def configure(
+        self,
+        *,
+        faults: FaultPlan | str | None = None,
+        device_ms: float | None = None,
+        row_ms: float | None = None,
+        device_count: int | None = None,
+        device_memory: int | None = None,
+        absent_gears_ret: int | None = None,
+    ) -> None:
         """Change the simulated hardware. ``faults`` installs a new plan (fresh counters, device back)."""
         if absent_gears_ret is not None and absent_gears_ret not in RET_CODES:
             raise ValueError(f"absent_gears_ret {absent_gears_ret} is not a code listed in pyacl.md")
@@ -108,8 +116,13 @@ class SimState:
             if faults is not None:
                 plan = FaultPlan.parse(faults) if isinstance(faults, str) else faults
                 self.faults = FaultState(plan)
-            for name, value in (("device_ms", device_ms), ("row_ms", row_ms), ("device_count", device_count),
-                                ("device_memory", device_memory), ("absent_gears_ret", absent_gears_ret)):
+            for name, value in (
+                ("device_ms", device_ms),
+                ("row_ms", row_ms),
+                ("device_count", device_count),
+                ("device_memory", device_memory),
+                ("absent_gears_ret", absent_gears_ret),
+            ):
                 if value is not None:
                     setattr(self.config, name, value)
 
@@ -206,8 +219,10 @@ class SimState:
 
     def check_device_id(self, device: int) -> None:
         if not 0 <= device < self.config.device_count:
-            raise AclFail(INVALID_DEVICE, f"device {device} does not exist; the simulator has devices "
-                                          f"0..{self.config.device_count - 1}")
+            raise AclFail(
+                INVALID_DEVICE,
+                f"device {device} does not exist; the simulator has devices 0..{self.config.device_count - 1}",
+            )
 
     def device_state(self, device: int) -> DeviceState | None:
         """The set_device state of an existing ``device`` (None while it is not set)."""
@@ -220,15 +235,24 @@ class SimState:
     def current_context(self) -> Context:
         handle = getattr(self._tls, "context", None)
         if handle is None:
-            raise AclFail(CONTEXT_NULL, f"thread {threading.current_thread().name!r} has no current context; "
-                                        f"call acl.rt.set_context or acl.rt.set_device in this thread first")
+            raise AclFail(
+                CONTEXT_NULL,
+                f"thread {threading.current_thread().name!r} has no current context; "
+                f"call acl.rt.set_context or acl.rt.set_device in this thread first",
+            )
         context = self.contexts.get(handle)
         if context is None:
-            raise AclFail(CONTEXT_NULL, f"thread {threading.current_thread().name!r}: its current context "
-                                        f"{handle:#x} was destroyed (or its device reset)")
+            raise AclFail(
+                CONTEXT_NULL,
+                f"thread {threading.current_thread().name!r}: its current context "
+                f"{handle:#x} was destroyed (or its device reset)",
+            )
         if context.device_reset:
-            raise AclFail(CONTEXT_NULL, f"thread {threading.current_thread().name!r}: its current context "
-                                        f"{handle:#x} is unusable, device {context.device} was reset")
+            raise AclFail(
+                CONTEXT_NULL,
+                f"thread {threading.current_thread().name!r}: its current context "
+                f"{handle:#x} is unusable, device {context.device} was reset",
+            )
         return context
 
     def stream(self, handle: int, context: Context) -> Stream:
@@ -236,8 +260,11 @@ class SimState:
         if stream is None:
             raise AclFail(BAD_HANDLE, f"stream {handle:#x} does not exist (never created or destroyed)")
         if stream.context != context.handle:
-            raise AclFail(STREAM_CONTEXT, f"stream {handle:#x} belongs to context {stream.context:#x}, the "
-                                          f"calling thread's current context is {context.handle:#x}")
+            raise AclFail(
+                STREAM_CONTEXT,
+                f"stream {handle:#x} belongs to context {stream.context:#x}, the "
+                f"calling thread's current context is {context.handle:#x}",
+            )
         return stream
 
     def model(self, model_id: int, context: Context | None = None) -> LoadedModel:
@@ -245,8 +272,11 @@ class SimState:
         if model is None:
             raise AclFail(INVALID_MODEL, f"model id {model_id} is not loaded")
         if context is not None and model.context != context.handle:
-            raise AclFail(MODEL_CONTEXT, f"model {model_id} was loaded in context {model.context:#x}, the "
-                                         f"calling thread's current context is {context.handle:#x}")
+            raise AclFail(
+                MODEL_CONTEXT,
+                f"model {model_id} was loaded in context {model.context:#x}, the "
+                f"calling thread's current context is {context.handle:#x}",
+            )
         return model
 
     def lookup(self, table: dict[int, Any], handle: int, kind: str) -> Any:
@@ -269,9 +299,11 @@ class SimState:
 
     def owned_by(self, context: int) -> list[str]:
         """The streams, events and loaded models that belong to ``context``."""
-        return ([f"stream {s.handle:#x}" for s in self.streams.values() if s.context == context]
-                + [f"event {e.handle:#x}" for e in self.events.values() if e.context == context]
-                + [f"model {m.model_id}" for m in self.models.values() if m.context == context])
+        return (
+            [f"stream {s.handle:#x}" for s in self.streams.values() if s.context == context]
+            + [f"event {e.handle:#x}" for e in self.events.values() if e.context == context]
+            + [f"model {m.model_id}" for m in self.models.values() if m.context == context]
+        )
 
     # --- memory ---------------------------------------------------------------------------------
 
@@ -285,7 +317,7 @@ class SimState:
             if not is_device_address(addr):
                 raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is host memory, device memory was expected")
             block, offset = self.device_memory.locate(addr, count, what)
-            return bytes(block.data[offset:offset + count])
+            return bytes(block.data[offset : offset + count])
         if is_device_address(addr):
             raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is device memory, host memory was expected")
         self.host_memory.check_not_freed(addr, count, what)
@@ -296,7 +328,7 @@ class SimState:
             if not is_device_address(addr):
                 raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is host memory, device memory was expected")
             block, offset = self.device_memory.locate(addr, len(data), what)
-            block.data[offset:offset + len(data)] = data
+            block.data[offset : offset + len(data)] = data
             return
         if is_device_address(addr):
             raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is device memory, host memory was expected")
@@ -325,8 +357,10 @@ class SimState:
             found += [f"context {c.handle:#x} (device {c.device})" for c in self.contexts.values() if not c.default]
             found += [f"stream {s.handle:#x} (context {s.context:#x})" for s in self.streams.values()]
             found += [f"event {e.handle:#x}" for e in self.events.values()]
-            found += [f"device malloc {b.addr:#x} ({b.size} bytes, device {b.device})"
-                      for b in self.device_memory.live.values()]
+            found += [
+                f"device malloc {b.addr:#x} ({b.size} bytes, device {b.device})"
+                for b in self.device_memory.live.values()
+            ]
             found += [f"host malloc {b.addr:#x} ({b.size} bytes)" for b in self.host_memory.live.values()]
             found += [f"model {m.model_id} ({m.path})" for m in self.models.values()]
             found += [f"model desc {d.handle:#x}" for d in self.descs.values()]

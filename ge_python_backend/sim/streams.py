@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ge_python_backend.ascend.constants import ret_code
 from ge_python_backend.sim.signature import AclFail
@@ -90,8 +90,11 @@ class Stream:
         """Wait for every queued operation; raise the first failure since the last synchronize."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._pending == 0, timeout):
-                raise AclFail(TIMEOUT, f"stream {self.handle:#x}: {self._pending} operation(s) still running "
-                                       f"after {timeout * 1000:.0f} ms")
+                raise AclFail(
+                    TIMEOUT,
+                    f"stream {self.handle:#x}: {self._pending} operation(s) still running "
+                    f"after {timeout * 1000:.0f} ms",
+                )
             error, self._error = self._error, None
         if error is not None:
             raise error

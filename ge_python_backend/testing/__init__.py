@@ -14,9 +14,10 @@ end-to-end proof.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Sequence
+from typing import Any
 
 from ge_python_backend.testing import fake_pb_utils
 
@@ -30,7 +31,7 @@ def install_fake_pb_utils() -> ModuleType:
 
 def triton_args(model_dir: Path, version: str = "1", instance_name: str | None = None) -> dict[str, str]:
     """The ``initialize`` arguments Triton passes for ``model_dir`` (config.pbtxt read with the schema)."""
-    from ge_python_backend.repository.config import read_config_file, config_json
+    from ge_python_backend.repository.config import config_json, read_config_file
 
     model_dir = Path(model_dir)
     config = read_config_file(model_dir / "config.pbtxt")
@@ -54,7 +55,7 @@ class ModelHarness:
         self.model = model_class()
         self.args = triton_args(model_dir, version, instance_name)
 
-    def __enter__(self) -> "ModelHarness":
+    def __enter__(self) -> ModelHarness:
         self.model.initialize(self.args)
         return self
 

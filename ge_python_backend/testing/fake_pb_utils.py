@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -205,7 +206,7 @@ class Logger:
 
 
 class _Metric:
-    def __init__(self, family: "MetricFamily", labels: dict[str, str], buckets: list[float] | None) -> None:
+    def __init__(self, family: MetricFamily, labels: dict[str, str], buckets: list[float] | None) -> None:
         if (family.kind == MetricFamily.HISTOGRAM) != (buckets is not None):
             raise TritonModelException("buckets are required for histograms and only for them")
         self.family, self.labels, self.buckets = family, labels, buckets
@@ -237,7 +238,7 @@ class _Metric:
 
 class MetricFamily:
     COUNTER, GAUGE, HISTOGRAM = range(3)
-    registry: dict[str, "MetricFamily"] = {}
+    registry: dict[str, MetricFamily] = {}
 
     def __init__(self, name: str, description: str, kind: int) -> None:
         self.name, self.description, self.kind = name, description, kind

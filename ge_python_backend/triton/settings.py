@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ge_python_backend.engines import ResponseMode, engine_choices, engine_parameters
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.params import (
+    Parameter,
+    parse_bool,
+    parse_choice,
+    parse_enum,
+    parse_float,
+    parse_int,
+    parse_list,
+    parse_parameters,
+)
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_enum, parse_float, parse_int, parse_list, parse_parameters
 from ge_python_backend.serving.sequences import StatePair, parse_initial_values, parse_state_pairs
 from ge_python_backend.specs import TensorSpec, api_type
 
@@ -42,7 +52,9 @@ CORE_PARAMETERS = (
         "comma-separated integers >= 0",
         "devices that instances are spread over round-robin by instance index",
     ),
-    Parameter("streams", parse_int(1, 64), 1, "an integer from 1 to 64", "execution slots (batches in flight) per instance"),
+    Parameter(
+        "streams", parse_int(1, 64), 1, "an integer from 1 to 64", "execution slots (batches in flight) per instance"
+    ),
     Parameter(
         "response_mode",
         parse_enum(ResponseMode),
@@ -58,7 +70,9 @@ CORE_PARAMETERS = (
         "true or false",
         "refuse floating-point inputs that contain NaN or Inf",
     ),
-    Parameter("log_verbosity", parse_int(0, 2), 0, "0, 1 or 2", "0: load/unload only; 1: per-execute summary; 2: per batch"),
+    Parameter(
+        "log_verbosity", parse_int(0, 2), 0, "0, 1 or 2", "0: load/unload only; 1: per-execute summary; 2: per batch"
+    ),
     Parameter("metrics", parse_bool, True, "true or false", "report GEModel's own Prometheus metrics"),
     Parameter(
         "unbatched_inputs",

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 import repos
-from ge_python_backend.serving.sequences import parse_state_pairs
+
 from ge_python_backend.ops.server import TritonServer
+from ge_python_backend.serving.sequences import parse_state_pairs
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
 
@@ -30,8 +30,14 @@ def e2e_repo(tmp_path_factory):
     files["cell"] = models.recurrent_cell(sources / "cell.onnx", layers_first=True, with_gain=True)
     for strategy in ("direct", "oldest"):
         repos.generated(
-            repo, files["cell"], f"cell_{strategy}", sequence=True, sequence_strategy=strategy,
-            states=parse_state_pairs("h_in=h_out"), state_batch_axis=1, unbatched_inputs=("gain",),
+            repo,
+            files["cell"],
+            f"cell_{strategy}",
+            sequence=True,
+            sequence_strategy=strategy,
+            states=parse_state_pairs("h_in=h_out"),
+            state_batch_axis=1,
+            unbatched_inputs=("gain",),
         )
     files["linear_v2"] = models.linear(sources / "linear_v2.onnx", seed=1)
     repos.generated(repo, files["linear"], "versioned", version_policy="all")

@@ -7,11 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from ge_python_backend.ops.bench import Sweep
-from ge_python_backend.ops.bench import Target
-from ge_python_backend.ops.bench import random_inputs
-from ge_python_backend.ops.bench import run_sweep
 from ge_python_backend.cli import main as ge_triton
+from ge_python_backend.ops.bench import Sweep, Target, random_inputs, run_sweep
 
 pytestmark = pytest.mark.e2e
 
@@ -40,11 +37,26 @@ def test_failures_are_counted_not_raised(server):
 
 
 def test_cli_writes_json_and_plot(server, tmp_path, capsys):
-    code = ge_triton([
-        "bench", "linear", "-u", server.grpc_address, "--metrics-url", server.metrics_url,
-        "--concurrency", "1,2", "--duration", "0.5", "--warmup", "0.1",
-        "--json", str(tmp_path / "run.json"), "--plot", str(tmp_path / "run.png"),
-    ])
+    code = ge_triton(
+        [
+            "bench",
+            "linear",
+            "-u",
+            server.grpc_address,
+            "--metrics-url",
+            server.metrics_url,
+            "--concurrency",
+            "1,2",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "--json",
+            str(tmp_path / "run.json"),
+            "--plot",
+            str(tmp_path / "run.png"),
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "p99 ms" in out and "c.infer" in out

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+import reliability_repos as rr
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-import reliability_repos as rr
 from ge_python_backend.ops.bench import metrics
 from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.sim import LEDGER_ENV
@@ -94,8 +94,12 @@ def stubs(server, model: str) -> list[int]:
         except OSError:
             continue
         parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == server.process.pid and command[0].endswith(b"triton_python_backend_stub") \
-                and len(command) > 1 and command[1].endswith(f"/{model}/1/model.py".encode()):
+        if (
+            parent == server.process.pid
+            and command[0].endswith(b"triton_python_backend_stub")
+            and len(command) > 1
+            and command[1].endswith(f"/{model}/1/model.py".encode())
+        ):
             found.append(int(entry.name))
     return found
 
@@ -141,11 +145,18 @@ def model_metric(server, name: str, model: str, **labels: str) -> float:
     return metrics.fetch(server.metrics_url).value(name, model=model, **labels)
 
 
-@pytest.mark.parametrize("model, failing, message", [
-    ("exec_fault", 2, "acl.mdl.execute_async returned 507011 ACL_ERROR_RT_MODEL_EXECUTE"),
-    ("memcpy_fault", 1, "acl.rt.memcpy_async returned 507000 ACL_ERROR_RT_INTERNAL_ERROR (runtime internal error) "
-                        "while copying output 'logits' to the host"),
-])
+@pytest.mark.parametrize(
+    "model, failing, message",
+    [
+        ("exec_fault", 2, "acl.mdl.execute_async returned 507011 ACL_ERROR_RT_MODEL_EXECUTE"),
+        (
+            "memcpy_fault",
+            1,
+            "acl.rt.memcpy_async returned 507000 ACL_ERROR_RT_INTERNAL_ERROR (runtime internal error) "
+            "while copying output 'logits' to the host",
+        ),
+    ],
+)
 def test_a_transient_fault_fails_only_its_batch_and_the_model_recovers(server, built, model, failing, message):
     repo, sources, ledger_file = built
     ledger, client = Ledger(ledger_file), httpclient.InferenceServerClient(server.http_address)
@@ -172,11 +183,14 @@ def test_device_lost_takes_the_model_out_of_service_until_it_is_reloaded(server,
     assert results[:3] == [None] * 3
     assert "acl.mdl.execute_async returned 507899 ACL_ERROR_RT_DRV_INTERNAL_ERROR" in results[3]
     for later in results[4:]:
-        assert later.startswith("the model is out of service after a fatal engine failure (acl.mdl.execute_async "
-                                "returned 507899")
+        assert later.startswith(
+            "the model is out of service after a fatal engine failure (acl.mdl.execute_async returned 507899"
+        )
         assert later.endswith("reload it once the device is back")
-    assert "engine failed fatally, refusing every request from now on: acl.mdl.execute_async returned 507899" \
+    assert (
+        "engine failed fatally, refusing every request from now on: acl.mdl.execute_async returned 507899"
         in server.log_text()
+    )
     assert model_metric(server, "ge_engine_healthy", "device_lost") == 0
     assert model_metric(server, "ge_request_failures", "device_lost", kind="engine") == 4
     # Triton 24.10 has no readiness hook for Python models: the model still reports READY.
@@ -192,15 +206,26 @@ def test_device_lost_takes_the_model_out_of_service_until_it_is_reloaded(server,
     assert [line["live"] for line in ledger.after(count, 1)] == [[]]
 
 
-@pytest.mark.parametrize("model, message", [
-    ("malloc_fault", "acl.rt.malloc returned 207001 ACL_ERROR_RT_MEMORY_ALLOCATION (device memory allocation failed) "
-                     "while allocating output 'logits' (96 bytes) of slot 1"),
-    ("malloc_host_fault", "acl.rt.malloc_host returned 200000 ACL_ERROR_BAD_ALLOC"),
-    ("load_fault", "acl.mdl.load_from_file returned 545001 ACL_ERROR_GE_LOAD_MODEL (model load failed) while loading"),
-    ("om_truncated", "acl.mdl.query_size returned 100013 ACL_ERROR_PARSE_MODEL (model could not be parsed)"),
-    ("om_bad_onnx", "acl.mdl.load_from_file returned 100013 ACL_ERROR_PARSE_MODEL (model could not be parsed) while "
-                    "loading"),
-])
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        (
+            "malloc_fault",
+            "acl.rt.malloc returned 207001 ACL_ERROR_RT_MEMORY_ALLOCATION (device memory allocation failed) "
+            "while allocating output 'logits' (96 bytes) of slot 1",
+        ),
+        ("malloc_host_fault", "acl.rt.malloc_host returned 200000 ACL_ERROR_BAD_ALLOC"),
+        (
+            "load_fault",
+            "acl.mdl.load_from_file returned 545001 ACL_ERROR_GE_LOAD_MODEL (model load failed) while loading",
+        ),
+        ("om_truncated", "acl.mdl.query_size returned 100013 ACL_ERROR_PARSE_MODEL (model could not be parsed)"),
+        (
+            "om_bad_onnx",
+            "acl.mdl.load_from_file returned 100013 ACL_ERROR_PARSE_MODEL (model could not be parsed) while loading",
+        ),
+    ],
+)
 def test_a_load_that_fails_half_way_frees_everything(server, built, model, message):
     ledger, client = Ledger(built[2]), httpclient.InferenceServerClient(server.http_address)
     count = len(ledger.lines())

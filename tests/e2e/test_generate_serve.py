@@ -13,13 +13,13 @@ import io
 import numpy as np
 import onnxruntime as ort
 import pytest
-
 from clients import infer_many, url
+
 from ge_python_backend.cli import main
 from ge_python_backend.hooks.postprocessing import top_k
+from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import read_config_file
-from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.sim.compile import sim_compile
 from ge_python_backend.testing import models
 
@@ -48,8 +48,17 @@ def built(tmp_path_factory):
     generate(str(sources["fixed"]), "-o", str(repo))
     labels = root / "labels.txt"
     labels.write_text("".join(f"{label}\n" for label in LABELS))
-    generate(str(sources["classifier"]), "-o", str(repo), "--template", "classification", "--set",
-             f"labels={labels}", "--set", "top_k=3")
+    generate(
+        str(sources["classifier"]),
+        "-o",
+        str(repo),
+        "--template",
+        "classification",
+        "--set",
+        f"labels={labels}",
+        "--set",
+        "top_k=3",
+    )
     sources["gears"] = models.linear(root / "gears.onnx", seed=2)
     sim_compile(sources["gears"], root / "gears.om", batch_gears="1,2,4,8")
     generate(str(root / "gears.om"), "-o", str(repo))

@@ -16,13 +16,13 @@ import itertools
 import numpy as np
 import onnxruntime as ort
 import pytest
+import reliability_repos as rr
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.utils import InferenceServerException
 
-import reliability_repos as rr
 from ge_python_backend.ops.bench import metrics
-from ge_python_backend.repository.config import read_config_file
 from ge_python_backend.ops.server import TritonServer
+from ge_python_backend.repository.config import read_config_file
 
 pytestmark = pytest.mark.e2e
 MODEL = "bounded"
@@ -40,7 +40,9 @@ def served(tmp_path_factory):
         yield server, sources, root / "repo"
 
 
-async def flood(url: str, requests: list[np.ndarray]) -> list[tuple[int, np.ndarray | None, InferenceServerException | None]]:
+async def flood(
+    url: str, requests: list[np.ndarray]
+) -> list[tuple[int, np.ndarray | None, InferenceServerException | None]]:
     """Send every request at once; (order of arrival of the answer, probs, error) per request."""
     client = grpcaio.InferenceServerClient(url)
     arrival = itertools.count()

@@ -14,19 +14,19 @@ import json
 import queue
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 import onnxruntime as ort
 import pytest
+import reliability_repos as rr
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
-import reliability_repos as rr
-from ge_python_backend.ops.bench import metrics
 from ge_python_backend.hooks.postprocessing import top_k
+from ge_python_backend.ops.bench import metrics
 from ge_python_backend.ops.server import TritonServer
 
 pytestmark = pytest.mark.e2e
@@ -83,7 +83,9 @@ def infer_together(server, protocol: str, model: str, requests: list[Sent]):
         for job in jobs:
             try:
                 result = job.get_result()
-                results.append(({o["name"]: result.as_numpy(o["name"]) for o in result.get_response()["outputs"]}, None))
+                results.append(
+                    ({o["name"]: result.as_numpy(o["name"]) for o in result.get_response()["outputs"]}, None)
+                )
             except InferenceServerException as exc:
                 results.append((None, exc))
         client.close()
@@ -91,12 +93,17 @@ def infer_together(server, protocol: str, model: str, requests: list[Sent]):
     client = grpcclient.InferenceServerClient(server.grpc_address)
     answers: queue.Queue = queue.Queue()
     for index, request in enumerate(requests):
-        client.async_infer(model, callback=lambda result, error, i=index: answers.put((i, result, error)),
-                           **_tensors(grpcclient, request))
+        client.async_infer(
+            model,
+            callback=lambda result, error, i=index: answers.put((i, result, error)),
+            **_tensors(grpcclient, request),
+        )
     results = [None] * len(requests)
     for _ in requests:
         index, result, error = answers.get(timeout=60)
-        results[index] = (None, error) if error else ({o.name: result.as_numpy(o.name) for o in result.get_response().outputs}, None)
+        results[index] = (
+            (None, error) if error else ({o.name: result.as_numpy(o.name) for o in result.get_response().outputs}, None)
+        )
     client.close()
     return results
 
@@ -122,7 +129,10 @@ def _classifier_good(rng, sources) -> tuple[Sent, dict]:
     normalised = ((images.astype(np.float32) / 255 - MEAN) / STD).transpose(0, 3, 1, 2)
     (logits,) = ort.InferenceSession(str(sources.classifier)).run(None, {"image": np.ascontiguousarray(normalised)})
     labels, scores = top_k(logits, 3, rr.LABELS)
-    return Sent({"IMAGE": np.array([[i.tobytes()] for i in images], dtype=np.object_)}), {"LABELS": labels, "SCORES": scores}
+    return Sent({"IMAGE": np.array([[i.tobytes()] for i in images], dtype=np.object_)}), {
+        "LABELS": labels,
+        "SCORES": scores,
+    }
 
 
 GOOD = {"guarded": _linear_good, "pair": _pair_good, "classifier": _classifier_good}
@@ -157,30 +167,66 @@ class Bad:
 
 
 BAD = {
-    "wrong dtype": Bad("guarded", Sent({"x": np.ones((2, 4), np.float64)}),
-                       "inference input 'x' data-type is 'FP64', but model 'guarded' expects 'FP32'"),
-    "wrong rank": Bad("guarded", Sent({"x": np.ones((2, 4, 1), F32)}),
-                      "unexpected shape for input 'x' for model 'guarded'. Expected [-1,4], got [2,4,1]"),
-    "wrong dims": Bad("guarded", Sent({"x": np.ones((2, 5), F32)}),
-                      "unexpected shape for input 'x' for model 'guarded'. Expected [-1,4], got [2,5]"),
-    "batch above max": Bad("guarded", Sent({"x": np.ones((9, 4), F32)}),
-                           "inference request batch-size must be <= 8 for 'guarded'"),
-    "missing input": Bad("pair", Sent({"a": np.ones((2, 3), F32)}),
-                         "expected 2 inputs but got 1 inputs for model 'pair'. Got input(s) ['a'], but missing "
-                         "required input(s) ['b']"),
-    "unknown input": Bad("guarded", Sent({"y": np.ones((2, 4), F32)}), "unexpected inference input 'y' for model 'guarded'"),
-    "empty batch": Bad("guarded", Sent({"x": np.ones((0, 4), F32)}),
-                       "input byte size mismatch for input 'x' for model 'guarded'. Expected 16, got 0"),
-    "empty tensor": Bad("pair", Sent({"a": np.ones((2, 0), F32), "b": np.ones((2, 0), F32)}),
-                        "input 'a' is empty (shape [2,0])", "GEModel"),
-    "NaN": Bad("guarded", Sent({"x": np.array([[0, np.nan, 0, 0]], F32)}),
-               "input 'x' contains NaN or Inf, which parameter reject_nonfinite forbids", "GEModel"),
-    "Inf": Bad("guarded", Sent({"x": np.array([[0, 0, 0, 0], [0, 0, -np.inf, 0]], F32)}),
-               "input 'x' contains NaN or Inf, which parameter reject_nonfinite forbids", "GEModel"),
-    "oversized bytes": Bad("classifier", Sent({"IMAGE": np.array([[b"\x00" * 5000]], dtype=np.object_)}),
-                           f"IMAGE[0] has 5000 bytes, above max_input_bytes {rr.CLASSIFIER_MAX_INPUT_BYTES}", "GEModel"),
-    "unknown output": Bad("guarded", Sent({"x": np.ones((1, 4), F32)}, outputs=("nope",)),
-                          "unexpected inference output 'nope' for model 'guarded'"),
+    "wrong dtype": Bad(
+        "guarded",
+        Sent({"x": np.ones((2, 4), np.float64)}),
+        "inference input 'x' data-type is 'FP64', but model 'guarded' expects 'FP32'",
+    ),
+    "wrong rank": Bad(
+        "guarded",
+        Sent({"x": np.ones((2, 4, 1), F32)}),
+        "unexpected shape for input 'x' for model 'guarded'. Expected [-1,4], got [2,4,1]",
+    ),
+    "wrong dims": Bad(
+        "guarded",
+        Sent({"x": np.ones((2, 5), F32)}),
+        "unexpected shape for input 'x' for model 'guarded'. Expected [-1,4], got [2,5]",
+    ),
+    "batch above max": Bad(
+        "guarded", Sent({"x": np.ones((9, 4), F32)}), "inference request batch-size must be <= 8 for 'guarded'"
+    ),
+    "missing input": Bad(
+        "pair",
+        Sent({"a": np.ones((2, 3), F32)}),
+        "expected 2 inputs but got 1 inputs for model 'pair'. Got input(s) ['a'], but missing required input(s) ['b']",
+    ),
+    "unknown input": Bad(
+        "guarded", Sent({"y": np.ones((2, 4), F32)}), "unexpected inference input 'y' for model 'guarded'"
+    ),
+    "empty batch": Bad(
+        "guarded",
+        Sent({"x": np.ones((0, 4), F32)}),
+        "input byte size mismatch for input 'x' for model 'guarded'. Expected 16, got 0",
+    ),
+    "empty tensor": Bad(
+        "pair",
+        Sent({"a": np.ones((2, 0), F32), "b": np.ones((2, 0), F32)}),
+        "input 'a' is empty (shape [2,0])",
+        "GEModel",
+    ),
+    "NaN": Bad(
+        "guarded",
+        Sent({"x": np.array([[0, np.nan, 0, 0]], F32)}),
+        "input 'x' contains NaN or Inf, which parameter reject_nonfinite forbids",
+        "GEModel",
+    ),
+    "Inf": Bad(
+        "guarded",
+        Sent({"x": np.array([[0, 0, 0, 0], [0, 0, -np.inf, 0]], F32)}),
+        "input 'x' contains NaN or Inf, which parameter reject_nonfinite forbids",
+        "GEModel",
+    ),
+    "oversized bytes": Bad(
+        "classifier",
+        Sent({"IMAGE": np.array([[b"\x00" * 5000]], dtype=np.object_)}),
+        f"IMAGE[0] has 5000 bytes, above max_input_bytes {rr.CLASSIFIER_MAX_INPUT_BYTES}",
+        "GEModel",
+    ),
+    "unknown output": Bad(
+        "guarded",
+        Sent({"x": np.ones((1, 4), F32)}, outputs=("nope",)),
+        "unexpected inference output 'nope' for model 'guarded'",
+    ),
 }
 
 
@@ -213,10 +259,15 @@ def _raw_http_infer(server, header: dict, binary: bytes, header_length: int | No
     body = json.dumps(header).encode()
     connection = http.client.HTTPConnection(server.http_address, timeout=30)
     try:
-        connection.request("POST", "/v2/models/guarded/infer", body + binary, {
-            "Inference-Header-Content-Length": str(len(body) if header_length is None else header_length),
-            "Content-Type": "application/octet-stream",
-        })
+        connection.request(
+            "POST",
+            "/v2/models/guarded/infer",
+            body + binary,
+            {
+                "Inference-Header-Content-Length": str(len(body) if header_length is None else header_length),
+                "Content-Type": "application/octet-stream",
+            },
+        )
         response = connection.getresponse()
         return response.status, json.loads(response.read()).get("error", "")
     finally:
@@ -230,18 +281,48 @@ def _binary_header(size: int) -> dict:
 ROWS = np.arange(8, dtype=np.float32).tobytes()  # [2,4] FP32: 32 bytes
 HEADER_LENGTH = len(json.dumps(_binary_header(32)))
 RAW = {
-    "fewer bytes than declared": (_binary_header(32), ROWS[:24], None, 400,
-                                  "unexpected size for input 'x', expecting 8 additional bytes for model 'guarded'"),
-    "declared size below the shape": (_binary_header(24), ROWS[:24], None, 400,
-                                      "input byte size mismatch for input 'x' for model 'guarded'. Expected 32, got 24"),
-    "declared size above the shape": (_binary_header(40), ROWS + bytes(8), None, 400,
-                                      "input byte size mismatch for input 'x' for model 'guarded'. Expected 32, got 40"),
-    "header length too long": (_binary_header(32), ROWS, HEADER_LENGTH + 10, 400,
-                               "unexpected size for input 'x', expecting 10 additional bytes for model 'guarded'"),
-    "header length too short": (_binary_header(32), ROWS, HEADER_LENGTH - 10, 500,
-                                "failed to parse the request JSON buffer"),
-    "header length beyond the body": (_binary_header(32), ROWS, 100000, 400,
-                                      f"inference header size should be in range (0, {HEADER_LENGTH + 32}), got: 100000"),
+    "fewer bytes than declared": (
+        _binary_header(32),
+        ROWS[:24],
+        None,
+        400,
+        "unexpected size for input 'x', expecting 8 additional bytes for model 'guarded'",
+    ),
+    "declared size below the shape": (
+        _binary_header(24),
+        ROWS[:24],
+        None,
+        400,
+        "input byte size mismatch for input 'x' for model 'guarded'. Expected 32, got 24",
+    ),
+    "declared size above the shape": (
+        _binary_header(40),
+        ROWS + bytes(8),
+        None,
+        400,
+        "input byte size mismatch for input 'x' for model 'guarded'. Expected 32, got 40",
+    ),
+    "header length too long": (
+        _binary_header(32),
+        ROWS,
+        HEADER_LENGTH + 10,
+        400,
+        "unexpected size for input 'x', expecting 10 additional bytes for model 'guarded'",
+    ),
+    "header length too short": (
+        _binary_header(32),
+        ROWS,
+        HEADER_LENGTH - 10,
+        500,
+        "failed to parse the request JSON buffer",
+    ),
+    "header length beyond the body": (
+        _binary_header(32),
+        ROWS,
+        100000,
+        400,
+        f"inference header size should be in range (0, {HEADER_LENGTH + 32}), got: 100000",
+    ),
 }
 
 
@@ -267,7 +348,10 @@ def test_http_binary_data_whose_size_does_not_match_fails_alone(server, built, c
 
 def test_broken_models_fail_to_load_saying_what_to_fix_and_the_others_serve(server, built):
     _, sources, broken = built
-    index = {entry["name"]: entry for entry in httpclient.InferenceServerClient(server.http_address).get_model_repository_index()}
+    index = {
+        entry["name"]: entry
+        for entry in httpclient.InferenceServerClient(server.http_address).get_model_repository_index()
+    }
     log = server.log_text()
     for name, fragment in broken.items():
         assert index[name]["state"] == "UNAVAILABLE", name
@@ -323,13 +407,18 @@ def test_metrics_count_batches_rows_padding_and_failures_like_triton(server, bui
         with pytest.raises(InferenceServerException, match="reject_nonfinite"):
             one(np.full((1, 4), np.nan, np.float32))
     padding = sum(_gear(n) - n for n in sizes)
-    for name, expected, labels in (("ge_batches", len(sizes), {}), ("ge_batch_rows", sum(sizes), {}),
-                                   ("ge_padding_rows", padding, {}), ("ge_request_failures", nonfinite, {"kind": "input"}),
-                                   ("ge_request_failures", 0, {"kind": "engine"}), ("ge_engine_healthy", 1, {}),
-                                   ("ge_batches_in_flight", 0, {}),
-                                   # Triton counts every request's rows and every execution, refused ones too.
-                                   ("nv_inference_count", sum(sizes) + nonfinite, {}),
-                                   ("nv_inference_exec_count", len(sizes) + nonfinite, {})):
+    for name, expected, labels in (
+        ("ge_batches", len(sizes), {}),
+        ("ge_batch_rows", sum(sizes), {}),
+        ("ge_padding_rows", padding, {}),
+        ("ge_request_failures", nonfinite, {"kind": "input"}),
+        ("ge_request_failures", 0, {"kind": "engine"}),
+        ("ge_engine_healthy", 1, {}),
+        ("ge_batches_in_flight", 0, {}),
+        # Triton counts every request's rows and every execution, refused ones too.
+        ("nv_inference_count", sum(sizes) + nonfinite, {}),
+        ("nv_inference_exec_count", len(sizes) + nonfinite, {}),
+    ):
         assert _eventually(server, name, expected, **labels) == expected, (name, labels)
     for phase in ("gather", "host_to_device", "execute", "device_to_host", "scatter"):
         (value,) = _series(server, "ge_phase_duration_us", phase=phase)
@@ -338,7 +427,9 @@ def test_metrics_count_batches_rows_padding_and_failures_like_triton(server, bui
     # Concurrent traffic: Triton gathers requests (at most 8 rows) into one execution, which
     # GEModel runs as one engine batch on the smallest gear that holds it.
     requests = [{"x": rng.standard_normal((int(rng.integers(1, 5)), 4)).astype(np.float32)} for _ in range(120)]
-    for sent, (outputs, error) in zip(requests, infer_together(server, "grpc", METRICS_MODEL, [Sent(r) for r in requests])):
+    for sent, (outputs, error) in zip(
+        requests, infer_together(server, "grpc", METRICS_MODEL, [Sent(r) for r in requests])
+    ):
         check_good({"probs": session.run(None, sent)[1]}, outputs, error)
     rows = sum(sizes) + sum(len(r["x"]) for r in requests)
     assert _eventually(server, "ge_batch_rows", rows) == rows

@@ -11,9 +11,9 @@ import time
 
 import numpy as np
 import pytest
+import repos
 import tritonclient.http as httpclient
 
-import repos
 from ge_python_backend.ops.server import free_port
 from ge_python_backend.testing import models
 
@@ -25,9 +25,23 @@ def test_serve_prints_endpoints_serves_and_stops_on_ctrl_c(tmp_path):
     repos.generated(repo, models.linear(tmp_path / "linear.onnx"), "linear")
     ports = [str(free_port()) for _ in range(3)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "ge_python_backend", "serve", str(repo),
-         "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2]],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "ge_python_backend",
+            "serve",
+            str(repo),
+            "--http-port",
+            ports[0],
+            "--grpc-port",
+            ports[1],
+            "--metrics-port",
+            ports[2],
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     try:
         lines = []
@@ -62,7 +76,9 @@ def test_serve_prints_endpoints_serves_and_stops_on_ctrl_c(tmp_path):
 def test_serve_a_missing_repository_is_one_line_and_exit_2(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "ge_python_backend", "serve", str(tmp_path / "nope")],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr

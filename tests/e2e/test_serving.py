@@ -6,7 +6,6 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
-
 from clients import infer_many, url
 from models.hooked_classifier import decode, top_k
 

@@ -10,7 +10,6 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
-
 from clients import infer_many
 
 pytestmark = pytest.mark.e2e
@@ -34,8 +33,11 @@ def run_sequence(address, model, sequence_id, steps, gain, results, errors):
             inputs[0].set_data_from_numpy(x)
             inputs[1].set_data_from_numpy(np.array([[gain]], np.float32))
             result = client.infer(
-                model, inputs, sequence_id=sequence_id,
-                sequence_start=index == 0, sequence_end=index == len(steps) - 1,
+                model,
+                inputs,
+                sequence_id=sequence_id,
+                sequence_start=index == 0,
+                sequence_end=index == len(steps) - 1,
             )
             results[sequence_id].append(result.as_numpy("y"))
     except Exception as exc:  # reported by the test thread
@@ -61,7 +63,9 @@ def test_interleaved_sequences_match_step_by_step_runs(server, sources, model):
     results = {sid: [] for sid in lengths}
     errors: list[Exception] = []
     threads = [
-        threading.Thread(target=run_sequence, args=(server.grpc_address, model, sid, steps[sid], gains[sid], results, errors))
+        threading.Thread(
+            target=run_sequence, args=(server.grpc_address, model, sid, steps[sid], gains[sid], results, errors)
+        )
         for sid in lengths
     ]
     for thread in threads:
@@ -88,8 +92,12 @@ def test_two_versions_are_loaded_and_addressed_separately(server, sources):
         tensor = grpcclient.InferInput("x", [3, 4], "FP32")
         tensor.set_data_from_numpy(x)
         outputs[version] = client.infer("versioned", [tensor], model_version=version).as_numpy("logits")
-    np.testing.assert_allclose(outputs["1"], ort.InferenceSession(str(sources["linear"])).run(None, {"x": x})[0], atol=1e-5)
-    np.testing.assert_allclose(outputs["2"], ort.InferenceSession(str(sources["linear_v2"])).run(None, {"x": x})[0], atol=1e-5)
+    np.testing.assert_allclose(
+        outputs["1"], ort.InferenceSession(str(sources["linear"])).run(None, {"x": x})[0], atol=1e-5
+    )
+    np.testing.assert_allclose(
+        outputs["2"], ort.InferenceSession(str(sources["linear_v2"])).run(None, {"x": x})[0], atol=1e-5
+    )
     assert np.abs(outputs["1"] - outputs["2"]).max() > 0.1  # the versions really differ
     latest = infer_many("http", server.http_address, "versioned", [{"x": x}])[0][0]["logits"]
     np.testing.assert_allclose(latest, outputs["2"], atol=1e-6)  # no version given: the latest

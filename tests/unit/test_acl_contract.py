@@ -146,7 +146,7 @@ def acl_calls(source: str, filename: str) -> list[tuple[str, ast.Call, ast.AST]]
             continue
         roots = [i for i, part in enumerate(chain[:-1]) if part in _ACL_NAMES]
         if roots:
-            found.append(("acl." + ".".join(chain[roots[-1] + 1:]), node, parents[node]))
+            found.append(("acl." + ".".join(chain[roots[-1] + 1 :]), node, parents[node]))
     return found
 
 
@@ -173,65 +173,90 @@ def call_problems(function: str, call: ast.Call, parent: ast.AST) -> list[str]:
     if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and parent.value is call):
         return problems + [f"the result of {function} must be assigned: {spelled}"]
     target = parent.targets[0]
-    names = [_target_name(t) for t in target.elts] if isinstance(target, (ast.Tuple, ast.List)) else [_target_name(target)]
+    names = (
+        [_target_name(t) for t in target.elts] if isinstance(target, (ast.Tuple, ast.List)) else [_target_name(target)]
+    )
     if len(names) != len(results):
         problems.append(f"{function} returns {len(results)} value(s), unpacked into {len(names)}: {spelled}")
     elif len(results) > 1:
         if names[-1] not in ("ret", "_"):
-            problems.append(f"{function} returns ret last, so the last name must be ret or _, found {names[-1]!r}: {spelled}")
+            problems.append(
+                f"{function} returns ret last, so the last name must be ret or _, found {names[-1]!r}: {spelled}"
+            )
         if "ret" in names[:-1]:
-            problems.append(f"{function} returns ret last, but 'ret' is unpacked from position "
-                            f"{names.index('ret') + 1}: {spelled}")
+            problems.append(
+                f"{function} returns ret last, but 'ret' is unpacked from position {names.index('ret') + 1}: {spelled}"
+            )
     elif results != ("ret",) and names[0] == "ret":
         problems.append(f"{function} returns {results[0]}, not ret: {spelled}")
     return problems
 
 
 def scan(source: str, filename: str = "<source>") -> list[str]:
-    return [f"{filename}:{call.lineno}: {problem}" for function, call, parent in acl_calls(source, filename)
-            for problem in call_problems(function, call, parent)]
+    return [
+        f"{filename}:{call.lineno}: {problem}"
+        for function, call, parent in acl_calls(source, filename)
+        for problem in call_problems(function, call, parent)
+    ]
 
 
-ENGINE_CALLS = [(path.name, function, call, parent) for path in ENGINE_FILES
-                for function, call, parent in acl_calls(path.read_text(), str(path))]
+ENGINE_CALLS = [
+    (path.name, function, call, parent)
+    for path in ENGINE_FILES
+    for function, call, parent in acl_calls(path.read_text(), str(path))
+]
 
 
 def test_the_scan_finds_the_engine_calls():
     found = {function for _, function, _, _ in ENGINE_CALLS}
-    assert {"acl.init", "acl.rt.memcpy_async", "acl.mdl.execute_async", "acl.rt.event_elapsed_time",
-            "acl.mdl.set_dynamic_batch_size", "acl.get_recent_err_msg", "acl.finalize"} <= found
+    assert {
+        "acl.init",
+        "acl.rt.memcpy_async",
+        "acl.mdl.execute_async",
+        "acl.rt.event_elapsed_time",
+        "acl.mdl.set_dynamic_batch_size",
+        "acl.get_recent_err_msg",
+        "acl.finalize",
+    } <= found
 
 
-@pytest.mark.parametrize("file, function, call, parent", ENGINE_CALLS,
-                         ids=[f"{f}:{c.lineno}:{fn}" for f, fn, c, _ in ENGINE_CALLS])
+@pytest.mark.parametrize(
+    "file, function, call, parent", ENGINE_CALLS, ids=[f"{f}:{c.lineno}:{fn}" for f, fn, c, _ in ENGINE_CALLS]
+)
 def test_engine_calls_follow_pyacl_md(file, function, call, parent):
     assert call_problems(function, call, parent) == [], f"{file}:{call.lineno}"
 
 
 def test_the_scan_accepts_the_calls_pyacl_md_writes():
-    assert scan(
-        "model_id, ret = acl.mdl.load_from_file(path)\n"
-        "_, ret = acl.mdl.add_dataset_buffer(dataset, buffer)\n"
-        "self._stream, ret = self._acl.rt.create_stream()\n"
-        "work, weight, ret = acl.mdl.query_size(path)\n"
-        "n = acl.mdl.get_num_inputs(desc)\n"
-        "ret = acl.init()\n"
-    ) == []
+    assert (
+        scan(
+            "model_id, ret = acl.mdl.load_from_file(path)\n"
+            "_, ret = acl.mdl.add_dataset_buffer(dataset, buffer)\n"
+            "self._stream, ret = self._acl.rt.create_stream()\n"
+            "work, weight, ret = acl.mdl.query_size(path)\n"
+            "n = acl.mdl.get_num_inputs(desc)\n"
+            "ret = acl.init()\n"
+        )
+        == []
+    )
 
 
-@pytest.mark.parametrize("source, problem", [
-    ("ret, model_id = acl.mdl.load_from_file(path)", "the last name must be ret or _, found 'model_id'"),
-    ("ret, model_id = acl.mdl.load_from_file(path)", "'ret' is unpacked from position 1"),
-    ("ret, _ = acl.mdl.load_from_file(path)", "'ret' is unpacked from position 1"),
-    ("model_id, desc = acl.mdl.load_from_file(path)", "found 'desc'"),
-    ("model_id = acl.mdl.load_from_file(path)", "returns 2 value(s), unpacked into 1"),
-    ("ret = acl.mdl.get_num_inputs(desc)", "returns n, not ret"),
-    ("context, ret = acl.rt.create_context(device_id=0)", "positional arguments only"),
-    ("ptr, ret = acl.rt.malloc(size)", "takes 2..2 arguments, 1 given"),
-    ("ptr, ret = acl.rt.malloc(*args)", "not with *"),
-    ("check(acl, acl.rt.free(ptr))", "must be assigned"),
-    ("ret = acl.rt.nope()", "not a pyACL function"),
-])
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        ("ret, model_id = acl.mdl.load_from_file(path)", "the last name must be ret or _, found 'model_id'"),
+        ("ret, model_id = acl.mdl.load_from_file(path)", "'ret' is unpacked from position 1"),
+        ("ret, _ = acl.mdl.load_from_file(path)", "'ret' is unpacked from position 1"),
+        ("model_id, desc = acl.mdl.load_from_file(path)", "found 'desc'"),
+        ("model_id = acl.mdl.load_from_file(path)", "returns 2 value(s), unpacked into 1"),
+        ("ret = acl.mdl.get_num_inputs(desc)", "returns n, not ret"),
+        ("context, ret = acl.rt.create_context(device_id=0)", "positional arguments only"),
+        ("ptr, ret = acl.rt.malloc(size)", "takes 2..2 arguments, 1 given"),
+        ("ptr, ret = acl.rt.malloc(*args)", "not with *"),
+        ("check(acl, acl.rt.free(ptr))", "must be assigned"),
+        ("ret = acl.rt.nope()", "not a pyACL function"),
+    ],
+)
 def test_the_scan_reports_each_misuse(source, problem):
     found = scan(source)
     assert any(problem in p for p in found), found

@@ -11,19 +11,19 @@ import sys
 import threading
 from dataclasses import replace
 
+import acl_sim_nets as nets
 import numpy as np
 import pytest
 
-import acl_sim_nets as nets
 from ge_python_backend import sim
 from ge_python_backend.ascend.constants import data_type_named
+from ge_python_backend.ascend.simom import load_sim_om, write_sim_om
 from ge_python_backend.engines import open_engine
 from ge_python_backend.engines.acl.engine import AclEngine
 from ge_python_backend.engines.acl.runtime import AclError, import_pyacl
-from ge_python_backend.sim.plugin import PARAMETERS
 from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import parse_parameters
-from ge_python_backend.ascend.simom import load_sim_om, write_sim_om
+from ge_python_backend.sim.plugin import PARAMETERS
 
 
 @pytest.fixture(scope="module")
@@ -129,13 +129,22 @@ def test_spec_comes_from_the_runtime_desc(models):
     assert engine.describe() == "acl-sim engine (closed)"
 
 
-@pytest.mark.parametrize("absent_gears_ret, others", [
-    (0, ["get_dynamic_hw returned 0 with hwCount 0", "get_input_dynamic_gear_count returned 0 with gear count 0"]),
-    (145000, ["get_dynamic_hw returned 145000 ACL_ERROR_GE_PARAM_INVALID",
-              "get_input_dynamic_gear_count returned 145000 ACL_ERROR_GE_PARAM_INVALID"]),
-])
+@pytest.mark.parametrize(
+    "absent_gears_ret, others",
+    [
+        (0, ["get_dynamic_hw returned 0 with hwCount 0", "get_input_dynamic_gear_count returned 0 with gear count 0"]),
+        (
+            145000,
+            [
+                "get_dynamic_hw returned 145000 ACL_ERROR_GE_PARAM_INVALID",
+                "get_input_dynamic_gear_count returned 145000 ACL_ERROR_GE_PARAM_INVALID",
+            ],
+        ),
+    ],
+)
 def test_a_dynamic_model_whose_lookups_find_no_gears_is_refused_listing_each_answer(
-        models, monkeypatch, absent_gears_ret, others):
+    models, monkeypatch, absent_gears_ret, others
+):
     sim.configure(absent_gears_ret=absent_gears_ret)
     monkeypatch.setattr(sim.get_acl().mdl, "get_dynamic_batch", lambda desc: ({}, 100000))
     with pytest.raises(ConfigError) as info:
@@ -240,8 +249,9 @@ def count_calls_of_a_successful_open(path, slots):
     return {name: simulator.calls[name] - before.get(name, 0) for name in simulator.calls}
 
 
-@pytest.mark.parametrize("function", ["malloc", "malloc_host", "create_stream", "create_event", "load_from_file",
-                                      "set_dynamic_batch_size"])
+@pytest.mark.parametrize(
+    "function", ["malloc", "malloc_host", "create_stream", "create_event", "load_from_file", "set_dynamic_batch_size"]
+)
 def test_a_load_failing_at_any_call_leaves_nothing_behind(models, function):
     path = models["batch"][1]
     calls = count_calls_of_a_successful_open(path, slots=2)[function]
@@ -283,7 +293,9 @@ def test_a_failure_that_is_not_an_acl_error_still_drains_the_stream(models, monk
         too_big = {"name": "y", "dimCount": 2, "dims": [64, 3]}
         monkeypatch.setattr(sim.get_acl().mdl, "get_cur_output_dims", lambda desc, index: (too_big, 0))
         slot.inputs({"x": (2, 4)})
-        with pytest.raises(EngineError, match=r"output 'y' of shape \[64,3\] needs 768 bytes, its buffer holds 96") as info:
+        with pytest.raises(
+            EngineError, match=r"output 'y' of shape \[64,3\] needs 768 bytes, its buffer holds 96"
+        ) as info:
             slot.run()
         assert not isinstance(info.value, AclError)
         in_flight = [dict(m.running) for m in models_in_sim.values() if any(m.running.values())]
@@ -297,11 +309,18 @@ def test_a_failure_that_is_not_an_acl_error_still_drains_the_stream(models, monk
 # --- faults ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fault, function, code", [
-    ("execute_async:2=507011", "acl.mdl.execute_async", "507011 ACL_ERROR_RT_MODEL_EXECUTE (model execution failed)"),
-    ("memcpy_async:5", "acl.rt.memcpy_async", "507000 ACL_ERROR_RT_INTERNAL_ERROR"),
-    ("synchronize_stream:2", "acl.rt.synchronize_stream", "507046 ACL_ERROR_RT_STREAM_SYNC_TIMEOUT"),
-])
+@pytest.mark.parametrize(
+    "fault, function, code",
+    [
+        (
+            "execute_async:2=507011",
+            "acl.mdl.execute_async",
+            "507011 ACL_ERROR_RT_MODEL_EXECUTE (model execution failed)",
+        ),
+        ("memcpy_async:5", "acl.rt.memcpy_async", "507000 ACL_ERROR_RT_INTERNAL_ERROR"),
+        ("synchronize_stream:2", "acl.rt.synchronize_stream", "507046 ACL_ERROR_RT_STREAM_SYNC_TIMEOUT"),
+    ],
+)
 def test_injected_failure_raises_then_the_engine_recovers(models, fault, function, code):
     onnx_path, om_path = models["batch"]
     engine = open_sim(om_path, acl_sim_faults=sim.FaultPlan.parse(fault))
@@ -338,8 +357,11 @@ def test_lost_device_fails_every_run_and_still_closes_cleanly(models):
 
 def test_parameters_parse_and_refuse_bad_values():
     values = parse_parameters({"acl_sim_faults": "malloc:3", "acl_sim_device_ms": "2.5"}, PARAMETERS)
-    assert values == {"acl_sim_faults": sim.FaultPlan.parse("malloc:3"), "acl_sim_device_ms": 2.5,
-                      "acl_sim_row_ms": None}
+    assert values == {
+        "acl_sim_faults": sim.FaultPlan.parse("malloc:3"),
+        "acl_sim_device_ms": 2.5,
+        "acl_sim_row_ms": None,
+    }
     with pytest.raises(ConfigError, match="acl_sim_faults.*FUNCTION:N"):
         parse_parameters({"acl_sim_faults": "malloc"}, PARAMETERS)
     with pytest.raises(ConfigError, match="acl_sim_row_ms"):
@@ -398,8 +420,13 @@ if sys.argv[2] == "leak":  # memory the engine does not know about: finalize mus
 def test_process_exit_closes_engines_finalizes_and_appends_to_the_ledger(models, tmp_path, mode):
     ledger = tmp_path / "ledger.jsonl"
     env = {**os.environ, "GE_ACL_SIM_LEDGER_FILE": str(ledger)}
-    done = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT, str(models["batch"][1]), mode], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPT, str(models["batch"][1]), mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in ledger.read_text().splitlines()]
     assert len(lines) == 1 and lines[0]["when"] == "finalize" and lines[0]["pid"] > 0

@@ -19,9 +19,12 @@ from ge_python_backend.testing import models
 
 def identity(path, shape, name="image"):
     """An ONNX Identity model whose single input has ``shape`` (strings are symbolic axes)."""
-    graph = helper.make_graph([helper.make_node("Identity", [name], ["out"])], "g",
-                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, shape)])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", [name], ["out"])],
+        "g",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, shape)],
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return path
 
@@ -77,15 +80,20 @@ def test_config_gives_gears_and_output_path(classifier, tmp_path):
     "config, gears, message",
     [
         ("max_batch_size: 16", (1, 2, 4, 8), "max_batch_size 16 is above the largest gear 8"),
-        ("max_batch_size: 8 dynamic_batching { preferred_batch_size: [3] }", (1, 2, 4, 8),
-         "preferred_batch_size 3 is not one of the gears"),
+        (
+            "max_batch_size: 8 dynamic_batching { preferred_batch_size: [3] }",
+            (1, 2, 4, 8),
+            "preferred_batch_size 3 is not one of the gears",
+        ),
         ("max_batch_size: 0", (1, 2), "max_batch_size 0 means requests carry the full shape"),
     ],
 )
 def test_gears_that_contradict_the_config_are_refused(classifier, tmp_path, config, gears, message):
     path = tmp_path / "config.pbtxt"
     path.write_text(config)
-    with pytest.raises(ConfigError, match=f"--batch-gears {','.join(map(str, gears))} conflicts with {path}: {message}"):
+    with pytest.raises(
+        ConfigError, match=f"--batch-gears {','.join(map(str, gears))} conflicts with {path}: {message}"
+    ):
         atc_command(AtcRequest(classifier, "Ascend310P3", batch_gears=gears, config=path))
 
 
@@ -104,7 +112,9 @@ def test_one_gear_is_a_fixed_batch(classifier):
 
 
 def test_a_dynamic_batch_without_gears_is_refused(classifier):
-    with pytest.raises(ConfigError, match="input 'image' has a dynamic batch axis \\(\\[-1,3,16,16\\]\\): give --batch-gears"):
+    with pytest.raises(
+        ConfigError, match="input 'image' has a dynamic batch axis \\(\\[-1,3,16,16\\]\\): give --batch-gears"
+    ):
         atc_command(AtcRequest(classifier, "Ascend310P3"))
 
 
@@ -117,8 +127,10 @@ def test_a_fixed_batch_model_needs_no_gears_and_refuses_them(tmp_path):
 
 def test_unsized_axes_need_input_shape(tmp_path):
     model = identity(tmp_path / "hw.onnx", ["n", 3, "h", "w"])
-    with pytest.raises(ConfigError, match="input 'image' is \\[-1,3,-1,-1\\]: axis 2 has no size; give it one with "
-                                          "--input-shape image:-1,3,-1,-1"):
+    with pytest.raises(
+        ConfigError,
+        match="input 'image' is \\[-1,3,-1,-1\\]: axis 2 has no size; give it one with --input-shape image:-1,3,-1,-1",
+    ):
         atc_command(AtcRequest(model, "Ascend310P3", batch_gears=(1, 2)))
     arguments = args_of(AtcRequest(model, "Ascend310P3", batch_gears=(1, 2), input_shapes={"image": (-1, 3, 64, 48)}))
     assert "--input_shape=image:-1,3,64,48" in arguments
@@ -129,7 +141,9 @@ def test_input_shape_that_contradicts_the_model_or_names_nothing(classifier):
         atc_command(AtcRequest(classifier, "Ascend310P3", batch_gears=(1, 2), input_shapes={"image": (-1, 3, 32, 32)}))
     with pytest.raises(ConfigError, match="rank 3"):
         atc_command(AtcRequest(classifier, "Ascend310P3", batch_gears=(1, 2), input_shapes={"image": (-1, 3, 16)}))
-    with pytest.raises(ConfigError, match="--input-shape names 'img', which is not a model input; the model takes \\['image'\\]"):
+    with pytest.raises(
+        ConfigError, match="--input-shape names 'img', which is not a model input; the model takes \\['image'\\]"
+    ):
         atc_command(AtcRequest(classifier, "Ascend310P3", batch_gears=(1, 2), input_shapes={"img": (1, 3, 16, 16)}))
 
 
@@ -146,8 +160,12 @@ def test_config_dims_size_the_unsized_axes(tmp_path, onnx_dir):
 
 @pytest.mark.parametrize(
     "precision, flag",
-    [("fp16", "--precision_mode_v2=fp16"), ("origin", "--precision_mode_v2=origin"),
-     ("must_keep_origin_dtype", "--precision_mode=must_keep_origin_dtype"), ("force_fp16", "--precision_mode=force_fp16")],
+    [
+        ("fp16", "--precision_mode_v2=fp16"),
+        ("origin", "--precision_mode_v2=origin"),
+        ("must_keep_origin_dtype", "--precision_mode=must_keep_origin_dtype"),
+        ("force_fp16", "--precision_mode=force_fp16"),
+    ],
 )
 def test_precision_flags(classifier, precision, flag):
     arguments = args_of(AtcRequest(classifier, "Ascend310P3", batch_gears=(1, 2), precision=precision))
@@ -173,11 +191,32 @@ def test_om_suffix_on_output_is_dropped_with_a_note(classifier):
 
 
 def test_cli_prints_the_command_and_notes(classifier, capsys):
-    assert main(["atc-cmd", str(classifier), "--soc-version", "Ascend310P3", "--batch-gears", "4",
-                 "--input-shape", "image:-1,3,16,16", "--precision", "origin"]) == 0
+    assert (
+        main(
+            [
+                "atc-cmd",
+                str(classifier),
+                "--soc-version",
+                "Ascend310P3",
+                "--batch-gears",
+                "4",
+                "--input-shape",
+                "image:-1,3,16,16",
+                "--precision",
+                "origin",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
-    assert shlex.split(captured.out) == ["atc", f"--model={classifier}", "--framework=5",
-                                         f"--output={classifier.with_suffix('')}", "--soc_version=Ascend310P3",
-                                         "--input_format=NCHW", "--input_shape=image:4,3,16,16",
-                                         "--precision_mode_v2=origin"]
+    assert shlex.split(captured.out) == [
+        "atc",
+        f"--model={classifier}",
+        "--framework=5",
+        f"--output={classifier.with_suffix('')}",
+        "--soc_version=Ascend310P3",
+        "--input_format=NCHW",
+        "--input_shape=image:4,3,16,16",
+        "--precision_mode_v2=origin",
+    ]
     assert captured.err.startswith("note: one batch gear")

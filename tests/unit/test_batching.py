@@ -9,8 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ge_python_backend.serving.batching import Profile, choose_profile, engine_batches, gather, plan_group, profiles_for, scatter, split_rows
 from ge_python_backend.errors import ConfigError, InputError
+from ge_python_backend.serving.batching import (
+    Profile,
+    choose_profile,
+    engine_batches,
+    gather,
+    plan_group,
+    profiles_for,
+    scatter,
+    split_rows,
+)
 from ge_python_backend.specs import BatchSupport, ModelSpec, ShapeGear, TensorSpec
 
 GEARS = (1, 2, 4, 8)

@@ -11,12 +11,7 @@ import struct
 import numpy as np
 import pytest
 
-from ge_python_backend.ops.bench import BenchError
-from ge_python_backend.ops.bench import Sweep
-from ge_python_backend.ops.bench import Target
-from ge_python_backend.ops.bench import percentile
-from ge_python_backend.ops.bench import metrics
-from ge_python_backend.ops.bench import report
+from ge_python_backend.ops.bench import BenchError, Sweep, Target, metrics, percentile, report
 from ge_python_backend.ops.bench.progress import Progress
 from ge_python_backend.ops.bench.stats import Latency, measured_point
 
@@ -182,9 +177,15 @@ def test_process_tree_cpu_counts_a_busy_child():
     assert host.process_tree_cpu(os.getpid()) >= own.ru_utime + own.ru_stime - 0.05
     # A child that burns CPU for a moment, then waits for us: its time is in our tree.
     child = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass\n"
-                               "print('done', flush=True)\nsys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass\n"
+            "print('done', flush=True)\nsys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout.readline().strip() == "done"
@@ -232,7 +233,9 @@ def test_random_tensors_follow_the_config_types_and_dims():
     ]
     tensors = random_tensors(8, inputs, batch_size=5, shapes={"ids": [7]})
     assert {name: (t.dtype, t.shape) for name, t in tensors.items()} == {
-        "image": (np.dtype(np.float16), (5, 3, 2)), "ids": (np.dtype(np.int64), (5, 7)), "mask": (np.dtype(np.bool_), (5, 4)),
+        "image": (np.dtype(np.float16), (5, 3, 2)),
+        "ids": (np.dtype(np.int64), (5, 7)),
+        "mask": (np.dtype(np.bool_), (5, 4)),
     }
     assert random_tensors(0, inputs[:1])["image"].shape == (3, 2)  # no batch axis
 
@@ -252,5 +255,8 @@ def test_infer_request_carries_raw_little_endian_tensors():
     ids = np.array([[7], [-1]], np.int64)
     request = infer_request("m", {"x": x, "ids": ids}, request_id="r1", outputs=("y",))
     assert (request.model_name, request.id, [o.name for o in request.outputs]) == ("m", "r1", ["y"])
-    assert [(t.name, t.datatype, list(t.shape)) for t in request.inputs] == [("x", "FP32", [2, 2]), ("ids", "INT64", [2, 1])]
+    assert [(t.name, t.datatype, list(t.shape)) for t in request.inputs] == [
+        ("x", "FP32", [2, 2]),
+        ("ids", "INT64", [2, 1]),
+    ]
     assert list(request.raw_input_contents) == [struct.pack("<4f", 0, 2, 3, 5), struct.pack("<2q", 7, -1)]

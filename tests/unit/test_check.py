@@ -5,13 +5,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from samples import OM_SAMPLES, OM_SAMPLES_DIR
 
 from ge_python_backend.cli import main
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.sim.compile import sim_compile
-from samples import OM_SAMPLES, OM_SAMPLES_DIR
-
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +28,9 @@ def good_repo(tmp_path_factory, onnx_dir):
     labels = root / "labels.txt"
     labels.write_text("".join(f"c{i}\n" for i in range(10)))
     clf = models.image_classifier(root / "clf.onnx", size=8, channels=(4,), classes=10)
-    generate(clf, repo, GenerateOptions(name="clf", template="classification", template_options={"labels": str(labels)}))
+    generate(
+        clf, repo, GenerateOptions(name="clf", template="classification", template_options={"labels": str(labels)})
+    )
     return repo
 
 
@@ -59,39 +60,118 @@ def test_the_good_repository_has_no_problems(repo, tmp_path):
 
 
 SEEDED = [
-    ("linear/config.pbtxt", 'name: "linear"', 'name: "linear"\nbogus_field: 1', "linear/config.pbtxt",
-     'has no field named "bogus_field"'),
-    ("linear/config.pbtxt", 'name: "linear"', 'name: "linear"\nmodel_metrics { }', "linear/config.pbtxt",
-     "field 'model_metrics' is not known to tritonserver 2.51"),
-    ("linear/config.pbtxt", 'name: "linear"', 'name: "linear2"', "linear/config.pbtxt",
-     "name 'linear2' differs from the folder name 'linear'"),
-    ("linear/config.pbtxt", "dims: 4", "dims: 5", "linear/config.pbtxt",
-     "input 'x': config dims [5] do not match the model's [4] (batch axis removed) (model file 1/model.onnx)"),
-    ("linear/config.pbtxt", "data_type: TYPE_FP32\n  dims: 3", "data_type: TYPE_FP16\n  dims: 3", "linear/config.pbtxt",
-     "output 'logits': the config says FP16, the model has FP32"),
-    ("gears/config.pbtxt", "max_batch_size: 8", "max_batch_size: 16", "gears/config.pbtxt",
-     "max_batch_size 16 is above the largest batch gear 8 of 1/model.om (gears 1, 2, 4, 8)"),
-    ("gears/config.pbtxt", "preferred_batch_size: 4", "preferred_batch_size: 3", "gears/config.pbtxt",
-     "preferred_batch_size 3 is not a batch gear of 1/model.om (gears 1, 2, 4, 8)"),
-    ("pair/config.pbtxt", "instance_group", "dynamic_batching { }\ninstance_group", "pair/config.pbtxt",
-     "dynamic_batching needs max_batch_size > 0"),
-    ("gears/config.pbtxt", "kind: KIND_CPU", "kind: KIND_GPU", "gears/config.pbtxt",
-     "asks for GPUs (KIND_GPU/gpus), but engine acl-sim runs on an NPU"),
-    ("linear/config.pbtxt", 'key: "streams"', 'key: "colour"', "linear/config.pbtxt",
-     "unknown parameter 'colour' (value '1'); GEModel refuses it. Accepted: "),
-    ("linear/config.pbtxt", 'string_value: "1"', 'string_value: "many"', "linear/config.pbtxt",
-     "parameter 'streams' has value 'many' (invalid literal for int() with base 10: 'many'); accepted: an integer"),
-    ("linear/config.pbtxt", 'string_value: "onnxruntime"', 'string_value: "acl-sim"', "linear/1/model.om",
-     "missing: engine acl-sim loads it"),
-    ("gears/config.pbtxt", 'string_value: "acl-sim"', 'string_value: "acl"', "gears/1/model.om",
-     "is a simulated .om (engine acl-sim), but parameter engine is 'acl', which runs a CANN .om"),
-    ("linear/config.pbtxt", 'name: "linear"', 'name: "linear"\nversion_policy { specific { versions: [1, 2] } }',
-     "linear/config.pbtxt", "version_policy asks for version 2, which has no folder"),
-    ("linear/config.pbtxt", 'key: "device_ids"', 'key: "device_id"\n  value { string_value: "1" }\n}\n'
-     'parameters {\n  key: "device_ids"', "linear/config.pbtxt",
-     "parameters 'device_id' and 'device_ids' are both set"),
-    ("clf/config.pbtxt", 'string_value: "5"', 'string_value: "five"', "clf/config.pbtxt",
-     "parameter 'top_k' has value 'five'"),
+    (
+        "linear/config.pbtxt",
+        'name: "linear"',
+        'name: "linear"\nbogus_field: 1',
+        "linear/config.pbtxt",
+        'has no field named "bogus_field"',
+    ),
+    (
+        "linear/config.pbtxt",
+        'name: "linear"',
+        'name: "linear"\nmodel_metrics { }',
+        "linear/config.pbtxt",
+        "field 'model_metrics' is not known to tritonserver 2.51",
+    ),
+    (
+        "linear/config.pbtxt",
+        'name: "linear"',
+        'name: "linear2"',
+        "linear/config.pbtxt",
+        "name 'linear2' differs from the folder name 'linear'",
+    ),
+    (
+        "linear/config.pbtxt",
+        "dims: 4",
+        "dims: 5",
+        "linear/config.pbtxt",
+        "input 'x': config dims [5] do not match the model's [4] (batch axis removed) (model file 1/model.onnx)",
+    ),
+    (
+        "linear/config.pbtxt",
+        "data_type: TYPE_FP32\n  dims: 3",
+        "data_type: TYPE_FP16\n  dims: 3",
+        "linear/config.pbtxt",
+        "output 'logits': the config says FP16, the model has FP32",
+    ),
+    (
+        "gears/config.pbtxt",
+        "max_batch_size: 8",
+        "max_batch_size: 16",
+        "gears/config.pbtxt",
+        "max_batch_size 16 is above the largest batch gear 8 of 1/model.om (gears 1, 2, 4, 8)",
+    ),
+    (
+        "gears/config.pbtxt",
+        "preferred_batch_size: 4",
+        "preferred_batch_size: 3",
+        "gears/config.pbtxt",
+        "preferred_batch_size 3 is not a batch gear of 1/model.om (gears 1, 2, 4, 8)",
+    ),
+    (
+        "pair/config.pbtxt",
+        "instance_group",
+        "dynamic_batching { }\ninstance_group",
+        "pair/config.pbtxt",
+        "dynamic_batching needs max_batch_size > 0",
+    ),
+    (
+        "gears/config.pbtxt",
+        "kind: KIND_CPU",
+        "kind: KIND_GPU",
+        "gears/config.pbtxt",
+        "asks for GPUs (KIND_GPU/gpus), but engine acl-sim runs on an NPU",
+    ),
+    (
+        "linear/config.pbtxt",
+        'key: "streams"',
+        'key: "colour"',
+        "linear/config.pbtxt",
+        "unknown parameter 'colour' (value '1'); GEModel refuses it. Accepted: ",
+    ),
+    (
+        "linear/config.pbtxt",
+        'string_value: "1"',
+        'string_value: "many"',
+        "linear/config.pbtxt",
+        "parameter 'streams' has value 'many' (invalid literal for int() with base 10: 'many'); accepted: an integer",
+    ),
+    (
+        "linear/config.pbtxt",
+        'string_value: "onnxruntime"',
+        'string_value: "acl-sim"',
+        "linear/1/model.om",
+        "missing: engine acl-sim loads it",
+    ),
+    (
+        "gears/config.pbtxt",
+        'string_value: "acl-sim"',
+        'string_value: "acl"',
+        "gears/1/model.om",
+        "is a simulated .om (engine acl-sim), but parameter engine is 'acl', which runs a CANN .om",
+    ),
+    (
+        "linear/config.pbtxt",
+        'name: "linear"',
+        'name: "linear"\nversion_policy { specific { versions: [1, 2] } }',
+        "linear/config.pbtxt",
+        "version_policy asks for version 2, which has no folder",
+    ),
+    (
+        "linear/config.pbtxt",
+        'key: "device_ids"',
+        'key: "device_id"\n  value { string_value: "1" }\n}\nparameters {\n  key: "device_ids"',
+        "linear/config.pbtxt",
+        "parameters 'device_id' and 'device_ids' are both set",
+    ),
+    (
+        "clf/config.pbtxt",
+        'string_value: "5"',
+        'string_value: "five"',
+        "clf/config.pbtxt",
+        "parameter 'top_k' has value 'five'",
+    ),
 ]
 
 
@@ -138,7 +218,9 @@ def test_non_numeric_version_folder(repo, tmp_path):
     report = check_repository(repo, tmp_path)
     assert [str(p.path.relative_to(repo)) for p in report.errors] == ["linear"]
     assert "no version folder: put the model in a numeric folder such as 1/" in report.errors[0].message
-    assert [p.message for p in report.warnings] == ["not a version folder (version folders are numeric); Triton ignores it"]
+    assert [p.message for p in report.warnings] == [
+        "not a version folder (version folders are numeric); Triton ignores it"
+    ]
 
 
 def test_model_py_syntax_error(repo, tmp_path):

@@ -104,7 +104,9 @@ def test_bad_image_bytes_are_refused_with_the_element_named(data, message):
 def test_a_png_of_another_size_is_refused_not_resized():
     pytest.importorskip("PIL")
     data = png_bytes(np.zeros((6, 10, 3), np.uint8))
-    with pytest.raises(InputError, match="10x6 \\(width x height\\) PNG; the model takes 8x8 and images are not resized"):
+    with pytest.raises(
+        InputError, match="10x6 \\(width x height\\) PNG; the model takes 8x8 and images are not resized"
+    ):
         decode_image(data, RGB8, 10_000, "IMAGE[0]")
 
 
@@ -179,8 +181,9 @@ def _classifier(tmp_path, name="clf", labels=None, classes=10, batch="batch", **
     labels_file = tmp_path / f"{name}_labels.txt"
     labels_file.write_bytes(labels if labels is not None else "".join(f"kind {i}\n" for i in range(classes)).encode())
     options = {"labels": str(labels_file), **template_options}
-    folder = generate(onnx_file, tmp_path / "repo", GenerateOptions(name=name, template="classification",
-                                                                    template_options=options)).model_dir
+    folder = generate(
+        onnx_file, tmp_path / "repo", GenerateOptions(name=name, template="classification", template_options=options)
+    ).model_dir
     return folder, onnx_file
 
 
@@ -237,14 +240,15 @@ def test_generated_classifier_without_batching(tmp_path):
 )
 def test_bad_labels_fail_the_load_with_what_to_fix(tmp_path, labels, message):
     folder, _ = _classifier(tmp_path, labels=labels)
-    with pytest.raises(pb_utils.TritonModelException, match=message):
-        with ModelHarness(_model_class(folder), folder):
-            pass
+    with pytest.raises(pb_utils.TritonModelException, match=message), ModelHarness(_model_class(folder), folder):
+        pass
 
 
 def test_top_k_parameter_must_match_the_output_dims(tmp_path):
     folder, _ = _classifier(tmp_path)
     set_parameters(folder / "config.pbtxt", top_k=4)
-    with pytest.raises(pb_utils.TritonModelException, match="output 'LABELS' must be BYTES dims \\[4\\]"):
-        with ModelHarness(_model_class(folder), folder):
-            pass
+    with (
+        pytest.raises(pb_utils.TritonModelException, match="output 'LABELS' must be BYTES dims \\[4\\]"),
+        ModelHarness(_model_class(folder), folder),
+    ):
+        pass

@@ -22,7 +22,9 @@ def files(tmp_path_factory):
     """Good, truncated and corrupt files of every kind the verbs read; name -> path."""
     folder = tmp_path_factory.mktemp("cli_inputs")
     onnx = models.linear(folder / "linear.onnx")
-    om = standard_om(Model(inputs=[Tensor("x", "DT_FLOAT", (1, 4), "ND")], outputs=[Tensor("y", "DT_FLOAT", (1, 4), "ND")]))
+    om = standard_om(
+        Model(inputs=[Tensor("x", "DT_FLOAT", (1, 4), "ND")], outputs=[Tensor("y", "DT_FLOAT", (1, 4), "ND")])
+    )
     sim_compile(onnx, folder / "sim.om", batch_gears=(1, 2))
     np.savez(folder / "request.npz", x=np.ones((2, 4), np.float32))
     contents = {
@@ -37,15 +39,20 @@ def files(tmp_path_factory):
         "plain_file": b"text",
         "repo/bad/config.pbtxt": b"\xff\xfe not a config {",
         "repo_truncated/linear/config.pbtxt": b'name: "linear"\nbackend: "python"\nmax_batch_size: 8\n'
-                                              b'parameters { key: "engine" value { string_value: "onnxruntime" } }\n',
+        b'parameters { key: "engine" value { string_value: "onnxruntime" } }\n',
         "repo_truncated/linear/1/model.onnx": onnx.read_bytes()[:60],
     }
     for name, data in contents.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
     paths = {path.relative_to(folder).as_posix().replace("/", "_"): path for path in folder.rglob("*")}
-    paths.update(folder=folder, missing=folder / "missing", missing_om=folder / "missing.om",
-                 missing_onnx=folder / "missing.onnx", out=folder / "out")
+    paths.update(
+        folder=folder,
+        missing=folder / "missing",
+        missing_om=folder / "missing.om",
+        missing_onnx=folder / "missing.onnx",
+        out=folder / "out",
+    )
     return {name.replace(".", "_"): str(path) for name, path in paths.items()}
 
 
@@ -109,7 +116,9 @@ def test_every_verb_is_in_the_matrix():
     assert {argv.split()[0] for argv, _, _ in CASES} == set(VERBS)
 
 
-@pytest.mark.parametrize("argv, code, fragment", CASES, ids=[argv.split("{")[0] + argv.split()[-1] for argv, _, _ in CASES])
+@pytest.mark.parametrize(
+    "argv, code, fragment", CASES, ids=[argv.split("{")[0] + argv.split()[-1] for argv, _, _ in CASES]
+)
 def test_bad_input_gives_a_clear_message_and_an_exit_code(files, capsys, argv, code, fragment):
     args = argv.format(**files).split()
     try:

@@ -24,7 +24,11 @@ def test_parameters_are_added_and_replaced_and_the_rest_kept(tmp_path):
     assert set_parameters(path, streams=2, top_k="3") == path
     written = text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
     expected = text_format.Parse(CONFIG, model_config_pb2.ModelConfig())
-    assert {k: v.string_value for k, v in written.parameters.items()} == {"engine": "onnxruntime", "streams": "2", "top_k": "3"}
+    assert {k: v.string_value for k, v in written.parameters.items()} == {
+        "engine": "onnxruntime",
+        "streams": "2",
+        "top_k": "3",
+    }
     written.ClearField("parameters")
     expected.ClearField("parameters")
     assert written == expected

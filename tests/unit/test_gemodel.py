@@ -7,11 +7,12 @@ import importlib.util
 import numpy as np
 import onnxruntime as ort
 import pytest
-
 import repos
-from ge_python_backend.triton.model import GEModel
+
 from ge_python_backend.repository.config import set_parameters
-from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb
+from ge_python_backend.testing import ModelHarness
+from ge_python_backend.testing import fake_pb_utils as pb
+from ge_python_backend.triton.model import GEModel
 
 
 class TritonPythonModel(GEModel):

@@ -3,16 +3,14 @@ errors are in test_cli_error_matrix.py."""
 
 from __future__ import annotations
 
-
 import pytest
 from om_builder import Header, Model, Tensor, standard_om
-
-from ge_python_backend.cli import main
-from ge_python_backend.repository.modelfile import read_model_file
-from ge_python_backend.repository.config import mc, read_config_file
-from ge_python_backend.specs import api_type
 from samples import OM_SAMPLES, OM_SAMPLES_DIR
 
+from ge_python_backend.cli import main
+from ge_python_backend.repository.config import mc, read_config_file
+from ge_python_backend.repository.modelfile import read_model_file
+from ge_python_backend.specs import api_type
 
 
 def gear_om() -> bytes:
@@ -20,14 +18,16 @@ def gear_om() -> bytes:
     model = Model(
         inputs=[Tensor("x", "DT_FLOAT", (8, 3, 32, 32), "NCHW", origin_dims=(-1, 3, 32, 32))],
         outputs=[Tensor("y", "DT_FLOAT", (8, 10), "ND", src=("fc", 0))],
-        dynamic_type=1, gears=[[8], [1], [4]],
+        dynamic_type=1,
+        gears=[[8], [1], [4]],
     )
     return standard_om(model)
 
 
 def config_io(config):
-    return [(e.name, api_type(mc.DataType.Name(e.data_type)), tuple(e.dims)) for e in config.input], \
-        [(e.name, api_type(mc.DataType.Name(e.data_type)), tuple(e.dims)) for e in config.output]
+    return [(e.name, api_type(mc.DataType.Name(e.data_type)), tuple(e.dims)) for e in config.input], [
+        (e.name, api_type(mc.DataType.Name(e.data_type)), tuple(e.dims)) for e in config.output
+    ]
 
 
 def test_generate_from_a_dynamic_batch_om(tmp_path, capsys):
@@ -49,8 +49,10 @@ def test_generate_from_real_om_samples_matches_the_reader(tmp_path, sample, caps
     config = read_config_file(tmp_path / "m" / "config.pbtxt")
     spec = read_model_file(sample).spec
     batching = config.max_batch_size > 0
-    expected = tuple([(t.name, t.dtype, t.shape[1:] if batching else t.shape) for t in tensors]
-                     for tensors in (spec.inputs, spec.outputs))
+    expected = tuple(
+        [(t.name, t.dtype, t.shape[1:] if batching else t.shape) for t in tensors]
+        for tensors in (spec.inputs, spec.outputs)
+    )
     assert config_io(config) == expected
     assert config.parameters["engine"].string_value == "acl"
 
@@ -66,8 +68,12 @@ def one_line_error(capsys, verb):
 @pytest.mark.parametrize(
     "content, message",
     [
-        (lambda: standard_om(Model(inputs=[Tensor("x", shape=(1, 4))], outputs=[Tensor("y", shape=(1, 4))]),
-                             Header(is_encrypt=1)), "is an encrypted OM"),
+        (
+            lambda: standard_om(
+                Model(inputs=[Tensor("x", shape=(1, 4))], outputs=[Tensor("y", shape=(1, 4))]), Header(is_encrypt=1)
+            ),
+            "is an encrypted OM",
+        ),
         (lambda: gear_om()[:300], "secret.om"),
         (lambda: b"IMOD" + b"\xff" * 500, "secret.om"),
         (lambda: b"hello world", "not a model file ge-triton knows"),
@@ -100,20 +106,50 @@ def test_missing_model_file_gives_one_line(tmp_path, capsys):
     ],
 )
 def test_bad_generate_flags_give_one_line(tmp_path, capsys, onnx_dir, flags, message):
-    assert main(["generate", str(onnx_dir / "linear.onnx"), "-o", str(tmp_path / "repo"), *flags]) == (2 if message else 0)
+    assert main(["generate", str(onnx_dir / "linear.onnx"), "-o", str(tmp_path / "repo"), *flags]) == (
+        2 if message else 0
+    )
     if message:
         assert message in one_line_error(capsys, "generate")
 
 
 def test_flags_that_contradict_the_model_name_the_conflict(tmp_path, capsys, onnx_dir):
-    assert main(["generate", str(onnx_dir / "linear_static.onnx"), "-o", str(tmp_path), "--max-batch-size", "4",
-                 "--preferred-batch-sizes", "8"]) == 2
+    assert (
+        main(
+            [
+                "generate",
+                str(onnx_dir / "linear_static.onnx"),
+                "-o",
+                str(tmp_path),
+                "--max-batch-size",
+                "4",
+                "--preferred-batch-sizes",
+                "8",
+            ]
+        )
+        == 2
+    )
     assert "preferred batch size 8 is outside 1..max_batch_size (4)" in one_line_error(capsys, "generate")
-    assert main(["generate", str(onnx_dir / "linear_static.onnx"), "-o", str(tmp_path),
-                 "--preferred-batch-sizes", "2"]) == 2
+    assert (
+        main(["generate", str(onnx_dir / "linear_static.onnx"), "-o", str(tmp_path), "--preferred-batch-sizes", "2"])
+        == 2
+    )
     assert "--preferred-batch-sizes 2 conflicts with max_batch_size 0" in one_line_error(capsys, "generate")
-    assert main(["generate", str(onnx_dir / "two_inputs.onnx"), "-o", str(tmp_path), "--max-batch-size", "0",
-                 "--preferred-batch-sizes", "2"]) == 2
+    assert (
+        main(
+            [
+                "generate",
+                str(onnx_dir / "two_inputs.onnx"),
+                "-o",
+                str(tmp_path),
+                "--max-batch-size",
+                "0",
+                "--preferred-batch-sizes",
+                "2",
+            ]
+        )
+        == 2
+    )
     assert "--preferred-batch-sizes 2 conflicts with max_batch_size 0" in one_line_error(capsys, "generate")
     om = tmp_path / "net.om"
     om.write_bytes(gear_om())

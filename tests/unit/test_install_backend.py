@@ -8,9 +8,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from ge_python_backend.cli import main
 from ge_python_backend.ops import server
 from ge_python_backend.repository.ge_backend import GE_BACKEND_SOURCE
-from ge_python_backend.cli import main
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
 
@@ -25,7 +25,9 @@ def test_installs_into_the_given_folder_and_serves_a_ge_folder(tmp_path, onnx_di
     assert main(["install-backend", "--backend-dir", str(backends)]) == 0
     assert capsys.readouterr().out == f"installed backend 'ge': {backends / 'ge' / 'model.py'}\n"
 
-    folder = generate(onnx_dir / "linear.onnx", tmp_path / "repo", GenerateOptions(name="plain", backend="ge")).model_dir
+    folder = generate(
+        onnx_dir / "linear.onnx", tmp_path / "repo", GenerateOptions(name="plain", backend="ge")
+    ).model_dir
     assert not (folder / "1" / "model.py").exists()
     spec = importlib.util.spec_from_file_location("ge_backend_model", backends / "ge" / "model.py")
     module = importlib.util.module_from_spec(spec)

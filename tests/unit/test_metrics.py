@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-
 import repos
+
+from ge_python_backend.testing import ModelHarness
+from ge_python_backend.testing import fake_pb_utils as pb
 from ge_python_backend.triton.model import GEModel
-from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb
 
 
 class TritonPythonModel(GEModel):
@@ -41,7 +42,9 @@ def test_batches_rows_padding_phases_and_failures_are_counted(tmp_path, onnx_dir
         assert values("ge_batch_rows", "metered") == {(): 5}
         assert values("ge_padding_rows", "metered") == {(): 3}
         phases = values("ge_phase_duration_us", "metered")
-        assert set(phases) == {(("phase", p),) for p in ("gather", "host_to_device", "execute", "device_to_host", "scatter")}
+        assert set(phases) == {
+            (("phase", p),) for p in ("gather", "host_to_device", "execute", "device_to_host", "scatter")
+        }
         for phase in ("gather", "execute", "scatter"):
             assert phases[(("phase", phase),)] > 0, phase
         failures = values("ge_request_failures", "metered")

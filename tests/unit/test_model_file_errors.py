@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import pytest
-
 import repos
+
+from ge_python_backend.testing import ModelHarness
+from ge_python_backend.testing import fake_pb_utils as pb
 from ge_python_backend.triton.model import GEModel
-from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb
 
 
 class TritonPythonModel(GEModel):
     pass
 
 
-@pytest.mark.parametrize("make, problem", [(lambda path: None, "does not exist"),
-                                           (lambda path: path.mkdir(), "is a directory, not a file")])
+@pytest.mark.parametrize(
+    "make, problem", [(lambda path: None, "does not exist"), (lambda path: path.mkdir(), "is a directory, not a file")]
+)
 def test_the_load_error_says_what_is_wrong_with_the_model_file(tmp_path, onnx_dir, make, problem):
     folder = repos.generated(tmp_path, onnx_dir / "linear.onnx", "linear")
     model_file = folder / "1" / "model.onnx"

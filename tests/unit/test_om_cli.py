@@ -21,11 +21,18 @@ def om_path(tmp_path) -> Path:
     model = Model(
         name="det",
         inputs=[Tensor("images", "DT_FLOAT16", (4, 3, 64, 64), "NCHW", origin_dims=(-1, 3, 64, 64))],
-        outputs=[Tensor("boxes", "DT_FLOAT", (4, 100, 4), "ND", src=("nms", 0)),
-                 Tensor("scores", "DT_COMPLEX64", (4, 100), "ND", src=("nms", 1))],
-        dynamic_type=1, gears=[[1], [4]],
-        model_attrs={"soc_version": attr_s("Ascend310P3"), "atc_version": attr_s("7.0.RC1"),
-                     "atc_cmdline": attr_s(CMDLINE), "framework_type": attr_s("5")},
+        outputs=[
+            Tensor("boxes", "DT_FLOAT", (4, 100, 4), "ND", src=("nms", 0)),
+            Tensor("scores", "DT_COMPLEX64", (4, 100), "ND", src=("nms", 1)),
+        ],
+        dynamic_type=1,
+        gears=[[1], [4]],
+        model_attrs={
+            "soc_version": attr_s("Ascend310P3"),
+            "atc_version": attr_s("7.0.RC1"),
+            "atc_cmdline": attr_s(CMDLINE),
+            "framework_type": attr_s("5"),
+        },
     )
     path = tmp_path / "det.om"
     path.write_bytes(standard_om(model, Header(name="det")))
@@ -53,19 +60,27 @@ def test_json(om_path, capsys):
     assert doc["file"] == str(om_path) and doc["file_size"] == om_path.stat().st_size
     assert doc["header"]["name"] == "det" and doc["header"]["version"] == "2.0" and doc["header"]["model_num"] == 1
     assert doc["io_source"] == "MODEL_INOUT_INFO" and doc["dynamic_input"] == "ascend_mbatch_shape_data"
-    assert doc["inputs"] == [{"name": "images", "dtype": "FP16", "native_type": "DT_FLOAT16", "format": "NCHW",
-                              "shape": [-1, 3, 64, 64]}]
+    assert doc["inputs"] == [
+        {"name": "images", "dtype": "FP16", "native_type": "DT_FLOAT16", "format": "NCHW", "shape": [-1, 3, 64, 64]}
+    ]
     assert [o["dtype"] for o in doc["outputs"]] == ["FP32", ""]
     assert doc["batch"] == {"kind": "gears", "sizes": [1, 4]}
     assert doc["gear_kind"] == "" and doc["shape_gears"] == []
     assert doc["facts"]["atc_cmdline"] == CMDLINE and doc["facts"]["framework"] == "onnx"
     (model,) = doc["models"]
-    assert model["table_bits"] == 32 and [p["type_name"] for p in model["partitions"]][:2] == ["MODEL_INOUT_INFO", "MODEL_DEF"]
+    assert model["table_bits"] == 32 and [p["type_name"] for p in model["partitions"]][:2] == [
+        "MODEL_INOUT_INFO",
+        "MODEL_DEF",
+    ]
 
 
 def test_shape_gears_and_submodels_in_the_table(tmp_path, capsys):
-    model = Model(inputs=[Tensor("img", "DT_UINT8", (1, 3, 64, 64), "NCHW", origin_dims=(1, 3, -1, -1))],
-                  outputs=[Tensor("o", "DT_FLOAT", (1, 2), "ND", src=("op", 0))], dynamic_type=2, gears=[[32, 48]])
+    model = Model(
+        inputs=[Tensor("img", "DT_UINT8", (1, 3, 64, 64), "NCHW", origin_dims=(1, 3, -1, -1))],
+        outputs=[Tensor("o", "DT_FLOAT", (1, 2), "ND", src=("op", 0))],
+        dynamic_type=2,
+        gears=[[32, 48]],
+    )
     path = tmp_path / "hw.om"
     path.write_bytes(standard_om(model))
     assert main(["inspect", str(path)]) == 0

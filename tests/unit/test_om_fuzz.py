@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from om_builder import MODEL_DEF, TASK_INFO, Header, Model, Tensor, attr_s, inout, model_def, om_file, standard_om
+from samples import OM_SAMPLES_DIR
 
-from ge_python_backend.errors import OmFormatError
 from ge_python_backend.ascend.om import read_om
 from ge_python_backend.ascend.om.report import to_json, to_text
-from samples import OM_SAMPLES_DIR
+from ge_python_backend.errors import OmFormatError
 
 SAMPLES = OM_SAMPLES_DIR
 
@@ -23,18 +23,24 @@ def _synthetic_seeds() -> list[bytes]:
     batch = Model(
         inputs=[Tensor("x", "DT_FLOAT", (4, 3, 8, 8), "NCHW", origin_dims=(-1, 3, 8, 8))],
         outputs=[Tensor("y", "DT_FLOAT16", (4, 10), "ND", src=("fc", 0))],
-        dynamic_type=1, gears=[[1], [4]], compress=True, enum_padding=130,
+        dynamic_type=1,
+        gears=[[1], [4]],
+        compress=True,
+        enum_padding=130,
         model_attrs={"soc_version": attr_s("Ascend310"), "atc_cmdline": attr_s("atc --framework=5")},
     )
     dims = Model(
         inputs=[Tensor("a", "DT_INT32", (2, 5), "ND", origin_dims=(-1, -1)), Tensor("b", "DT_FLOAT", (3,), "ND")],
         outputs=[Tensor("c", "DT_FLOAT", (2, 5), "ND", src=("op", 0))],
-        dynamic_type=3, gears=[[1, 5], [2, 5]], shape_order=["a"],
+        dynamic_type=3,
+        gears=[[1, 5], [2, 5]],
+        shape_order=["a"],
     )
     hw = Model(
         inputs=[Tensor("img", "DT_UINT8", (1, 3, 64, 64), "NCHW", origin_dims=(1, 3, -1, -1))],
         outputs=[Tensor("o", "DT_FLOAT", (1, 2), "ND", src=("op", 0))],
-        dynamic_type=2, gears=[[32, 32], [64, 64]],
+        dynamic_type=2,
+        gears=[[32, 32], [64, 64]],
     )
     multi = om_file(
         [[(MODEL_DEF, model_def(hw)), (TASK_INFO, b"t" * 8)], [(MODEL_DEF, model_def(dims)), (TASK_INFO, b"u")]],
@@ -74,8 +80,8 @@ def mutated(draw, seeds: list[bytes]) -> bytes:
             del data[position:]
         elif kind == "splice" and size:
             start = draw(st.integers(0, size - 1))
-            chunk = bytes(data[start:start + draw(st.integers(1, 64))])
-            data[position:position + len(chunk)] = chunk
+            chunk = bytes(data[start : start + draw(st.integers(1, 64))])
+            data[position : position + len(chunk)] = chunk
         elif kind == "length32" and position + 4 <= size:
             struct.pack_into("<I", data, position, draw(_LENGTHS))
         elif kind == "length64" and position + 8 <= size:
@@ -83,7 +89,7 @@ def mutated(draw, seeds: list[bytes]) -> bytes:
         elif kind == "insert":
             data[position:position] = draw(st.binary(min_size=1, max_size=16))
         elif kind == "delete":
-            del data[position:position + draw(st.integers(1, 16))]
+            del data[position : position + draw(st.integers(1, 16))]
     if len(data) >= 256 and data[:4] == b"IMOD" and draw(st.booleans()):
         _fix_body_length(data)  # let half the mutants past the header's length check, into the body
     return bytes(data)
@@ -112,7 +118,9 @@ def check(path: Path, data: bytes) -> None:
     to_text(om), to_json(om)  # whatever was read must also report
 
 
-FUZZ = settings(max_examples=300, deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=300, deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 @FUZZ

@@ -8,15 +8,23 @@ import struct
 import pytest
 from om_builder import VERSION_1, VERSION_2, Header, header_bytes
 
-from ge_python_backend.errors import OmFormatError
 from ge_python_backend.ascend.om.header import identify, parse_header
+from ge_python_backend.errors import OmFormatError
 
 
 def test_v2_header_fields_at_their_offsets():
     raw = header_bytes(
-        Header(version=VERSION_2, model_type=3, name="resnet50", platform_version="1.11.z.0", om_ir_version=2,
-               model_num=3, is_unknow_model=1),
-        length=0, model_length=123456,
+        Header(
+            version=VERSION_2,
+            model_type=3,
+            name="resnet50",
+            platform_version="1.11.z.0",
+            om_ir_version=2,
+            model_num=3,
+            is_unknow_model=1,
+        ),
+        length=0,
+        model_length=123456,
     )
     h = parse_header(raw)
     assert (h.version, h.version_name, h.model_type, h.model_type_name) == (VERSION_2, "2.0", 3, "flow")
@@ -56,7 +64,10 @@ def _imod(headsize: int = 256, version: int = VERSION_2) -> bytes:
         (b"\x08\x07\x12\x07pytorch\x1a\x032.1" + bytes(40), "looks like an ONNX model"),
         (b"\x7fELF" + bytes(300), r"does not start with the OM magic b'IMOD' \(found b'\\x7fELF"),
         (b"IMOD" + bytes(20), "only 24 bytes, shorter than the 256-byte OM header"),
-        (b"IMODV1.2" + bytes(300), f"header size field is {int.from_bytes(b'V1.2', 'little')} \\(expected 256\\).*IMOD-lookalike"),
+        (
+            b"IMODV1.2" + bytes(300),
+            f"header size field is {int.from_bytes(b'V1.2', 'little')} \\(expected 256\\).*IMOD-lookalike",
+        ),
         (_imod(version=0x30000000), "version 0x30000000 \\(expected 0x10000000 or 0x20000000\\)"),
     ],
 )

@@ -7,14 +7,21 @@ import struct
 import pytest
 from om_builder import FORMATS, inout_tensor, tlv, tlv_descs, tlv_int_lists, tlv_strings
 
-from ge_python_backend.errors import OmFormatError
 from ge_python_backend.ascend.om.inout import parse_inout
+from ge_python_backend.errors import OmFormatError
 
 
 def test_tensor_descs_with_dims_v2_and_shape_range():
     inputs = [
-        inout_tensor("img", "DT_FLOAT16", FORMATS["NCHW"], (-1, 3, 224, 224), dims_v2=(1, 3, 224, 224),
-                     shape_range=[(1, 8), (3, 3)], size=301056),
+        inout_tensor(
+            "img",
+            "DT_FLOAT16",
+            FORMATS["NCHW"],
+            (-1, 3, 224, 224),
+            dims_v2=(1, 3, 224, 224),
+            shape_range=[(1, 8), (3, 3)],
+            size=301056,
+        ),
         inout_tensor("ids", "DT_INT64", FORMATS["ND"], ()),
     ]
     outputs = [inout_tensor("out:0", "DT_FLOAT", FORMATS["ND"], (-1, 1000))]
@@ -59,15 +66,25 @@ def test_empty_partition_has_nothing():
     [
         (b"\x00\x00\x00", r"3 trailing bytes at file offset 100, too short for a TLV header"),
         (struct.pack("<II", 0, 50) + b"\x00" * 10, r"TLV type 0 at file offset 100 declares 50 bytes, only 10 remain"),
-        (tlv(0, struct.pack("<I", 2) + bytes(32)), r"tensor 1 of 2 base info needs 32 bytes at file offset 144, only 0 left"),
-        (tlv(0, struct.pack("<I", 1) + struct.pack("<QiiIIII", 0, 0, 0, 0, 12, 0, 0) + bytes(12)),
-         r"tensor 0 of 1 dims is 12 bytes .* not a multiple of 8"),
-        (tlv(0, struct.pack("<I", 1) + struct.pack("<QiiIIII", 0, 0, 0, 0, 0, 0, 8) + bytes(8)),
-         r"shape range is 8 bytes .* not a multiple of 16"),
+        (
+            tlv(0, struct.pack("<I", 2) + bytes(32)),
+            r"tensor 1 of 2 base info needs 32 bytes at file offset 144, only 0 left",
+        ),
+        (
+            tlv(0, struct.pack("<I", 1) + struct.pack("<QiiIIII", 0, 0, 0, 0, 12, 0, 0) + bytes(12)),
+            r"tensor 0 of 1 dims is 12 bytes .* not a multiple of 8",
+        ),
+        (
+            tlv(0, struct.pack("<I", 1) + struct.pack("<QiiIIII", 0, 0, 0, 0, 0, 0, 8) + bytes(8)),
+            r"shape range is 8 bytes .* not a multiple of 16",
+        ),
         (tlv(2, struct.pack("<I", 1_000_000_000)), r"values needs 8000000000 bytes"),
         (tlv(3, struct.pack("<II", 1, 3) + bytes(8)), r"list 0 values needs 24 bytes"),
         (tlv(6, struct.pack("<I", 1)), r"string lengths needs 4 bytes"),
-        (tlv(2, struct.pack("<Iq", 1, 5) + b"junk"), r"MODEL_DYNAMIC_BATCH .* declares 16 bytes but its content uses 12"),
+        (
+            tlv(2, struct.pack("<Iq", 1, 5) + b"junk"),
+            r"MODEL_DYNAMIC_BATCH .* declares 16 bytes but its content uses 12",
+        ),
         (tlv_strings(6, ["x"]) + tlv_strings(6, ["y"]), r"MODEL_DESIGNATE_SHAPE_ORDER .* occurs twice"),
     ],
 )

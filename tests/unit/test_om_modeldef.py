@@ -22,8 +22,8 @@ from om_builder import (
     op_def,
 )
 
-from ge_python_backend.errors import OmFormatError
 from ge_python_backend.ascend.om.modeldef import ModelDef
+from ge_python_backend.errors import OmFormatError
 
 
 def model_with(model_attrs: bytes = b"", op_attrs=(), name: str = "m") -> ModelDef:
@@ -47,8 +47,16 @@ def test_attribute_value_kinds():
     model = model_with(attrs)
     assert model.name == "m" and model.version == 2
     assert model.attrs == {
-        "s": "Ascend310", "i": -7, "f": 0.25, "b": False, "li": (1, -1, 3), "li_unpacked": (4, 5),
-        "ls": ("a", "b"), "lb": (True, False), "lli": ((1, 2), (3,)), "empty_list": (),
+        "s": "Ascend310",
+        "i": -7,
+        "f": 0.25,
+        "b": False,
+        "li": (1, -1, 3),
+        "li_unpacked": (4, 5),
+        "ls": ("a", "b"),
+        "lb": (True, False),
+        "lli": ((1, 2), (3,)),
+        "empty_list": (),
     }
 
 
@@ -96,12 +104,20 @@ def test_string_values_use_the_value_dictionary():
 @pytest.mark.parametrize(
     "dictionary, op_attr, pattern",
     [
-        (_dictionary(["index"]), (encode_enum_name(5), attr_i(0)), r"attr_name_enum\[5\], but the model's attr_name_enum has 1"),
+        (
+            _dictionary(["index"]),
+            (encode_enum_name(5), attr_i(0)),
+            r"attr_name_enum\[5\], but the model's attr_name_enum has 1",
+        ),
         (b"", (encode_enum_name(0), attr_i(0)), r"attr_name_enum has 0 entries"),
         (_dictionary(["index"]), (b"\x00", attr_i(0)), "malformed compressed attribute name"),
         (_dictionary(["index"]), (b"\x00\x01\x00", attr_i(0)), "malformed compressed attribute name"),
         (_dictionary(["index"]), (b"\x00" + b"\x02" * 6, attr_i(0)), "malformed compressed attribute name"),
-        (_dictionary(["mode"], ["a"], [True]), (encode_enum_name(0), attr_i(3)), r"value index 3 outside attr_value_enum \(1 entries\)"),
+        (
+            _dictionary(["mode"], ["a"], [True]),
+            (encode_enum_name(0), attr_i(3)),
+            r"value index 3 outside attr_value_enum \(1 entries\)",
+        ),
         (_dictionary(["mode"], ["a"], [True]), (encode_enum_name(0), attr_f(1.0)), "must be an int or a list of ints"),
         (_dictionary(["a", "b"], use_string=[True]), (b"x", attr_i(0)), "one bool per attr_name_enum entry"),
     ],
@@ -109,7 +125,7 @@ def test_string_values_use_the_value_dictionary():
 def test_bad_compression_raises_om_format_error(dictionary, op_attr, pattern):
     model = model_with(dictionary, [op_attr])
     with pytest.raises(OmFormatError, match=pattern):
-        model.graphs[0].ops[0].attrs
+        _ = model.graphs[0].ops[0].attrs
 
 
 def test_op_fields_and_error_context():
@@ -117,4 +133,4 @@ def test_op_fields_and_error_context():
     op = model.graphs[0].ops[0]
     assert (op.name, op.type, op.src_name, op.src_index, op.input_desc) == ("op", "Custom", (), (), ())
     with pytest.raises(OmFormatError, match=r"MODEL_DEF\.graph\[0\]\.op\[0\] \(Custom 'op'\).*field 3 \(i\)"):
-        op.attrs
+        _ = op.attrs

@@ -17,10 +17,10 @@ from om_builder import (
     partition_block,
 )
 
-from ge_python_backend.errors import OmFormatError
 from ge_python_backend.ascend.om.header import parse_header
 from ge_python_backend.ascend.om.partitions import read_blocks
 from ge_python_backend.ascend.om.source import FileSource
+from ge_python_backend.errors import OmFormatError
 
 PARTS = [(MODEL_DEF, b"m" * 10), (WEIGHTS_DATA, b"w" * 7), (TASK_INFO, b"t" * 3)]
 
@@ -38,8 +38,10 @@ def test_tiny_table_data_follows_a_12_byte_entry_table():
     (block,) = blocks_of(data)
     start = 256 + 4 + 3 * 12
     assert block.table_bits == 32 and block.table_offset == 256
-    assert layout([block]) == [[("MODEL_DEF", start, 10), ("WEIGHTS_DATA", start + 10, 7), ("TASK_INFO", start + 17, 3)]]
-    assert data[start:start + 10] == b"m" * 10
+    assert layout([block]) == [
+        [("MODEL_DEF", start, 10), ("WEIGHTS_DATA", start + 10, 7), ("TASK_INFO", start + 17, 3)]
+    ]
+    assert data[start : start + 10] == b"m" * 10
 
 
 def test_64bit_table_has_an_8_byte_head_and_24_byte_entries():
@@ -80,7 +82,9 @@ def test_is_unknow_model_alone_triggers_the_walk():
 
 def test_model_num_larger_than_the_blocks_present():
     data = om_file([PARTS], Header(wide=True, model_num=2, is_unknow_model=1))
-    with pytest.raises(OmFormatError, match=r"model 1 of 2: partition table expected at file offset \d+, but the body ends"):
+    with pytest.raises(
+        OmFormatError, match=r"model 1 of 2: partition table expected at file offset \d+, but the body ends"
+    ):
         blocks_of(data)
 
 
@@ -122,5 +126,7 @@ def test_empty_table_and_oversized_count():
 def test_partition_running_past_the_body():
     block = bytearray(partition_block(PARTS, False))
     struct.pack_into("<I", block, 4 + 2 * 12 + 8, 1000)  # TASK_INFO size
-    with pytest.raises(OmFormatError, match=r"partition 2 \(TASK_INFO\): 1000 bytes at file offset \d+ run past the end"):
+    with pytest.raises(
+        OmFormatError, match=r"partition 2 \(TASK_INFO\): 1000 bytes at file offset \d+ run past the end"
+    ):
         blocks_of(_single(bytes(block), False))

@@ -18,18 +18,16 @@ from om_builder import (
     inout,
     map_entry,
     model_def,
-    op_def,
     om_file,
+    op_def,
     simple_model_def,
     standard_om,
     tensor_desc,
     tlv,
 )
 
+from ge_python_backend.ascend.om import IO_FROM_INOUT, IO_FROM_MODEL_DEF, read_om
 from ge_python_backend.errors import OmFormatError
-from ge_python_backend.ascend.om import IO_FROM_INOUT
-from ge_python_backend.ascend.om import IO_FROM_MODEL_DEF
-from ge_python_backend.ascend.om import read_om
 from ge_python_backend.specs import BatchSupport, ShapeGear, TensorSpec
 
 BOTH_SOURCES = pytest.mark.parametrize("with_inout", [True, False], ids=["inout", "modeldef"])
@@ -52,8 +50,10 @@ def classifier(**changes) -> Model:
             Tensor("image", "DT_FLOAT", (8, 3, 224, 224), "NCHW"),
             Tensor("mask", "DT_UINT8", (8, 224, 224), "ND"),
         ],
-        outputs=[Tensor("logits", "DT_FLOAT16", (8, 1000), "ND", src=("fc", 0)),
-                 Tensor("feat", "DT_FLOAT", (8, 2048), "ND", src=("pool", 1))],
+        outputs=[
+            Tensor("logits", "DT_FLOAT16", (8, 1000), "ND", src=("fc", 0)),
+            Tensor("feat", "DT_FLOAT", (8, 2048), "ND", src=("pool", 1)),
+        ],
         data_op_order=[1, 0],
     )
     for key, value in changes.items():
@@ -79,10 +79,21 @@ def test_static_model_inputs_outputs_and_batch(tmp_path, with_inout):
 
 
 TYPES = [
-    ("DT_FLOAT", "FP32"), ("DT_FLOAT16", "FP16"), ("DT_DOUBLE", "FP64"), ("DT_BF16", "BF16"),
-    ("DT_INT8", "INT8"), ("DT_INT16", "INT16"), ("DT_INT32", "INT32"), ("DT_INT64", "INT64"),
-    ("DT_UINT8", "UINT8"), ("DT_UINT16", "UINT16"), ("DT_UINT32", "UINT32"), ("DT_UINT64", "UINT64"),
-    ("DT_BOOL", "BOOL"), ("DT_STRING", "BYTES"), ("DT_COMPLEX64", ""),
+    ("DT_FLOAT", "FP32"),
+    ("DT_FLOAT16", "FP16"),
+    ("DT_DOUBLE", "FP64"),
+    ("DT_BF16", "BF16"),
+    ("DT_INT8", "INT8"),
+    ("DT_INT16", "INT16"),
+    ("DT_INT32", "INT32"),
+    ("DT_INT64", "INT64"),
+    ("DT_UINT8", "UINT8"),
+    ("DT_UINT16", "UINT16"),
+    ("DT_UINT32", "UINT32"),
+    ("DT_UINT64", "UINT64"),
+    ("DT_BOOL", "BOOL"),
+    ("DT_STRING", "BYTES"),
+    ("DT_COMPLEX64", ""),
 ]
 
 
@@ -96,8 +107,10 @@ def test_both_dtype_enums_map_to_triton_names(tmp_path, with_inout, native, trit
 
 
 def test_inout_format_keeps_only_the_primary_format(tmp_path):
-    model = Model(inputs=[Tensor("x", "DT_FLOAT", (1, 1, 4, 4, 16), "NC1HWC0", format_bits=(5 << 24) | (3 << 8))],
-                  outputs=[Tensor("y", "DT_FLOAT", (1, 16), "ND", src=("op", 0))])
+    model = Model(
+        inputs=[Tensor("x", "DT_FLOAT", (1, 1, 4, 4, 16), "NC1HWC0", format_bits=(5 << 24) | (3 << 8))],
+        outputs=[Tensor("y", "DT_FLOAT", (1, 16), "ND", src=("op", 0))],
+    )
     om = read(tmp_path, standard_om(model))
     assert om.spec.inputs[0].format == "NC1HWC0"
 
@@ -116,18 +129,25 @@ def test_output_names(tmp_path, with_inout, out_node_names, expected):
 
 
 def test_fractal_z_output_is_reported_as_hwck(tmp_path):
-    model = Model(inputs=[Tensor("x", "DT_FLOAT", (1,))],
-                  outputs=[Tensor("w", "DT_FLOAT", (64, 3, 7, 5), "FRACTAL_Z", src=("conv", 0))])
+    model = Model(
+        inputs=[Tensor("x", "DT_FLOAT", (1,))],
+        outputs=[Tensor("w", "DT_FLOAT", (64, 3, 7, 5), "FRACTAL_Z", src=("conv", 0))],
+    )
     om = read(tmp_path, standard_om(model, with_inout=False))
     assert om.spec.outputs[0].shape == (7, 5, 3, 64)
 
 
 def batch_model(compress: bool) -> Model:
     return Model(
-        inputs=[Tensor("x", "DT_FLOAT", (8, 3, 32, 32), "NCHW", origin_dims=(-1, 3, 32, 32)),
-                Tensor("scale", "DT_FLOAT", (8, 1), "ND", origin_dims=(-1, 1))],
+        inputs=[
+            Tensor("x", "DT_FLOAT", (8, 3, 32, 32), "NCHW", origin_dims=(-1, 3, 32, 32)),
+            Tensor("scale", "DT_FLOAT", (8, 1), "ND", origin_dims=(-1, 1)),
+        ],
         outputs=[Tensor("y", "DT_FLOAT", (8, 10), "ND", src=("fc", 0))],
-        dynamic_type=1, gears=[[8], [1], [4]], compress=compress, enum_padding=130 if compress else 0,
+        dynamic_type=1,
+        gears=[[8], [1], [4]],
+        compress=compress,
+        enum_padding=130 if compress else 0,
     )
 
 
@@ -146,11 +166,14 @@ def test_dynamic_batch_gears(tmp_path, with_inout, compress):
 @BOTH_SOURCES
 def test_dynamic_image_size_gears(tmp_path, with_inout):
     model = Model(
-        inputs=[Tensor("img", "DT_FLOAT", (1, 3, 448, 448), "NCHW", origin_dims=(1, 3, -1, -1)),
-                Tensor("img_nhwc", "DT_UINT8", (1, 448, 448, 3), "NHWC", origin_dims=(1, -1, -1, 3)),
-                Tensor("meta", "DT_INT32", (1, 4), "ND")],
+        inputs=[
+            Tensor("img", "DT_FLOAT", (1, 3, 448, 448), "NCHW", origin_dims=(1, 3, -1, -1)),
+            Tensor("img_nhwc", "DT_UINT8", (1, 448, 448, 3), "NHWC", origin_dims=(1, -1, -1, 3)),
+            Tensor("meta", "DT_INT32", (1, 4), "ND"),
+        ],
         outputs=[Tensor("y", "DT_FLOAT", (1, 10), "ND", src=("fc", 0))],
-        dynamic_type=2, gears=[[224, 224], [448, 320]],
+        dynamic_type=2,
+        gears=[[224, 224], [448, 320]],
     )
     om = read(tmp_path, standard_om(model, with_inout=with_inout))
     assert om.spec.gear_kind == "hw"
@@ -165,11 +188,14 @@ def test_dynamic_image_size_gears(tmp_path, with_inout):
 
 def dims_model(order: list[str]) -> Model:
     return Model(
-        inputs=[Tensor("x", "DT_FLOAT", (4, 3, 64), "ND", origin_dims=(-1, 3, -1)),
-                Tensor("y", "DT_INT64", (4, 9), "ND", origin_dims=(-1, 9)),
-                Tensor("z", "DT_FLOAT", (2,), "ND")],
+        inputs=[
+            Tensor("x", "DT_FLOAT", (4, 3, 64), "ND", origin_dims=(-1, 3, -1)),
+            Tensor("y", "DT_INT64", (4, 9), "ND", origin_dims=(-1, 9)),
+            Tensor("z", "DT_FLOAT", (2,), "ND"),
+        ],
         outputs=[Tensor("out", "DT_FLOAT", (4, 3), "ND", src=("op", 0))],
-        dynamic_type=3, gears=[[1, 16, 1], [4, 64, 4]] if order != ["y", "x"] else [[1, 1, 16], [4, 4, 64]],
+        dynamic_type=3,
+        gears=[[1, 16, 1], [4, 64, 4]] if order != ["y", "x"] else [[1, 1, 16], [4, 4, 64]],
         shape_order=order,
     )
 
@@ -186,9 +212,12 @@ def test_dynamic_dims_gears_fill_every_minus_one_in_order(tmp_path, with_inout, 
 
 
 def test_dims_gears_without_a_batch_axis_keep_shape_based_batch(tmp_path):
-    model = Model(inputs=[Tensor("seq", "DT_INT32", (2, 128), "ND", origin_dims=(2, -1))],
-                  outputs=[Tensor("out", "DT_FLOAT", (2, 5), "ND", src=("op", 0))],
-                  dynamic_type=3, gears=[[32], [128]])
+    model = Model(
+        inputs=[Tensor("seq", "DT_INT32", (2, 128), "ND", origin_dims=(2, -1))],
+        outputs=[Tensor("out", "DT_FLOAT", (2, 5), "ND", src=("op", 0))],
+        dynamic_type=3,
+        gears=[[32], [128]],
+    )
     om = read(tmp_path, standard_om(model))
     assert [dict(g.shapes) for g in om.spec.shape_gears] == [{"seq": (2, 32)}, {"seq": (2, 128)}]
     assert [g.label for g in om.spec.shape_gears] == ["32", "128"]
@@ -200,16 +229,27 @@ def test_dims_gears_without_a_batch_axis_keep_shape_based_batch(tmp_path):
     "changes, pattern",
     [
         ({"dynamic_type": 1, "gears": [[0]]}, r"dynamic batch gear 0 is \[0\], expected one positive batch size"),
-        ({"dynamic_type": 2, "gears": [[224]], "inputs": [Tensor("x", "DT_FLOAT", (1, 3, 8, 8), "NCHW", origin_dims=(1, 3, -1, -1))]},
-         r"dynamic image size gear 0 is \[224\], expected positive \(h, w\)"),
-        ({"dynamic_type": 2, "gears": [[224, 224]]}, r"dynamic image size gears but no input with dynamic H and W axes"),
+        (
+            {
+                "dynamic_type": 2,
+                "gears": [[224]],
+                "inputs": [Tensor("x", "DT_FLOAT", (1, 3, 8, 8), "NCHW", origin_dims=(1, 3, -1, -1))],
+            },
+            r"dynamic image size gear 0 is \[224\], expected positive \(h, w\)",
+        ),
+        (
+            {"dynamic_type": 2, "gears": [[224, 224]]},
+            r"dynamic image size gears but no input with dynamic H and W axes",
+        ),
         ({"dynamic_type": 3, "gears": [[1, 2]]}, r"dynamic dims gear 0 is \[1, 2\]: expected 1 positive values"),
         ({"dynamic_type": 3, "gears": [[1]], "shape_order": ["nope"]}, r"designated shape order names input 'nope'"),
     ],
 )
 def test_inconsistent_gears_are_refused(tmp_path, with_inout, changes, pattern):
-    model = Model(inputs=[Tensor("x", "DT_FLOAT", (1, 8), "ND", origin_dims=(-1, 8))],
-                  outputs=[Tensor("y", "DT_FLOAT", (1, 8), "ND", src=("op", 0))])
+    model = Model(
+        inputs=[Tensor("x", "DT_FLOAT", (1, 8), "ND", origin_dims=(-1, 8))],
+        outputs=[Tensor("y", "DT_FLOAT", (1, 8), "ND", src=("op", 0))],
+    )
     for key, value in changes.items():
         setattr(model, key, value)
     with pytest.raises(OmFormatError, match=pattern):
@@ -218,21 +258,42 @@ def test_inconsistent_gears_are_refused(tmp_path, with_inout, changes, pattern):
 
 def test_facts_from_model_attributes_and_header(tmp_path):
     cmdline = "atc --model=net.onnx --framework=5 --output=net --soc_version=Ascend310P3 --input_shape=x:1,3"
-    model = classifier(model_attrs={
-        "soc_version": attr_s("Ascend310P3"), "atc_version": attr_s("7.0.0"), "atc_cmdline": attr_s(cmdline),
-        "framework_type": attr_s("5"), "opp_version": attr_s("7.0.0.1"), "memory_size": attr_i(123456),
-        "weight_size": attr_i(64), "stream_num": attr_i(2), "opp_path": attr_s("unused"),
-    })
+    model = classifier(
+        model_attrs={
+            "soc_version": attr_s("Ascend310P3"),
+            "atc_version": attr_s("7.0.0"),
+            "atc_cmdline": attr_s(cmdline),
+            "framework_type": attr_s("5"),
+            "opp_version": attr_s("7.0.0.1"),
+            "memory_size": attr_i(123456),
+            "weight_size": attr_i(64),
+            "stream_num": attr_i(2),
+            "opp_path": attr_s("unused"),
+        }
+    )
     om = read(tmp_path, standard_om(model, Header(name="net", platform_version="1.11.z.0", om_ir_version=2)))
     assert dict(om.spec.facts) == {
-        "soc_version": "Ascend310P3", "atc_version": "7.0.0", "atc_cmdline": cmdline, "framework_type": "5",
-        "framework": "onnx", "opp_version": "7.0.0.1", "memory_size": "123456", "weight_size": "64",
-        "stream_num": "2", "om_name": "net", "om_header_version": "2.0", "om_model_type": "IR",
-        "om_ir_version": "2", "platform_version": "1.11.z.0",
+        "soc_version": "Ascend310P3",
+        "atc_version": "7.0.0",
+        "atc_cmdline": cmdline,
+        "framework_type": "5",
+        "framework": "onnx",
+        "opp_version": "7.0.0.1",
+        "memory_size": "123456",
+        "weight_size": "64",
+        "stream_num": "2",
+        "om_name": "net",
+        "om_header_version": "2.0",
+        "om_model_type": "IR",
+        "om_ir_version": "2",
+        "platform_version": "1.11.z.0",
     }
 
 
-@pytest.mark.parametrize("value, name", [("0", "caffe"), ("1", "mindspore"), ("3", "tensorflow"), ("TensorFlow", "tensorflow"), ("Other", "Other")])
+@pytest.mark.parametrize(
+    "value, name",
+    [("0", "caffe"), ("1", "mindspore"), ("3", "tensorflow"), ("TensorFlow", "tensorflow"), ("Other", "Other")],
+)
 def test_framework_names(tmp_path, value, name):
     om = read(tmp_path, standard_om(classifier(model_attrs={"framework_type": attr_s(value)})))
     assert om.spec.facts["framework"] == name
@@ -251,7 +312,9 @@ def test_header_and_partitions_are_reported(tmp_path):
 
 
 def test_v1_header_file(tmp_path):
-    om = read(tmp_path, standard_om(classifier(), Header(version=VERSION_1, platform_version="1.0.z.0"), with_inout=False))
+    om = read(
+        tmp_path, standard_om(classifier(), Header(version=VERSION_1, platform_version="1.0.z.0"), with_inout=False)
+    )
     assert (om.header.version_name, om.header.platform_version, om.models[0].table_bits) == ("1.0", "1.0.z.0", 32)
     assert [t.name for t in om.spec.inputs] == ["image", "mask"]
 
@@ -259,9 +322,11 @@ def test_v1_header_file(tmp_path):
 def test_multi_model_file_lists_submodels_and_reads_the_root(tmp_path):
     root = classifier(name="root")
     data = om_file(
-        [[(MODEL_INOUT_INFO, inout(root)), (MODEL_DEF, model_def(root)), (TASK_INFO, b"t")],
-         [(MODEL_DEF, simple_model_def("sub_1")), (TASK_INFO, b"tt")],
-         [(TASK_INFO, b"no model def")]],
+        [
+            [(MODEL_INOUT_INFO, inout(root)), (MODEL_DEF, model_def(root)), (TASK_INFO, b"t")],
+            [(MODEL_DEF, simple_model_def("sub_1")), (TASK_INFO, b"tt")],
+            [(TASK_INFO, b"no model def")],
+        ],
         Header(wide=True, model_num=3, is_unknow_model=1),
     )
     om = read(tmp_path, data)
@@ -284,8 +349,11 @@ def test_encrypted_om_is_refused(tmp_path):
 def test_truncated_file_names_the_file_and_the_length_field(tmp_path):
     data = standard_om(classifier())
     path = write(tmp_path, data[:-1], "cut.om")
-    with pytest.raises(OmFormatError, match=rf"cut\.om: header: length says the body .* is {len(data) - 256} bytes, "
-                                            rf"but the file has {len(data) - 257}"):
+    with pytest.raises(
+        OmFormatError,
+        match=rf"cut\.om: header: length says the body .* is {len(data) - 256} bytes, "
+        rf"but the file has {len(data) - 257}",
+    ):
         read_om(path)
 
 
@@ -305,9 +373,19 @@ def test_model_without_model_def_is_refused(tmp_path):
 
 def test_inout_with_two_gear_kinds_is_refused(tmp_path):
     model = classifier()
-    data = om_file([[(MODEL_INOUT_INFO, inout(model) + tlv(2, b"\x01\x00\x00\x00" + (4).to_bytes(8, "little"))
-                      + tlv(3, b"\x01\x00\x00\x00\x02\x00\x00\x00" + bytes(16))),
-                     (MODEL_DEF, model_def(model))]])
+    data = om_file(
+        [
+            [
+                (
+                    MODEL_INOUT_INFO,
+                    inout(model)
+                    + tlv(2, b"\x01\x00\x00\x00" + (4).to_bytes(8, "little"))
+                    + tlv(3, b"\x01\x00\x00\x00\x02\x00\x00\x00" + bytes(16)),
+                ),
+                (MODEL_DEF, model_def(model)),
+            ]
+        ]
+    )
     with pytest.raises(OmFormatError, match=r"gears of more than one kind \(batch, hw\)"):
         read(tmp_path, data)
 
@@ -346,9 +424,15 @@ def _case_model(*case_attrs) -> bytes:
 def test_case_op_rules(tmp_path):
     no_type = _case_model((b"_batch_num", attr_i(1)), (b"_pred_value_0", attr_list_i([2])))
     assert read(tmp_path, om_file([[(MODEL_DEF, no_type)]])).spec.batch == BatchSupport("static", (1,))
-    missing = _case_model((b"_batch_num", attr_i(2)), (b"_pred_value_0", attr_list_i([2])), (b"mbatch_dynamic_type", attr_i(1)))
+    missing = _case_model(
+        (b"_batch_num", attr_i(2)), (b"_pred_value_0", attr_list_i([2])), (b"mbatch_dynamic_type", attr_i(1))
+    )
     with pytest.raises(OmFormatError, match=r"_batch_num is 2 but _pred_value_1 is missing"):
         read(tmp_path, om_file([[(MODEL_DEF, missing)]]))
-    unknown = _case_model((b"_batch_num", attr_i(1)), (b"_pred_value_0", attr_list_i([2])), (b"mbatch_dynamic_type", attr_i(7)))
-    with pytest.raises(OmFormatError, match=r"mbatch_dynamic_type is 7, expected 1 \(batch\), 2 \(image size\) or 3 \(dims\)"):
+    unknown = _case_model(
+        (b"_batch_num", attr_i(1)), (b"_pred_value_0", attr_list_i([2])), (b"mbatch_dynamic_type", attr_i(7))
+    )
+    with pytest.raises(
+        OmFormatError, match=r"mbatch_dynamic_type is 7, expected 1 \(batch\), 2 \(image size\) or 3 \(dims\)"
+    ):
         read(tmp_path, om_file([[(MODEL_DEF, unknown)]]))

@@ -8,15 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from samples import OM_SAMPLES_DIR
 
-from ge_python_backend.ascend.om import IO_FROM_INOUT
-from ge_python_backend.ascend.om import IO_FROM_MODEL_DEF
-from ge_python_backend.ascend.om import read_om
+from ge_python_backend.ascend.om import IO_FROM_INOUT, IO_FROM_MODEL_DEF, read_om
 from ge_python_backend.ascend.om.inout import parse_inout
 from ge_python_backend.ascend.om.iospec import io_from_inout, io_from_model_def
 from ge_python_backend.ascend.om.modeldef import ModelDef
 from ge_python_backend.specs import BatchSupport, TensorSpec
-from samples import OM_SAMPLES_DIR
 
 SAMPLES = OM_SAMPLES_DIR
 
@@ -35,7 +33,11 @@ def test_autoencoder_tf_cann504():
     (model,) = om.models
     assert model.table_bits == 32
     assert [(p.type_name, p.size) for p in model.partitions] == [
-        ("MODEL_DEF", 154630), ("WEIGHTS_DATA", 386560), ("TBE_KERNELS", 64667), ("TASK_INFO", 12828)]
+        ("MODEL_DEF", 154630),
+        ("WEIGHTS_DATA", 386560),
+        ("TBE_KERNELS", 64667),
+        ("TASK_INFO", 12828),
+    ]
     assert model.partitions[0].offset == 308
     assert om.io_source == IO_FROM_MODEL_DEF
     assert om.spec.inputs == (TensorSpec("input", "FP32", (100, 784), "NHWC", native_type="DT_FLOAT"),)

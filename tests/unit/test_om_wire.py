@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from om_builder import f_bytes, f_float, f_int, f_packed, tag, varint
 
-from ge_python_backend.errors import OmFormatError
 from ge_python_backend.ascend.om.wire import MAX_DEPTH, Message
+from ge_python_backend.errors import OmFormatError
 
 
 def parse(data: bytes, base: int = 0) -> Message:

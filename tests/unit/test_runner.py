@@ -7,8 +7,8 @@ import time
 
 import numpy as np
 import pytest
-
 from fakes import DoublingEngine
+
 from ge_python_backend.errors import EngineError, InputError
 from ge_python_backend.serving.observers import Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
@@ -101,7 +101,13 @@ def test_a_request_above_the_largest_gear_is_split_and_reassembled():
 def test_bad_requests_fail_alone_with_clear_messages():
     engine = DoublingEngine(BatchSupport("dynamic"))
     good = rows(2, 1)
-    arrays = [good[0], np.zeros((1, 2), np.float64), np.zeros((1, 3), np.float32), np.zeros((0, 2), np.float32), good[1]]
+    arrays = [
+        good[0],
+        np.zeros((1, 2), np.float64),
+        np.zeros((1, 3), np.float32),
+        np.zeros((0, 2), np.float32),
+        good[1],
+    ]
     results = run(engine, arrays)
     np.testing.assert_array_equal(results[0][0]["y"], good[0] * 2)
     np.testing.assert_array_equal(results[4][0]["y"], good[1] * 2)
@@ -249,8 +255,12 @@ def test_a_failing_observer_never_leaves_a_request_unanswered(caplog):
     runner = make_runner(engine, observers=[Broken()])
     answers = Answers(2)
     good, bad = rows(1)[0], np.zeros((1, 3), np.float32)
-    runner.submit([Request(RequestInfo(), {"x": good}, answers.respond(0)),
-                   Request(RequestInfo(), {"x": bad}, answers.respond(1))])
+    runner.submit(
+        [
+            Request(RequestInfo(), {"x": good}, answers.respond(0)),
+            Request(RequestInfo(), {"x": bad}, answers.respond(1)),
+        ]
+    )
     results = answers.wait()
     runner.close()
     np.testing.assert_array_equal(results[0][0]["y"], good * 2)

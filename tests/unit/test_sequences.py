@@ -7,11 +7,12 @@ import onnxruntime as ort
 import pytest
 
 from ge_python_backend.errors import InputError
-from ge_python_backend.triton.model import GEModel
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import _waves
 from ge_python_backend.serving.sequences import SequenceStates, StatePair, parse_state_pairs
-from ge_python_backend.testing import ModelHarness, fake_pb_utils as pb, models
+from ge_python_backend.testing import ModelHarness, models
+from ge_python_backend.testing import fake_pb_utils as pb
+from ge_python_backend.triton.model import GEModel
 
 START, END = 1, 2
 
@@ -56,8 +57,10 @@ def test_state_pairs_parse_and_refuse_garbage():
 
 
 def test_waves_keep_one_step_per_sequence_in_order():
-    requests = [Request(RequestInfo(request_id=f"{c}{i}", correlation_id=c), {}, None) for c, i in
-                [(1, 0), (2, 0), (1, 1), (3, 0), (1, 2), (2, 1)]]
+    requests = [
+        Request(RequestInfo(request_id=f"{c}{i}", correlation_id=c), {}, None)
+        for c, i in [(1, 0), (2, 0), (1, 1), (3, 0), (1, 2), (2, 1)]
+    ]
     waves = [[r.info.request_id for r in wave] for wave in _waves(requests)]
     assert waves == [["10", "20", "30"], ["11", "21"], ["12"]]
 
@@ -116,9 +119,11 @@ def test_interleaved_sequences_keep_their_own_state(tmp_path, strategy):
                 step = position[cid]
                 flags = (START if step == 0 else 0) | (END if step == lengths[cid] - 1 else 0)
                 gain = np.array([gains[cid]], np.float32)
-                requests.append(pb.InferenceRequest(
-                    [pb.Tensor("x", steps[cid][step]), pb.Tensor("gain", gain)], correlation_id=cid, flags=flags
-                ))
+                requests.append(
+                    pb.InferenceRequest(
+                        [pb.Tensor("x", steps[cid][step]), pb.Tensor("gain", gain)], correlation_id=cid, flags=flags
+                    )
+                )
                 position[cid] += 1
             for cid, response in zip(batch, model.infer(requests)):
                 assert not response.has_error(), response.error().message()
@@ -135,10 +140,12 @@ def test_a_step_without_start_fails_alone(tmp_path):
     (folder / "config.pbtxt").write_text(CONFIG.format(strategy="direct"))
     gain = pb.Tensor("gain", np.array([1.0], np.float32))
     with ModelHarness(TritonPythonModel, folder) as model:
-        responses = model.infer([
-            pb.InferenceRequest([pb.Tensor("x", np.ones((1, 4), np.float32)), gain], correlation_id=1, flags=START),
-            pb.InferenceRequest([pb.Tensor("x", np.ones((1, 4), np.float32)), gain], correlation_id=2, flags=0),
-        ])
+        responses = model.infer(
+            [
+                pb.InferenceRequest([pb.Tensor("x", np.ones((1, 4), np.float32)), gain], correlation_id=1, flags=START),
+                pb.InferenceRequest([pb.Tensor("x", np.ones((1, 4), np.float32)), gain], correlation_id=2, flags=0),
+            ]
+        )
     assert not responses[0].has_error()
     assert "sequence 2 has no state" in responses[1].error().message()
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import struct
 
+import acl_sim_nets as nets
 import pytest
 
-import acl_sim_nets as nets
 from ge_python_backend.cli import main
 from ge_python_backend.errors import ConfigError, OmFormatError
 from ge_python_backend.sim import read_sim_om, sim_compile
@@ -30,7 +30,7 @@ def description(path):
     magic, version, json_len, onnx_len = struct.unpack_from("<8sIIQ", data)
     assert (magic, version) == (b"GESIMOM\x00", 1)
     assert len(data) == 24 + json_len + onnx_len
-    return json.loads(data[24:24 + json_len])
+    return json.loads(data[24 : 24 + json_len])
 
 
 def test_batch_gears_add_the_dynamic_input_last(onnx_files, tmp_path):
@@ -38,8 +38,13 @@ def test_batch_gears_add_the_dynamic_input_last(onnx_files, tmp_path):
     sim_compile(onnx_files["matmul"], om, batch_gears=[4, 1, 2])
     text = description(om)
     assert [i["name"] for i in text["inputs"]] == ["x", "ascend_mbatch_shape_data"]
-    assert text["inputs"][1] == {"name": "ascend_mbatch_shape_data", "dtype": "INT32", "format": "ND",
-                                 "dims": [1], "size": 4}
+    assert text["inputs"][1] == {
+        "name": "ascend_mbatch_shape_data",
+        "dtype": "INT32",
+        "format": "ND",
+        "dims": [1],
+        "size": 4,
+    }
     assert text["inputs"][0]["dims"] == [-1, 4] and text["inputs"][0]["size"] == 4 * 4 * 4
     assert text["gears"] == [[1], [2], [4]]
     assert text["gear_outputs"] == [[[1, 3], [1, 3]], [[2, 3], [2, 3]], [[4, 3], [4, 3]]]
@@ -61,8 +66,9 @@ def test_static_shapes(onnx_files, tmp_path):
 
 
 def test_dynamic_image_size(onnx_files, tmp_path):
-    spec = sim_compile(onnx_files["conv"], tmp_path / "c.om", input_shapes={"x": (1, 3, -1, -1)},
-                       dynamic_image_size=[(8, 8), (16, 12)])
+    spec = sim_compile(
+        onnx_files["conv"], tmp_path / "c.om", input_shapes={"x": (1, 3, -1, -1)}, dynamic_image_size=[(8, 8), (16, 12)]
+    )
     text = description(tmp_path / "c.om")
     assert text["inputs"][-1]["dims"] == [2] and text["inputs"][-1]["size"] == 8
     assert text["inputs"][0]["format"] == "NCHW"
@@ -74,23 +80,27 @@ def test_dynamic_image_size(onnx_files, tmp_path):
 
 
 def test_dynamic_dims_take_one_value_per_free_axis(onnx_files, tmp_path):
-    spec = sim_compile(onnx_files["two"], tmp_path / "d.om", input_shapes="a:-1,-1;b:-1,-1",
-                       dynamic_dims="1,2,1,2;3,5,3,5")
+    spec = sim_compile(
+        onnx_files["two"], tmp_path / "d.om", input_shapes="a:-1,-1;b:-1,-1", dynamic_dims="1,2,1,2;3,5,3,5"
+    )
     assert spec.gear_kind == "dims"
     assert [g.shapes for g in spec.shape_gears] == [{"a": (1, 2), "b": (1, 2)}, {"a": (3, 5), "b": (3, 5)}]
     assert description(tmp_path / "d.om")["gears"] == [[1, 2, 1, 2], [3, 5, 3, 5]]
     assert spec.batch.kind == "none"
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"batch_gears": [1, 2], "dynamic_image_size": [(8, 8)]}, "mutually exclusive"),
-    ({}, "dynamic axes"),
-    ({"batch_gears": [1, 2], "input_shapes": "a:-1,-1;b:-1,-1"}, "only on axis 0"),
-    ({"batch_gears": [1, 1], "input_shapes": "a:-1,3;b:-1,3"}, "repeat"),
-    ({"dynamic_dims": "1,2;3", "input_shapes": "a:-1,-1;b:-1,-1"}, "4 -1 axes"),
-    ({"batch_gears": [2], "input_shapes": "a:-1,3;c:-1,3"}, "does not have"),
-    ({"dynamic_dims": "1,2,1,3", "input_shapes": "a:-1,-1;b:-1,-1"}, "ONNX Runtime cannot run"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"batch_gears": [1, 2], "dynamic_image_size": [(8, 8)]}, "mutually exclusive"),
+        ({}, "dynamic axes"),
+        ({"batch_gears": [1, 2], "input_shapes": "a:-1,-1;b:-1,-1"}, "only on axis 0"),
+        ({"batch_gears": [1, 1], "input_shapes": "a:-1,3;b:-1,3"}, "repeat"),
+        ({"dynamic_dims": "1,2;3", "input_shapes": "a:-1,-1;b:-1,-1"}, "4 -1 axes"),
+        ({"batch_gears": [2], "input_shapes": "a:-1,3;c:-1,3"}, "does not have"),
+        ({"dynamic_dims": "1,2,1,3", "input_shapes": "a:-1,-1;b:-1,-1"}, "ONNX Runtime cannot run"),
+    ],
+)
 def test_bad_requests_are_refused_with_the_reason(onnx_files, tmp_path, kwargs, message):
     with pytest.raises(ConfigError, match=message):
         sim_compile(onnx_files["two"], tmp_path / "bad.om", **kwargs)
@@ -110,8 +120,9 @@ def test_reader_refuses_damaged_files(onnx_files, tmp_path):
 
 def test_cli_writes_an_om_that_reads_back(onnx_files, tmp_path, capsys):
     out = tmp_path / "cli.om"
-    code = main(["sim-compile", str(onnx_files["matmul"]), "--batch-gears", "1,2,8", "--input-shape", "x:-1,4",
-                 "-o", str(out)])
+    code = main(
+        ["sim-compile", str(onnx_files["matmul"]), "--batch-gears", "1,2,8", "--input-shape", "x:-1,4", "-o", str(out)]
+    )
     assert code == 0
     assert "batch gears: 1, 2, 8" in capsys.readouterr().out
     assert read_sim_om(out).batch == BatchSupport("gears", (1, 2, 8))

@@ -19,14 +19,17 @@ def test_compact_form_parses_every_kind_of_entry():
     assert FaultPlan.parse("  ") == FaultPlan()
 
 
-@pytest.mark.parametrize("text, message", [
-    ("execute_async", "FUNCTION:N"),
-    ("get_num_inputs:1", "cannot be faulted"),
-    ("malloc:0", ">= 1"),
-    ("malloc:1=123", "not a code"),
-    ("malloc:1=ACL_NOPE", "not a ret code name"),
-    ("malloc:1=0", "not a code listed|cannot return success"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("execute_async", "FUNCTION:N"),
+        ("get_num_inputs:1", "cannot be faulted"),
+        ("malloc:0", ">= 1"),
+        ("malloc:1=123", "not a code"),
+        ("malloc:1=ACL_NOPE", "not a ret code name"),
+        ("malloc:1=0", "not a code listed|cannot return success"),
+    ],
+)
 def test_bad_entries_are_refused(text, message):
     with pytest.raises(ValueError, match=message):
         FaultPlan.parse(text)

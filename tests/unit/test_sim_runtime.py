@@ -10,13 +10,13 @@ import ctypes
 import json
 import threading
 
+import acl_sim_nets as nets
 import numpy as np
 import pytest
+from samples import OM_SAMPLES
 
-import acl_sim_nets as nets
 from ge_python_backend.sim import Simulator, sim_compile
 from ge_python_backend.sim.memory import HostMemory
-from samples import OM_SAMPLES
 
 H2D, D2H, HUGE_FIRST = 1, 2, 0
 
@@ -27,12 +27,23 @@ def om_files(tmp_path_factory):
     onnx_path = nets.matmul_add(folder / "m.onnx")
     sim_compile(onnx_path, folder / "batch.om", batch_gears=[1, 2, 4])
     sim_compile(onnx_path, folder / "static.om", input_shapes={"x": (2, 4)})
-    sim_compile(nets.conv(folder / "conv.onnx"), folder / "hw.om", input_shapes="x:1,3,-1,-1",
-                dynamic_image_size="8,8;4,6")
-    sim_compile(nets.two_inputs(folder / "two.onnx"), folder / "dims.om", input_shapes="a:-1,-1;b:-1,-1",
-                dynamic_dims="1,2,1,2;2,3,2,3")
-    return {"onnx": onnx_path, "batch": folder / "batch.om", "static": folder / "static.om",
-            "hw": folder / "hw.om", "dims": folder / "dims.om", "dir": folder}
+    sim_compile(
+        nets.conv(folder / "conv.onnx"), folder / "hw.om", input_shapes="x:1,3,-1,-1", dynamic_image_size="8,8;4,6"
+    )
+    sim_compile(
+        nets.two_inputs(folder / "two.onnx"),
+        folder / "dims.om",
+        input_shapes="a:-1,-1;b:-1,-1",
+        dynamic_dims="1,2,1,2;2,3,2,3",
+    )
+    return {
+        "onnx": onnx_path,
+        "batch": folder / "batch.om",
+        "static": folder / "static.om",
+        "hw": folder / "hw.om",
+        "dims": folder / "dims.om",
+        "dir": folder,
+    }
 
 
 @pytest.fixture
@@ -109,7 +120,7 @@ def test_dynamic_batch_model_computes_what_onnxruntime_computes(sim, acl, om_fil
     x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
     host_in = pinned(acl, x)
     host_out, _ = acl.rt.malloc_host(64)
-    (dev_x, cap_x, _), = rig.in_ptrs[:1]
+    ((dev_x, cap_x, _),) = rig.in_ptrs[:1]
     assert acl.rt.memcpy_async(dev_x, cap_x, host_in, x.nbytes, H2D, rig.stream) == 0
     assert acl.mdl.set_dynamic_batch_size(rig.model_id, rig.inputs, rig.dyn_index, 2) == 0
     assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, rig.stream) == 0
@@ -256,13 +267,19 @@ def test_event_and_context_calls_need_a_current_context(acl):
     context, _ = acl.rt.create_context(0)
     start, _ = acl.rt.create_event()
     end, _ = acl.rt.create_event()
-    assert in_thread(lambda: {
-        "synchronize_event": acl.rt.synchronize_event(start),
-        "event_elapsed_time": acl.rt.event_elapsed_time(start, end),
-        "destroy_event": acl.rt.destroy_event(start),
-        "destroy_context": acl.rt.destroy_context(context),
-    }) == {"synchronize_event": 107002, "event_elapsed_time": (0.0, 107002), "destroy_event": 107002,
-           "destroy_context": 107002}
+    assert in_thread(
+        lambda: {
+            "synchronize_event": acl.rt.synchronize_event(start),
+            "event_elapsed_time": acl.rt.event_elapsed_time(start, end),
+            "destroy_event": acl.rt.destroy_event(start),
+            "destroy_context": acl.rt.destroy_context(context),
+        }
+    ) == {
+        "synchronize_event": 107002,
+        "event_elapsed_time": (0.0, 107002),
+        "destroy_event": 107002,
+        "destroy_context": 107002,
+    }
 
 
 def test_record_event_refuses_an_event_of_another_context(acl):
@@ -283,8 +300,9 @@ def test_selecting_a_gear_while_the_model_executes_is_refused(sim, acl, om_files
             return acl.mdl.set_dynamic_batch_size(rig.model_id, rig.inputs, rig.dyn_index, 2)
         if kind == "hw":
             return acl.mdl.set_dynamic_hw_size(rig.model_id, rig.inputs, rig.dyn_index, 4, 6)
-        return acl.mdl.set_input_dynamic_dims(rig.model_id, rig.inputs, rig.dyn_index,
-                                              {"dimCount": 4, "name": "", "dims": [2, 3, 2, 3]})
+        return acl.mdl.set_input_dynamic_dims(
+            rig.model_id, rig.inputs, rig.dyn_index, {"dimCount": 4, "name": "", "dims": [2, 3, 2, 3]}
+        )
 
     assert select() == 0
     sim.configure(device_ms=300)
@@ -489,8 +507,13 @@ def test_devices_handles_and_sizes_are_checked(sim, acl, om_files):
     assert acl.rt.create_context(99) == (0, 107001)
     assert acl.rt.reset_device(3) == 100000  # never set
     assert acl.rt.synchronize_stream(12345) == 107000
-    for unknown in (acl.rt.destroy_event(64), acl.rt.set_context(64), acl.mdl.destroy_desc(64),
-                    acl.mdl.destroy_dataset(64), acl.destroy_data_buffer(64)):
+    for unknown in (
+        acl.rt.destroy_event(64),
+        acl.rt.set_context(64),
+        acl.mdl.destroy_desc(64),
+        acl.mdl.destroy_dataset(64),
+        acl.destroy_data_buffer(64),
+    ):
         assert unknown == 100000
     assert acl.mdl.unload(999) == 100011
     assert acl.rt.malloc(0, 0) == (0, 100000) and acl.rt.malloc_host(0) == (0, 100000)
@@ -566,8 +589,6 @@ def test_arguments_are_positional_only_and_typed_like_the_binding(acl):
         acl.init(None)
     assert acl.rt.malloc(16, 0)[1] == 0
     assert acl.mdl.get_input_dims(0, -1) == ({}, 100000)  # "k" masks -1 instead of refusing it
-
-
 
 
 @pytest.mark.parametrize("sample", OM_SAMPLES or [None], ids=[p.name for p in OM_SAMPLES] or ["absent"])

@@ -37,7 +37,14 @@ def test_correct_answers_are_verified_and_the_rest_counted_by_kind(reference):
     book.answer("r9", expected["r3"], None)  # never sent
     book.close()  # r3 and r4 never answered
     report = book.report
-    assert (report.sent, report.verified, report.duplicated, report.wrong, report.errored, report.lost) == (5, 1, 1, 2, 1, 2)
+    assert (report.sent, report.verified, report.duplicated, report.wrong, report.errored, report.lost) == (
+        5,
+        1,
+        1,
+        2,
+        1,
+        2,
+    )
     assert not report.clean
     assert any("answered twice" in s for s in report.samples)
     assert any("never sent" in s for s in report.samples)
@@ -85,8 +92,10 @@ def test_inputs_that_cannot_hold_random_numbers_are_refused(tmp_path, elem_type,
 
     kind = getattr(TensorProto, elem_type)
     graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])], "identity",
-        [helper.make_tensor_value_info("x", kind, ["batch", 4])], [helper.make_tensor_value_info("y", kind, ["batch", 4])],
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "identity",
+        [helper.make_tensor_value_info("x", kind, ["batch", 4])],
+        [helper.make_tensor_value_info("y", kind, ["batch", 4])],
     )
     path = tmp_path / "identity.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)

@@ -70,14 +70,22 @@ def test_a_symlinked_model_folder_pointing_outside_is_refused(sandbox, onnx_dir)
 
 def test_a_template_added_as_data_is_listed_and_rendered(sandbox, onnx_dir, monkeypatch):
     options = {"greeting": {"default": "hello", "help": "a word"}, "notes": {"file": True, "help": "a file"}}
-    _template(sandbox, "mine", {"{version}/model.py": "model.py.in", "{version}/extra/notes.txt": "@notes"},
-              options, body='"""${greeting} from ${name} (${model_file})"""\n')
+    _template(
+        sandbox,
+        "mine",
+        {"{version}/model.py": "model.py.in", "{version}/extra/notes.txt": "@notes"},
+        options,
+        body='"""${greeting} from ${name} (${model_file})"""\n',
+    )
     monkeypatch.setenv(ENV_TEMPLATE_PATH, str(sandbox / "templates"))
     notes = sandbox / "notes.txt"
     notes.write_text("some notes")
     assert "mine" in available_templates()
-    folder = generate(onnx_dir / "linear.onnx", sandbox / "out",
-                      GenerateOptions(name="m", template="mine", template_options={"notes": str(notes)})).model_dir
+    folder = generate(
+        onnx_dir / "linear.onnx",
+        sandbox / "out",
+        GenerateOptions(name="m", template="mine", template_options={"notes": str(notes)}),
+    ).model_dir
     assert (folder / "1" / "model.py").read_text() == '"""hello from m (model.onnx)"""\n'
     assert (folder / "1" / "extra" / "notes.txt").read_text() == "some notes"
 

@@ -97,9 +97,7 @@ def identify(prefix: bytes) -> str | None:
     if not prefix:
         return "is empty, not a CANN OM"
     if prefix.startswith(SIM_OM_MAGIC):
-        return (
-            "is a simulated OM made by `ge-triton sim-compile`, not a CANN OM: only the acl-sim engine runs it"
-        )
+        return "is a simulated OM made by `ge-triton sim-compile`, not a CANN OM: only the acl-sim engine runs it"
     if prefix.startswith(b"PK\x03\x04"):
         return "is a ZIP archive (an OM2 package or another zipped model), not an IMOD-format CANN OM"
     if prefix.startswith(b"PICO"):

@@ -69,7 +69,7 @@ class _Cursor:
                 f"{self.what}: {label} needs {size} bytes at file offset {self.base + self.pos}, "
                 f"only {self.end - self.pos} left in the TLV"
             )
-        chunk = self.data[self.pos:self.pos + size]
+        chunk = self.data[self.pos : self.pos + size]
         self.pos += size
         return chunk
 
@@ -86,8 +86,7 @@ class _Cursor:
         """Element count of a ``size``-byte array of ``item``-byte elements."""
         if size % item:
             raise OmFormatError(
-                f"{self.what}: {label} is {size} bytes at file offset {self.base + self.pos}, "
-                f"not a multiple of {item}"
+                f"{self.what}: {label} is {size} bytes at file offset {self.base + self.pos}, not a multiple of {item}"
             )
         return size // item
 

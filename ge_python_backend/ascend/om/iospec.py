@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ge_python_backend.errors import OmFormatError
-from ge_python_backend.specs import TensorSpec
 from ge_python_backend.ascend.om.enums import format_name, ge_type_name, proto_type_name, triton_type
 from ge_python_backend.ascend.om.gears import BATCH, DIMS, HW, Gears
 from ge_python_backend.ascend.om.inout import InoutInfo, InoutTensor
 from ge_python_backend.ascend.om.modeldef import GraphDef, ModelDef, OpDef, TensorDesc
+from ge_python_backend.errors import OmFormatError
+from ge_python_backend.specs import TensorSpec
 
 DYNAMIC_SHAPE_INPUT = "ascend_mbatch_shape_data"
 DATA_OP_TYPES = ("Data", "AippData", "AnnData")
@@ -82,9 +82,7 @@ def _data_ops(graph: GraphDef) -> list[OpDef]:
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
             raise OmFormatError(f"{op.type} op {op.name!r}: attribute 'index' is {index!r}, expected an int >= 0")
         if index in by_index:
-            raise OmFormatError(
-                f"{op.type} ops {by_index[index].name!r} and {op.name!r} both have input index {index}"
-            )
+            raise OmFormatError(f"{op.type} ops {by_index[index].name!r} and {op.name!r} both have input index {index}")
         by_index[index] = op
     return [by_index[i] for i in sorted(by_index)]
 
@@ -157,7 +155,8 @@ def _case_gears(graph: GraphDef) -> Gears:
         return Gears()
     if dynamic_type not in _DYNAMIC_TYPES:
         raise OmFormatError(
-            f"Case op {case.name!r}: mbatch_dynamic_type is {dynamic_type!r}, expected 1 (batch), 2 (image size) or 3 (dims)"
+            f"Case op {case.name!r}: mbatch_dynamic_type is {dynamic_type!r}, "
+            "expected 1 (batch), 2 (image size) or 3 (dims)"
         )
     order = case.attrs.get("user_designate_shape_order", ())
     if not isinstance(order, tuple) or not all(isinstance(n, str) for n in order):

@@ -14,14 +14,14 @@ values of such attributes are then indices into ``attr_value_enum``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping, Union
 
-from ge_python_backend.errors import OmFormatError
 from ge_python_backend.ascend.om.wire import Message
+from ge_python_backend.errors import OmFormatError
 
-AttrValue = Union[str, int, float, bool, bytes, tuple, None]
+AttrValue = str | int | float | bool | bytes | tuple | None
 
 #: Longest compressed attribute name accepted (5 base-127 digits index 33 billion names).
 _MAX_ENUM_DIGITS = 5
@@ -99,9 +99,7 @@ class AttrDictionary:
             raise OmFormatError(f"{where}: a compressed string value must be an int or a list of ints, found {value!r}")
         for i in indices:
             if not 0 <= i < len(self.values):
-                raise OmFormatError(
-                    f"{where}: value index {i} outside attr_value_enum ({len(self.values)} entries)"
-                )
+                raise OmFormatError(f"{where}: value index {i} outside attr_value_enum ({len(self.values)} entries)")
         strings = tuple(self.values[i] for i in indices)
         return strings if isinstance(value, tuple) else strings[0]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ge_python_backend.errors import OmFormatError
 from ge_python_backend.ascend.om.header import HEADER_SIZE, OmHeader
 from ge_python_backend.ascend.om.source import FileSource
+from ge_python_backend.errors import OmFormatError
 
 PARTITION_TYPE_NAMES = {
     0: "MODEL_DEF",
@@ -131,8 +131,7 @@ def _read_block(index: int, table_offset: int, wide: bool, body: FileSource, fil
         label = f"{what}: partition {i} ({PARTITION_TYPE_NAMES.get(ptype, f'type {ptype}')})"
         if not expected <= mem_offset <= expected + MAX_ALIGN_GAP:
             raise OmFormatError(
-                f"{label}: mem_offset {mem_offset} disagrees with the sequential walk, "
-                f"which puts it at {expected}"
+                f"{label}: mem_offset {mem_offset} disagrees with the sequential walk, which puts it at {expected}"
             )
         offset = data_start + mem_offset
         if offset + size > file_end:

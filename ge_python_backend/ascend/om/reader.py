@@ -7,8 +7,6 @@ import stat
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ge_python_backend.errors import OmFormatError
-from ge_python_backend.specs import ModelSpec
 from ge_python_backend.ascend.om.facts import collect_facts
 from ge_python_backend.ascend.om.gears import plan_gears
 from ge_python_backend.ascend.om.header import HEADER_SIZE, OmHeader, identify, parse_header
@@ -17,6 +15,8 @@ from ge_python_backend.ascend.om.iospec import io_from_inout, io_from_model_def
 from ge_python_backend.ascend.om.modeldef import ModelDef
 from ge_python_backend.ascend.om.partitions import MODEL_DEF, MODEL_INOUT_INFO, ModelBlock, Partition, read_blocks
 from ge_python_backend.ascend.om.source import FileSource
+from ge_python_backend.errors import OmFormatError
+from ge_python_backend.specs import ModelSpec
 
 IO_FROM_INOUT = "MODEL_INOUT_INFO"
 IO_FROM_MODEL_DEF = "MODEL_DEF"

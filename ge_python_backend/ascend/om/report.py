@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ge_python_backend.specs import NUMPY_DTYPES, TensorSpec, format_shape
 from ge_python_backend.ascend.om.reader import OmFile
+from ge_python_backend.specs import NUMPY_DTYPES, TensorSpec, format_shape
 
 
 def _tensor_json(tensor: TensorSpec) -> dict[str, Any]:
@@ -79,8 +79,7 @@ def to_json(om: OmFile) -> dict[str, Any]:
                 "table_offset": m.table_offset,
                 "table_bits": m.table_bits,
                 "partitions": [
-                    {"type": p.type, "type_name": p.type_name, "offset": p.offset, "size": p.size}
-                    for p in m.partitions
+                    {"type": p.type, "type_name": p.type_name, "offset": p.offset, "size": p.size} for p in m.partitions
                 ],
             }
             for m in om.models
@@ -100,7 +99,7 @@ def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]], indent: str = 
 
 
 def dtype_text(tensor: TensorSpec) -> str:
-    """"FP32"; the native type in brackets when Triton has no plain equivalent ("BYTES [DT_STRING]")."""
+    """ "FP32"; the native type in brackets when Triton has no plain equivalent ("BYTES [DT_STRING]")."""
     plain = tensor.dtype and NUMPY_DTYPES[tensor.dtype] is not None and tensor.dtype != "BYTES"
     return tensor.dtype if plain else f"{tensor.dtype or '-'} [{tensor.native_type}]"
 
@@ -124,9 +123,12 @@ def to_text(om: OmFile) -> str:
     header, spec, facts = om.header, om.spec, om.spec.facts
     summary = [
         ("File", f"{om.path} ({om.file_size:,} bytes)"),
-        ("OM header", f"version {header.version_name}, model type {header.model_type_name} ({header.model_type}), "
-                      f"name {header.name!r}, om_ir_version {header.om_ir_version}, model_num {header.model_num}, "
-                      f"is_unknow_model {header.is_unknow_model}"),
+        (
+            "OM header",
+            f"version {header.version_name}, model type {header.model_type_name} ({header.model_type}), "
+            f"name {header.name!r}, om_ir_version {header.om_ir_version}, model_num {header.model_num}, "
+            f"is_unknow_model {header.is_unknow_model}",
+        ),
         ("Platform", header.platform_version or "-"),
         ("SoC", facts.get("soc_version", "-")),
         ("ATC version", facts.get("atc_version", "-")),
@@ -135,8 +137,18 @@ def to_text(om: OmFile) -> str:
         ("I/O read from", om.io_source),
         ("Batch", _batch_text(om)),
     ]
-    shown = {"soc_version", "atc_version", "framework", "framework_type", "atc_cmdline", "om_name",
-             "om_header_version", "om_model_type", "om_ir_version", "platform_version"}
+    shown = {
+        "soc_version",
+        "atc_version",
+        "framework",
+        "framework_type",
+        "atc_cmdline",
+        "om_name",
+        "om_header_version",
+        "om_model_type",
+        "om_ir_version",
+        "platform_version",
+    }
     others = ", ".join(f"{k}={v}" for k, v in facts.items() if k not in shown)
     if others:
         summary.append(("Other facts", others))
@@ -153,7 +165,9 @@ def to_text(om: OmFile) -> str:
         lines += _table(("gear", "shapes"), rows)
     if len(om.models) > 1:
         lines += ["", f"Sub-models (model_num {header.model_num})"]
-        lines += _table(("#", "name", "partitions"), [(str(m.index), m.name or "-", str(len(m.partitions))) for m in om.models])
+        lines += _table(
+            ("#", "name", "partitions"), [(str(m.index), m.name or "-", str(len(m.partitions))) for m in om.models]
+        )
     lines += ["", "Partitions"]
     rows = [
         (str(m.index), f"{m.table_bits}-bit", p.type_name, str(p.offset), f"{p.size:,}")

@@ -100,7 +100,7 @@ class Message:
                         f"{what}: field {number} ({_WIRE_NAMES[wire_type]}) at file offset {base + tag_at} "
                         f"needs {size} bytes, only {end - pos} left in the message"
                     )
-                value = int.from_bytes(data[pos:pos + size], "little")
+                value = int.from_bytes(data[pos : pos + size], "little")
                 pos += size
                 item = Field(number, wire_type, value)
             elif wire_type == LEN:
@@ -150,14 +150,14 @@ class Message:
         if not items:
             return b""
         item = self._expect(items[-1], LEN, label)
-        return bytes(self.data[item.start:item.end])
+        return bytes(self.data[item.start : item.end])
 
     def string(self, number: int, label: str) -> str:
         return self.raw(number, label).decode("utf-8", errors="replace")
 
     def strings(self, number: int, label: str) -> list[str]:
         return [
-            bytes(self.data[i.start:i.end]).decode("utf-8", errors="replace")
+            bytes(self.data[i.start : i.end]).decode("utf-8", errors="replace")
             for i in (self._expect(item, LEN, label) for item in self.fields.get(number, ()))
         ]
 
@@ -202,7 +202,7 @@ class Message:
                     raise OmFormatError(
                         f"{self.what}: packed float field {number} ({label}) is {size} bytes, not a multiple of 4"
                     )
-                values.extend(struct.unpack(f"<{size // 4}f", bytes(self.data[item.start:item.end])))
+                values.extend(struct.unpack(f"<{size // 4}f", bytes(self.data[item.start : item.end])))
             else:
                 self._expect(item, FIXED32, label)
         return values

@@ -8,8 +8,9 @@ the ``ModelPlan`` every slot of an engine shares.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, ACL_SUCCESS, data_type, format_name
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout, Shape
@@ -107,8 +108,9 @@ def _gears(acl: Any, desc: int) -> tuple[str, tuple[Shape, ...]]:
         check(acl, ret, "acl.mdl.get_input_dynamic_dims", f"reading the model's {count} dims gears")
         return "dims", tuple(shape_of(g) for g in gears)
     answers.append(_lookup_answer(acl, "acl.mdl.get_input_dynamic_gear_count", ret, f"gear count {count}"))
-    raise ConfigError(f"the model has the input {ACL_DYNAMIC_TENSOR_NAME!r} but no gear lookup found gears: "
-                      + "; ".join(answers))
+    raise ConfigError(
+        f"the model has the input {ACL_DYNAMIC_TENSOR_NAME!r} but no gear lookup found gears: " + "; ".join(answers)
+    )
 
 
 def _lookup_answer(acl: Any, function: str, ret: int, found: str) -> str:
@@ -138,4 +140,3 @@ def read_plan(acl: Any, desc: int) -> ModelPlan:
         dynamic_size = acl.mdl.get_input_size_by_index(desc, dynamic_index)
     layout = ModelLayout(tuple(inputs), tuple(outputs), kind, gears)
     return ModelPlan(layout, dynamic_index, dynamic_size, gear_arguments(kind, gears))
-

@@ -12,8 +12,9 @@ prebuilt datasets and timing events; nothing is allocated on the execute path.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot

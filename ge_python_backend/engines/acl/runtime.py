@@ -14,10 +14,11 @@ import os
 import sys
 import threading
 from collections import Counter
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.ascend.constants import ACL_SUCCESS, DEVICE_FATAL_RETS, describe_ret, ret_code
+from ge_python_backend.errors import ConfigError, EngineError
 
 LOG = logging.getLogger(__name__)
 
@@ -61,8 +62,6 @@ def log_failure(acl: Any, ret: int, function: str) -> None:
     """Log (never raise) a failed teardown call."""
     if ret != ACL_SUCCESS:
         LOG.warning("teardown: %s", AclError(function, ret, recent_message(acl)))
-
-
 
 
 def check_handle(acl: Any, handle: int, function: str, what: str = "") -> int:
@@ -110,7 +109,7 @@ class Closable(Protocol):
 class AclRuntime:
     """Init, devices and finalize for one ``acl`` module object (one per process in practice)."""
 
-    _instances: dict[int, "AclRuntime"] = {}
+    _instances: dict[int, AclRuntime] = {}
     _instances_lock = threading.Lock()
 
     def __init__(self, acl: Any) -> None:
@@ -121,7 +120,7 @@ class AclRuntime:
         self._engines: list[Closable] = []
 
     @classmethod
-    def of(cls, acl: Any) -> "AclRuntime":
+    def of(cls, acl: Any) -> AclRuntime:
         with cls._instances_lock:
             runtime = cls._instances.get(id(acl))
             if runtime is None:
@@ -175,7 +174,9 @@ class AclRuntime:
                 del self._devices[device_id]
                 ret = acl.rt.reset_device(device_id)
                 if ret != ACL_SUCCESS:
-                    LOG.warning("%s", AclError("acl.rt.reset_device", ret, recent_message(acl), f"closing device {device_id}"))
+                    LOG.warning(
+                        "%s", AclError("acl.rt.reset_device", ret, recent_message(acl), f"closing device {device_id}")
+                    )
 
     def finalize_at_exit(self) -> None:
         """Close engines still open, then ``acl.finalize`` (once)."""

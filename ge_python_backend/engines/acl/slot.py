@@ -48,7 +48,6 @@ class Buffer:
         return f"reading the shape of output {self.name!r}"
 
 
-
 class AclSlot(Slot):
     """One model copy with its stream, buffers, datasets and events."""
 
@@ -107,14 +106,17 @@ class AclSlot(Slot):
         layout = self.plan.layout
         gear_shapes = [tuple(layout.input_shapes(g).values()) for g in range(layout.gear_count)]
         self._input_views = tuple({b.name: _view(b, s) for b, s in zip(self._inputs, shapes)} for shapes in gear_shapes)
-        self._input_bytes = tuple(tuple(_byte_size(b, s) for b, s in zip(self._inputs, shapes)) for shapes in gear_shapes)
+        self._input_bytes = tuple(
+            tuple(_byte_size(b, s) for b, s in zip(self._inputs, shapes)) for shapes in gear_shapes
+        )
 
     def _new_dataset(self) -> int:
         dataset = self._acl.mdl.create_dataset()
         return check_handle(self._acl, dataset, "acl.mdl.create_dataset")
 
-    def _fill_dataset(self, dataset: int, kind: str, entries: list[tuple[LayoutTensor | None, int]],
-                      clients: list[Buffer]) -> None:
+    def _fill_dataset(
+        self, dataset: int, kind: str, entries: list[tuple[LayoutTensor | None, int]], clients: list[Buffer]
+    ) -> None:
         """One device buffer per (tensor, bytes) entry, largest gear, added to ``dataset`` in order; a
         pinned host twin for each client tensor (None is ascend_mbatch_shape_data: none)."""
         acl = self._acl
@@ -205,8 +207,9 @@ class AclSlot(Slot):
             ret = acl.rt.record_event(start, stream)
             check(acl, ret, "acl.rt.record_event")
             for buffer, size in zip(self._inputs, self._input_bytes[g]):
-                ret = acl.rt.memcpy_async(buffer.device, buffer.capacity, buffer.host, size,
-                                          MemcpyKind.HOST_TO_DEVICE, stream)
+                ret = acl.rt.memcpy_async(
+                    buffer.device, buffer.capacity, buffer.host, size, MemcpyKind.HOST_TO_DEVICE, stream
+                )
                 check(acl, ret, "acl.rt.memcpy_async", buffer.copy_what)
             ret = acl.rt.record_event(copied_in, stream)
             check(acl, ret, "acl.rt.record_event")
@@ -218,8 +221,9 @@ class AclSlot(Slot):
             check(acl, ret, "acl.rt.record_event")
             views, sizes = self._outputs_at(self._current_output_shapes())
             for buffer, size in zip(self._outputs, sizes):
-                ret = acl.rt.memcpy_async(buffer.host, buffer.capacity, buffer.device, size,
-                                          MemcpyKind.DEVICE_TO_HOST, stream)
+                ret = acl.rt.memcpy_async(
+                    buffer.host, buffer.capacity, buffer.device, size, MemcpyKind.DEVICE_TO_HOST, stream
+                )
                 check(acl, ret, "acl.rt.memcpy_async", buffer.copy_what)
             ret = acl.rt.record_event(copied_out, stream)
             check(acl, ret, "acl.rt.record_event")
@@ -254,8 +258,11 @@ class AclSlot(Slot):
         acl = self._acl
         ret = acl.rt.synchronize_stream(self._stream)
         if ret != ACL_SUCCESS:
-            LOG.debug("slot %d: draining the stream after a failure: %s", self.index,
-                      AclError("acl.rt.synchronize_stream", ret, recent_message(acl)))
+            LOG.debug(
+                "slot %d: draining the stream after a failure: %s",
+                self.index,
+                AclError("acl.rt.synchronize_stream", ret, recent_message(acl)),
+            )
 
     # --- teardown -------------------------------------------------------------------------------
 
@@ -308,6 +315,8 @@ def _view(buffer: Buffer, shape: Shape) -> np.ndarray:
 def _byte_size(buffer: Buffer, shape: Shape) -> int:
     nbytes = int(np.prod(shape, dtype=np.int64)) * buffer.dtype.itemsize
     if nbytes > buffer.capacity:
-        raise EngineError(f"{buffer.kind} {buffer.name!r} of shape {format_shape(shape)} needs {nbytes} bytes, "
-                          f"its buffer holds {buffer.capacity}")
+        raise EngineError(
+            f"{buffer.kind} {buffer.name!r} of shape {format_shape(shape)} needs {nbytes} bytes, "
+            f"its buffer holds {buffer.capacity}"
+        )
     return nbytes

@@ -6,7 +6,7 @@ Shared by the load generator (``bench.load``) and the soak (``ge_python_backend.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

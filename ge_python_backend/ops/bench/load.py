@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from tritonclient.utils import np_to_triton_dtype
 
 from ge_python_backend.errors import ConfigError, GEError
-from ge_python_backend.specs import api_type, numpy_dtype
-from ge_python_backend.ops.bench import host
-from ge_python_backend.ops.bench import metrics
+from ge_python_backend.ops.bench import host, metrics
 from ge_python_backend.ops.bench.grpc_infer import INFER, infer_request, open_channel
 from ge_python_backend.ops.bench.progress import Progress
 from ge_python_backend.ops.bench.stats import Point, measured_point
+from ge_python_backend.specs import api_type, numpy_dtype
 
 PROTOCOLS = ("grpc", "http")
 MODES = ("concurrency", "rate")
@@ -236,9 +236,16 @@ async def _sweep(target: Target, sweep: Sweep, progress: Progress, on_point: Cal
                 ticker.cancel()
             server = metrics.breakdown(before, after, target.model, sweep.metrics_prefix) if before and after else {}
             point = measured_point(
-                sweep.mode, level, window.finished - window.started, window.latencies, window.errors, target.rows, server,
-                _cpu_per_request(cpu_before, cpu_after, len(window.latencies) + len(window.errors),
-                                 window.finished - window.started),
+                sweep.mode,
+                level,
+                window.finished - window.started,
+                window.latencies,
+                window.errors,
+                target.rows,
+                server,
+                _cpu_per_request(
+                    cpu_before, cpu_after, len(window.latencies) + len(window.errors), window.finished - window.started
+                ),
                 keep_latencies=sweep.keep_latencies,
             )
             points.append(point)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 Labels = tuple[tuple[str, str], ...]
 SampleKey = tuple[str, Labels]
@@ -142,9 +143,7 @@ def breakdown(before: Scrape, after: Scrape, model: str, prefix: str = "ge_") ->
 
     requests = delta("nv_inference_request_success")
     executions = delta("nv_inference_exec_count")
-    per_request = {
-        phase: (delta(metric) / requests if requests else 0.0) for phase, metric in TRITON_DURATIONS.items()
-    }
+    per_request = {phase: (delta(metric) / requests if requests else 0.0) for phase, metric in TRITON_DURATIONS.items()}
     return {
         "requests": requests,
         "failures": delta("nv_inference_request_failure"),

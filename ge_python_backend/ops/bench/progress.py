@@ -11,7 +11,9 @@ class Progress:
     """``update(done, note)`` redraws ``[#####.....]  45%  note`` at most ``hz`` times a second;
     ``close()`` ends the line. Silent when ``enabled`` is False."""
 
-    def __init__(self, total: float, *, width: int = 30, stream: TextIO | None = None, enabled: bool = True, hz: float = 4.0):
+    def __init__(
+        self, total: float, *, width: int = 30, stream: TextIO | None = None, enabled: bool = True, hz: float = 4.0
+    ):
         self.total = max(total, 1e-9)
         self.width = width
         self.stream = stream if stream is not None else sys.stderr

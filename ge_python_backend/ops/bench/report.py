@@ -7,8 +7,9 @@ import json
 import math
 import os
 import platform
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ge_python_backend.ops.bench.load import Sweep, Target
 from ge_python_backend.ops.bench.stats import Point
@@ -34,8 +35,16 @@ def table(points: Sequence[Point]) -> str:
         header += ["srv cpu", "cli cpu", "others"]
     rows = [header]
     for p in points:
-        row = [p.mode, f"{p.level:g}", f"{p.throughput:.1f}", f"{p.inferences:.1f}", f"{p.latency_ms.p50:.2f}",
-               f"{p.latency_ms.p90:.2f}", f"{p.latency_ms.p99:.2f}", str(p.errors)]
+        row = [
+            p.mode,
+            f"{p.level:g}",
+            f"{p.throughput:.1f}",
+            f"{p.inferences:.1f}",
+            f"{p.latency_ms.p50:.2f}",
+            f"{p.latency_ms.p90:.2f}",
+            f"{p.latency_ms.p99:.2f}",
+            str(p.errors),
+        ]
         if with_server:
             split = p.server.get("per_request_us", {})
             row += [f"{p.server.get('avg_batch', 0.0):.2f}"] + [
@@ -43,8 +52,11 @@ def table(points: Sequence[Point]) -> str:
             ]
         if with_cpu:
             cpu = p.cpu_ms_per_request
-            row += [f"{cpu.get('server_ms', math.nan):.2f}", f"{cpu.get('client_ms', math.nan):.2f}",
-                    f"{cpu.get('others_cores', math.nan):.2f}"]
+            row += [
+                f"{cpu.get('server_ms', math.nan):.2f}",
+                f"{cpu.get('client_ms', math.nan):.2f}",
+                f"{cpu.get('others_cores', math.nan):.2f}",
+            ]
         rows.append(row)
     return format_rows(rows)
 
@@ -73,7 +85,9 @@ def model_metrics_table(points: Sequence[Point]) -> str:
             elif "increase" in values and values["increase"]:
                 increase = values["increase"]
                 if series.split("{")[0].endswith("_us") and executions:
-                    shown.append(f"  {series}: {increase / 1000:.1f} ms, {increase / executions / 1000:.3f} ms per execution")
+                    shown.append(
+                        f"  {series}: {increase / 1000:.1f} ms, {increase / executions / 1000:.3f} ms per execution"
+                    )
                 else:
                     shown.append(f"  {series}: +{increase:g}")
             elif "value" in values:
@@ -97,8 +111,12 @@ def document(target: Target, sweep: Sweep, points: Sequence[Point]) -> dict[str,
             "inputs": {n: {"shape": list(a.shape), "dtype": str(a.dtype)} for n, a in target.inputs.items()},
             "metrics_url": target.metrics_url,
         },
-        "sweep": {"mode": sweep.mode, "levels": list(sweep.levels), "duration_s": sweep.duration_s,
-                  "warmup_s": sweep.warmup_s},
+        "sweep": {
+            "mode": sweep.mode,
+            "levels": list(sweep.levels),
+            "duration_s": sweep.duration_s,
+            "warmup_s": sweep.warmup_s,
+        },
         "points": [p.to_dict() for p in points],
     }
 
@@ -128,8 +146,13 @@ def plot(series: Mapping[str, Sequence[Point]], path: Path, title: str = "") -> 
         ys = [p.latency_ms.p99 for p in points]
         axes.plot(xs, ys, marker="o", label=name)
         for p, x, y in zip(points, xs, ys):
-            axes.annotate(f"{'c' if p.mode == 'concurrency' else 'r'}={p.level:g}", (x, y),
-                          textcoords="offset points", xytext=(4, 4), fontsize=7)
+            axes.annotate(
+                f"{'c' if p.mode == 'concurrency' else 'r'}={p.level:g}",
+                (x, y),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+            )
     axes.set_xlabel("throughput (inferences/s)")
     axes.set_ylabel("p99 latency (ms)")
     axes.set_title(title or "throughput against p99 latency")

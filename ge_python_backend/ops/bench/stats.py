@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -33,7 +34,7 @@ class Latency:
     max: float
 
     @classmethod
-    def of(cls, seconds: Sequence[float]) -> "Latency":
+    def of(cls, seconds: Sequence[float]) -> Latency:
         ms = [s * 1000.0 for s in seconds]
         if not ms:
             nan = math.nan
