@@ -197,8 +197,8 @@ class ModelLayout:
         if self.kind == "batch":
             return BatchSupport("gears", tuple(g[0] for g in self.gears))
         shapes = [s for shape_set in shape_sets for s in shape_set]
-        first_axes = {s[0] if s else None for s in shapes}
-        if len(first_axes) == 1 and None not in first_axes:
+        first_axes = {s[0] for s in shapes if s}
+        if len(first_axes) == 1 and all(shapes):
             return BatchSupport("static", (first_axes.pop(),))
         return BatchSupport("none")
 

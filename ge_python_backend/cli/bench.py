@@ -95,8 +95,9 @@ def run(args: argparse.Namespace) -> int:
 
             server = stack.enter_context(TritonServer(args.repository))
             url = server.grpc_address if args.protocol == "grpc" else server.http_address
-            metrics_url = server.metrics_url
-            server_pid = server.process.pid
+            metrics_url: str | None = server.metrics_url
+            assert server.process is not None  # entering the context started the server
+            server_pid: int | None = server.process.pid
             print(f"started tritonserver on {args.repository}: {url} ({args.protocol}), metrics {metrics_url}")
         else:
             url = args.url or f"127.0.0.1:{DEFAULT_PORTS[args.protocol]}"

@@ -43,14 +43,16 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print(f"starting tritonserver on {args.repository} (log: {server.log_path})", flush=True)
     server.start()
+    process = server.process
+    assert process is not None  # set by a start() that returned; cleared only by stop()
     try:
         print(f"ready  HTTP    http://{server.http_address}", flush=True)
         print(f"       gRPC    {server.grpc_address}", flush=True)
         print(f"       metrics {server.metrics_url}", flush=True)
         print("Ctrl-C stops the server.", flush=True)
         while not stop.wait(0.5):
-            if server.process.poll() is not None:
-                print(f"tritonserver exited with code {server.process.returncode}:\n{server.log_tail()}")
+            if process.poll() is not None:
+                print(f"tritonserver exited with code {process.returncode}:\n{server.log_tail()}")
                 return 1
     except KeyboardInterrupt:
         pass

@@ -230,7 +230,7 @@ def resolve_auto(version_dir: Path, log: Callable[[str], None], model_file: str 
     available here (pyACL imports, a device answers), else the next one whose file is present.
     The choice and the reasons are logged."""
     candidates = auto_candidates(version_dir, model_file)
-    reasons = []
+    reasons: list[str] = []
     for info, path in candidates.found:
         runs_as = stand_in(info)
         check = getattr(runs_as.implementation(), "available", None)

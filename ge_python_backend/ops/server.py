@@ -225,12 +225,15 @@ class TritonServer:
     def wait_ready(self) -> None:
         """Wait until the server is ready (every model loaded), or only live when it may run
         with models that failed (``exit_on_error=False``) or in explicit control mode."""
+        process = self.process
+        if process is None:
+            raise ServerError("tritonserver is not running: wait_ready needs start() first")
         need_ready = self.exit_on_error and self.model_control_mode == "none"
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            if process.poll() is not None:
                 raise ServerError(
-                    f"tritonserver exited with code {self.process.returncode} while starting:\n{self.log_tail()}"
+                    f"tritonserver exited with code {process.returncode} while starting:\n{self.log_tail()}"
                 )
             status = self._get("/v2/health/ready" if need_ready else "/v2/health/live")
             if status == 200 and (need_ready or not self._models_loading()):

@@ -199,6 +199,7 @@ class _Ledger:
             report.errored += 1
             report.note(f"request {request_id!r} failed: {error}")
             return
+        assert outputs is not None  # an answer carries outputs unless it has an error or a mismatch
         problem = self._compare(inputs, outputs)
         if problem:
             report.wrong += 1

@@ -121,6 +121,8 @@ def batching_plan(spec: ModelSpec, options: GenerateOptions) -> tuple[int, tuple
     notes: list[str] = []
     batch = spec.batch
     wanted = options.max_batch_size
+    max_batch: int
+    preferred: tuple[int, ...]
     if batch.kind == "none":
         if wanted:
             raise ConfigError(
@@ -139,7 +141,7 @@ def batching_plan(spec: ModelSpec, options: GenerateOptions) -> tuple[int, tuple
             notes.append(f"requests are padded or split to the model's fixed batch {batch.sizes[0]}")
         max_batch, preferred = wanted or 0, ()
     elif batch.kind == "gears":
-        largest = batch.largest
+        largest = batch.sizes[-1]  # gears always list their sizes (BatchSupport checks)
         if wanted is not None and wanted > largest:
             raise ConfigError(
                 f"--max-batch-size {wanted} is above the model's largest batch gear {largest} "

@@ -43,16 +43,16 @@ def read_model_code(path: Path) -> ModelCode:
     uses_package = _uses_package(tree)
     model_class = _model_class(tree)
     if model_class is None:
-        if any(_assigns(node, "TritonPythonModel") for node in tree.body):
+        if any(_assigned(node, "TritonPythonModel") is not None for node in tree.body):
             return _unknown(path, uses_package)
         return _unknown(path, uses_package, "defines no class TritonPythonModel, which Triton's Python backend loads")
     if not any(_last_name(base) == "GEModel" for base in model_class.bases):
         return _unknown(path, uses_package)
     methods = {node.name for node in model_class.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    declared = [node for node in model_class.body if _assigns(node, "extra_parameters")]
+    declared = [value for node in model_class.body if (value := _assigned(node, "extra_parameters")) is not None]
     extras: tuple[Parameter, ...] | None = ()
     if declared:
-        extras = _extra_parameters(declared[-1].value, _package_imports(tree))
+        extras = _extra_parameters(declared[-1], _package_imports(tree))
     return ModelCode(path, uses_package, frozenset(HOOKS) & methods, extras)
 
 
@@ -74,12 +74,13 @@ def _model_class(tree: ast.Module) -> ast.ClassDef | None:
     return found[-1] if found else None
 
 
-def _assigns(node: ast.stmt, name: str) -> bool:
-    if isinstance(node, ast.Assign):
-        return any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
-    if isinstance(node, ast.AnnAssign):
-        return isinstance(node.target, ast.Name) and node.target.id == name and node.value is not None
-    return False
+def _assigned(node: ast.stmt, name: str) -> ast.expr | None:
+    """The value ``node`` assigns to ``name`` (``name = ...`` or ``name: T = ...``); None if it assigns none."""
+    if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+        return node.value
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+        return node.value
+    return None
 
 
 def _last_name(node: ast.expr) -> str:
@@ -92,9 +93,14 @@ def _last_name(node: ast.expr) -> str:
 
 def _package_imports(tree: ast.Module) -> dict[str, tuple[str, str]]:
     """Local name -> (module, attribute) for ``from ge_python_backend... import x [as y]``."""
-    names = {}
+    names: dict[str, tuple[str, str]] = {}
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == _PACKAGE:
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.split(".")[0] == _PACKAGE
+        ):
             for alias in node.names:
                 names[alias.asname or alias.name] = (node.module, alias.name)
     return names

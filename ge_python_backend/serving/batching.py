@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -24,6 +25,19 @@ from ge_python_backend.errors import ConfigError, InputError
 from ge_python_backend.specs import ModelSpec, format_shape
 
 NonBatchShapes = Mapping[str, tuple[int, ...]]
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class ByIndex(Protocol[_T_co]):
+    """Values looked up by item index: a list in index order, or a dict keyed by index."""
+
+    def __getitem__(self, index: int, /) -> _T_co: ...
+
+
+class ItemTensors(Protocol):
+    """One item's arrays by input name: a dict, or a validated request (``Prepared``)."""
+
+    def __getitem__(self, name: str, /) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -165,7 +179,7 @@ class Chunk:
         return next(iter(self.shapes.values()))[0] - self.rows
 
 
-def plan_group(items: Sequence[int], rows: Sequence[int], shapes: NonBatchShapes, profile: Profile) -> list[Chunk]:
+def plan_group(items: Sequence[int], rows: ByIndex[int], shapes: NonBatchShapes, profile: Profile) -> list[Chunk]:
     """Chunks that run ``items`` (indices, in order, each with ``rows[i]`` rows and non-batch
     ``shapes``) on ``profile``. Items may be split across chunks."""
     if profile.batch_sizes == ():
@@ -192,7 +206,7 @@ def plan_group(items: Sequence[int], rows: Sequence[int], shapes: NonBatchShapes
     return chunks
 
 
-def gather(chunk: Chunk, items: Sequence[Mapping[str, np.ndarray]], buffers: Mapping[str, np.ndarray]) -> None:
+def gather(chunk: Chunk, items: ByIndex[ItemTensors], buffers: Mapping[str, np.ndarray]) -> None:
     """Copy each part's rows into the chunk's input buffers; zero the padding."""
     for name, buffer in buffers.items():
         if chunk.batch_axis and _one_copy(chunk, items, name, buffer):
@@ -218,7 +232,7 @@ def gather(chunk: Chunk, items: Sequence[Mapping[str, np.ndarray]], buffers: Map
             buffer[chunk.rows :].fill(0)
 
 
-def _one_copy(chunk: Chunk, items, name: str, buffer: np.ndarray) -> bool:
+def _one_copy(chunk: Chunk, items: ByIndex[ItemTensors], name: str, buffer: np.ndarray) -> bool:
     """The parts fill rows 0..rows in order and have the buffer's row shape (no shape-gear
     padding inside rows), so one concatenation can gather them."""
     row, expected = buffer.shape[1:], 0

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ge_python_backend.ascend.constants import data_type, ret_code
 from ge_python_backend.sim.memory import is_device_address, read_host
 from ge_python_backend.sim.models import DataBuffer
+from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, Signature, acl_function
 from ge_python_backend.specs import NUMPY_DTYPES
 
 if TYPE_CHECKING:
-    from ge_python_backend.sim.state import SimState
+    from ge_python_backend.sim.api_mdl import MdlApi
+    from ge_python_backend.sim.api_rt import RtApi
 
 REPEAT_INIT = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
 REPEAT_FINALIZE = ret_code("ACL_ERROR_REPEAT_FINALIZE")
@@ -39,21 +41,6 @@ _OTHER_SIZES = {
     "FLOAT8_E4M3FN": 1,
     "FLOAT8_E8M0": 1,
 }
-
-
-class Namespace:
-    """A group of simulated functions bound to one simulator."""
-
-    _prefix = "acl"
-
-    def __init__(self, sim: SimState) -> None:
-        self._sim = sim
-
-    def _call(self, short: str, qualified: str, signature: Signature, body) -> Any:
-        return self._sim.call(short, qualified, signature, body)
-
-    def __repr__(self) -> str:
-        return f"<simulated {self._prefix} module>"
 
 
 class UtilApi(Namespace):
@@ -86,6 +73,11 @@ class UtilApi(Namespace):
 
 class TopApi(Namespace):
     """``acl.*`` (and, as attributes, ``acl.rt``, ``acl.mdl``, ``acl.util``)."""
+
+    # Assigned by simulator.build_module.
+    rt: RtApi
+    mdl: MdlApi
+    util: UtilApi
 
     @acl_function("|s", needs_init=False)
     def init(self, config_path=""):

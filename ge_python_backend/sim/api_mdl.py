@@ -7,11 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.ascend.constants import format_code, ret_code
+from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, format_code, ret_code
 from ge_python_backend.ascend.layout import LayoutTensor
 from ge_python_backend.ascend.simom import SimOm, decode_sim_om, is_sim_om
 from ge_python_backend.errors import OmFormatError
-from ge_python_backend.sim.api import Namespace
 from ge_python_backend.sim.memory import is_device_address, read_host
 from ge_python_backend.sim.models import (
     SYNC,
@@ -26,6 +25,7 @@ from ge_python_backend.sim.models import (
     pad_to,
     run_session,
 )
+from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, acl_function
 from ge_python_backend.sim.state import INVALID_PARAM, Context
 
@@ -296,19 +296,18 @@ class MdlApi(Namespace):
         if index != model.dynamic_index:
             raise AclFail(
                 INVALID_PARAM,
-                f"index {index} is not the index of {model.om.dynamic_tensor.name!r} "
+                f"index {index} is not the index of {ACL_DYNAMIC_TENSOR_NAME!r} "
                 f"({model.dynamic_index}); look it up with get_input_index_by_name",
             )
         if index >= len(found.buffers):
             raise AclFail(INVALID_PARAM, f"dataset {dataset:#x} has {len(found.buffers)} buffer(s), no index {index}")
         buffer = sim.lookup(sim.buffers, found.buffers[index], "data buffer")
         if buffer.addr == 0:
-            raise AclFail(DYNAMIC_ADDR, f"the {model.om.dynamic_tensor.name!r} buffer has a NULL address")
+            raise AclFail(DYNAMIC_ADDR, f"the {ACL_DYNAMIC_TENSOR_NAME!r} buffer has a NULL address")
         if buffer.size < 4 * len(gear):
             raise AclFail(
                 DYNAMIC_LENGTH,
-                f"the {model.om.dynamic_tensor.name!r} buffer has {buffer.size} bytes, "
-                f"at least {4 * len(gear)} are needed",
+                f"the {ACL_DYNAMIC_TENSOR_NAME!r} buffer has {buffer.size} bytes, at least {4 * len(gear)} are needed",
             )
         if kind == "batch" and gear == (0,):
             raise AclFail(INVALID_PARAM, "batch size 0")
@@ -424,8 +423,8 @@ class MdlApi(Namespace):
         with sim.lock:
             sim.check_device()
             gear = 0
-            if layout.kind:
-                dynamic = inputs[model.dynamic_index]
+            if (dynamic_index := model.dynamic_index) is not None:  # the model has gears
+                dynamic = inputs[dynamic_index]
                 gear = gear_of(model, sim.read(dynamic.addr, dynamic.size, True, "dynamic input"))
             data = [
                 sim.read(buffer.addr, tensor.byte_size(shape), True, f"input {tensor.name!r}")

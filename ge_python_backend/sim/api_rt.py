@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ge_python_backend.ascend.constants import ACL_HOST, MALLOC_FLAGS, MallocPolicy, MemcpyKind, ret_code
-from ge_python_backend.sim.api import Namespace
 from ge_python_backend.sim.memory import is_device_address
+from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, acl_function
 from ge_python_backend.sim.state import BAD_HANDLE, INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
 from ge_python_backend.sim.streams import Event, Stream

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ge_python_backend import __version__
 from ge_python_backend.ascend.constants import AclDataType, data_type_named
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout, Shape
 from ge_python_backend.ascend.simom import SimOm, write_sim_om
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.specs import ModelSpec, format_shape, numpy_dtype
+from ge_python_backend.version import __version__
 
 #: ONNX TensorProto element type -> aclDataType name.
 _ONNX_TYPES = {
@@ -91,7 +91,7 @@ def _acl_type(name: str, elem_type: int) -> AclDataType:
         raise ConfigError(f"tensor {name!r}: ONNX element type {elem_type} has no aclDataType") from None
 
 
-def _check_shapes(given: Mapping[str, Shape], onnx_inputs: list[tuple[str, int, Shape]]) -> dict[str, Shape]:
+def _check_shapes(given: Mapping[str, Sequence[int]], onnx_inputs: list[tuple[str, int, Shape]]) -> dict[str, Shape]:
     names = [n for n, _, _ in onnx_inputs]
     unknown = sorted(set(given) - set(names))
     if unknown:
@@ -204,7 +204,7 @@ def sim_compile(
         dynamic_image_size = parse_gear_list(dynamic_image_size, "dynamic image size")
     if isinstance(dynamic_dims, str):
         dynamic_dims = parse_gear_list(dynamic_dims, "dynamic dims")
-    requested = {
+    requested: dict[str, list[Shape]] = {
         "batch": [(b,) for b in batch_gears],
         "hw": [tuple(g) for g in dynamic_image_size],
         "dims": [tuple(g) for g in dynamic_dims],

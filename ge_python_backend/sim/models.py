@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ge_python_backend.ascend.constants import ret_code
+from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, ret_code
 from ge_python_backend.ascend.simom import SimOm
 from ge_python_backend.sim.signature import AclFail
 from ge_python_backend.specs import numpy_dtype
@@ -58,8 +58,8 @@ class LoadedModel:
     def dynamic_index(self) -> int | None:
         return len(self.om.layout.inputs) if self.om.layout.kind else None
 
-    def busy_elsewhere(self, stream: int | str) -> int | str | None:
-        """Another stream (or SYNC) on which this model is executing, if any."""
+    def busy_elsewhere(self, stream: int | str | None) -> int | str | None:
+        """Another stream (or SYNC) on which this model is executing, if any (``stream`` None: any one)."""
         return next((s for s, n in self.running.items() if n > 0 and s != stream), None)
 
 
@@ -95,7 +95,7 @@ def gear_of(model: LoadedModel, dynamic_bytes: bytes) -> int:
     except ValueError:
         raise AclFail(
             MODEL_EXECUTE,
-            f"model {model.model_id}: the dynamic input {model.om.dynamic_tensor.name!r} "
+            f"model {model.model_id}: the dynamic input {ACL_DYNAMIC_TENSOR_NAME!r} "
             f"holds {list(value)}, which is not a gear ({[list(g) for g in layout.gears]}); "
             f"call set_dynamic_batch_size/set_dynamic_hw_size/set_input_dynamic_dims "
             f"before executing",

@@ -12,7 +12,7 @@ import functools
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
 _MASK64 = (1 << 64) - 1
 _MASK32 = (1 << 32) - 1
@@ -49,6 +49,14 @@ class Signature:
         """(minimum, maximum) argument counts."""
         letters = self.fmt.replace("|", "")
         return (self.fmt.index("|") if "|" in self.fmt else len(letters)), len(letters)
+
+
+class AclFunction(Protocol):
+    """A method made by ``acl_function``: callable, and carrying its Signature for ``api.signatures``."""
+
+    acl_signature: Signature
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
 def _integer(value: Any, fn: str, position: int) -> int:
@@ -128,8 +136,10 @@ def acl_function(
             converted = parse_args(signature, qualified, args, kwargs)
             return self._call(method.__name__, qualified, signature, lambda: method(self, *converted))
 
-        wrapper.acl_signature = signature
-        return wrapper
+        # A function object takes the attribute at run time; its declared type (functools' _Wrapped) has none.
+        function = cast(AclFunction, wrapper)
+        function.acl_signature = signature
+        return function
 
     return decorate
 

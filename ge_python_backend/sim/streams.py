@@ -90,6 +90,7 @@ class Stream:
         """Wait for every queued operation; raise the first failure since the last synchronize."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._pending == 0, timeout):
+                assert timeout is not None  # without a timeout, wait_for returns only once the predicate holds
                 raise AclFail(
                     TIMEOUT,
                     f"stream {self.handle:#x}: {self._pending} operation(s) still running "

@@ -47,8 +47,9 @@ class TritonMetrics(Observer):
             name: pb_utils.MetricFamily(name, help_text, kinds[kind]) for name, (kind, help_text, _) in METRICS.items()
         }
         self._metrics: dict[tuple[str, str], Any] = {}
+        label_values = {"phase": [p.value for p in Phase], "kind": [k.value for k in FailureKind]}
         for name, (_, _, extra) in METRICS.items():
-            values = {"phase": [p.value for p in Phase], "kind": [k.value for k in FailureKind]}.get(extra, [""])
+            values = label_values[extra] if extra else [""]
             for value in values:
                 metric_labels = dict(labels, **({extra: value} if extra else {}))
                 self._metrics[(name, value)] = self._families[name].Metric(labels=metric_labels)

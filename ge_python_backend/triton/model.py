@@ -271,6 +271,7 @@ def _readable(requests: Iterable[Request | None]) -> list[Request]:
 
 def _response(outputs: Arrays | None, error: GEError | None) -> Any:
     if error is None:
+        assert outputs is not None  # Respond passes outputs or an error
         return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs.items()])
     if isinstance(error, InputError):
         code = pb_utils.TritonError.INVALID_ARG

@@ -66,8 +66,7 @@ def _batch_plan(outputs: tuple[TensorSpec, ...], gears: Gears) -> GearPlan:
 
 
 def _hw_gears(inputs: tuple[TensorSpec, ...], gears: Gears) -> tuple[ShapeGear, ...]:
-    dynamic = [(t, _hw_axes(t)) for t in inputs]
-    dynamic = [(t, axes) for t, axes in dynamic if axes]
+    dynamic = [(t, axes) for t in inputs if (axes := _hw_axes(t)) is not None]
     if not dynamic:
         raise OmFormatError("the model has dynamic image size gears but no input with dynamic H and W axes")
     result = []

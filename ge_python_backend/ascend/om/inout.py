@@ -16,7 +16,8 @@ are skipped so that newer files still read.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from ge_python_backend.errors import OmFormatError
 
@@ -96,7 +97,8 @@ class _Cursor:
 
 def parse_inout(data: bytes, base: int) -> InoutInfo:
     """Decode a MODEL_INOUT_INFO partition; ``base`` is its file offset (for error messages)."""
-    found: dict[int, object] = {}
+    info = InoutInfo()
+    seen: set[int] = set()
     pos = 0
     while pos < len(data):
         if len(data) - pos < 8:
@@ -115,21 +117,14 @@ def parse_inout(data: bytes, base: int) -> InoutInfo:
         if tlv_type >= len(_TLV_NAMES):
             continue
         what = f"MODEL_INOUT_INFO {_TLV_NAMES[tlv_type]} at file offset {base + start - 8}"
-        if tlv_type in found:
+        if tlv_type in seen:
             raise OmFormatError(f"{what}: this TLV type occurs twice")
+        seen.add(tlv_type)
         cursor = _Cursor(data, start, pos, base, what)
-        found[tlv_type] = _DECODERS[tlv_type](cursor)
+        info = _DECODERS[tlv_type](cursor, info)
         if cursor.pos != pos:
             raise OmFormatError(f"{what}: declares {length} bytes but its content uses {cursor.pos - start}")
-    return InoutInfo(
-        inputs=found.get(INPUT_DESC, ()),
-        outputs=found.get(OUTPUT_DESC, ()),
-        batch_gears=found.get(DYNAMIC_BATCH, ()),
-        hw_gears=found.get(DYNAMIC_HW, ()),
-        dims_gears=found.get(DYNAMIC_DIMS, ()),
-        dynamic_output_shapes=found.get(DYNAMIC_OUTPUT_SHAPE, ()),
-        shape_order=found.get(SHAPE_ORDER, ()),
-    )
+    return info
 
 
 def _tensor_descs(cursor: _Cursor) -> tuple[InoutTensor, ...]:
@@ -162,4 +157,13 @@ def _strings(cursor: _Cursor) -> tuple[str, ...]:
     return tuple(cursor.text(length, f"string {i}") for i, length in enumerate(lengths))
 
 
-_DECODERS = (_tensor_descs, _tensor_descs, _int_list, _int_lists, _int_lists, _strings, _strings)
+# Indexed by TLV type: each decodes its TLV into the matching InoutInfo field (typed per field).
+_DECODERS: tuple[Callable[[_Cursor, InoutInfo], InoutInfo], ...] = (
+    lambda cursor, info: replace(info, inputs=_tensor_descs(cursor)),
+    lambda cursor, info: replace(info, outputs=_tensor_descs(cursor)),
+    lambda cursor, info: replace(info, batch_gears=_int_list(cursor)),
+    lambda cursor, info: replace(info, hw_gears=_int_lists(cursor)),
+    lambda cursor, info: replace(info, dims_gears=_int_lists(cursor)),
+    lambda cursor, info: replace(info, dynamic_output_shapes=_strings(cursor)),
+    lambda cursor, info: replace(info, shape_order=_strings(cursor)),
+)

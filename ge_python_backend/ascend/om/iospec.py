@@ -161,4 +161,5 @@ def _case_gears(graph: GraphDef) -> Gears:
     order = case.attrs.get("user_designate_shape_order", ())
     if not isinstance(order, tuple) or not all(isinstance(n, str) for n in order):
         raise OmFormatError(f"Case op {case.name!r}: user_designate_shape_order is {order!r:.80}, expected names")
-    return Gears(_DYNAMIC_TYPES[dynamic_type], tuple(values), order)
+    # int(): the membership test also passes a bool or float equal to a key (True, 2.0), which int() maps onto it
+    return Gears(_DYNAMIC_TYPES[int(dynamic_type)], tuple(values), order)

@@ -43,8 +43,8 @@ def _decode_list(msg: Message) -> tuple:
 
 def decode_attr(msg: Message) -> AttrValue:
     """Python value of an AttrDef: str, int, float, bool, bytes, tuple (lists) or None (other kinds)."""
-    if msg.has(1):
-        return _decode_list(msg.message(1, "list"))
+    if (listed := msg.message(1, "list")) is not None:
+        return _decode_list(listed)
     if msg.has(2):
         return msg.string(2, "s")
     if msg.has(3):
@@ -55,8 +55,8 @@ def decode_attr(msg: Message) -> AttrValue:
         return bool(msg.uint(5, "b"))
     if msg.has(7):
         return msg.raw(7, "bt")
-    if msg.has(14):
-        rows = msg.message(14, "list_list_int").messages(1, "list_list_i")
+    if (list_list := msg.message(14, "list_list_int")) is not None:
+        rows = list_list.messages(1, "list_list_i")
         return tuple(tuple(row.repeated_int64s(1, "list_i")) for row in rows)
     if msg.has(15):
         return msg.int64(15, "dt")
@@ -188,18 +188,22 @@ class ModelDef:
 
     @cached_property
     def dictionary(self) -> AttrDictionary:
-        names = self.attrs.get("attr_name_enum", ())
-        values = self.attrs.get("attr_value_enum", ())
+        names = self._strings_attr("attr_name_enum")
+        values = self._strings_attr("attr_value_enum")
         use_string = self.attrs.get("attrs_use_string_value", ())
-        for label, item in (("attr_name_enum", names), ("attr_value_enum", values)):
-            if not isinstance(item, tuple) or not all(isinstance(v, str) for v in item):
-                raise OmFormatError(f"{self._msg.what}: model attribute {label} is not a list of strings")
         if not isinstance(use_string, tuple) or len(use_string) != len(names):
             raise OmFormatError(
                 f"{self._msg.what}: attrs_use_string_value must list one bool per attr_name_enum entry "
                 f"({len(names)}), found {use_string!r:.80}"
             )
         return AttrDictionary(names, values, tuple(bool(v) for v in use_string))
+
+    def _strings_attr(self, label: str) -> tuple[str, ...]:
+        """The model attribute ``label`` (a list of strings; empty when absent)."""
+        item = self.attrs.get(label, ())
+        if not isinstance(item, tuple) or not all(isinstance(v, str) for v in item):
+            raise OmFormatError(f"{self._msg.what}: model attribute {label} is not a list of strings")
+        return item
 
     @cached_property
     def graphs(self) -> tuple[GraphDef, ...]:

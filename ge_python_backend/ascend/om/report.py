@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ge_python_backend.ascend.om.reader import OmFile
@@ -90,7 +91,7 @@ def to_json(om: OmFile) -> dict[str, Any]:
 # ----- text
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+def _table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
     lines = []
     for row in (headers, *rows):
@@ -161,8 +162,10 @@ def to_text(om: OmFile) -> str:
         lines += _table(("#", "name", "dtype", "format", "shape"), _tensor_rows(tensors)) if tensors else ["  (none)"]
     if spec.shape_gears:
         lines += ["", f"Shape gears ({spec.gear_kind}, {len(spec.shape_gears)})"]
-        rows = [(g.label, "; ".join(f"{n} {format_shape(s)}" for n, s in g.shapes.items())) for g in spec.shape_gears]
-        lines += _table(("gear", "shapes"), rows)
+        gear_rows = [
+            (g.label, "; ".join(f"{n} {format_shape(s)}" for n, s in g.shapes.items())) for g in spec.shape_gears
+        ]
+        lines += _table(("gear", "shapes"), gear_rows)
     if len(om.models) > 1:
         lines += ["", f"Sub-models (model_num {header.model_num})"]
         lines += _table(

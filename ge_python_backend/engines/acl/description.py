@@ -134,7 +134,8 @@ def read_plan(acl: Any, desc: int) -> ModelPlan:
     outputs = [_output_tensor(acl, desc, i) for i in range(output_count)]
     _refuse_unservable(inputs, "input")
     _refuse_unservable(outputs, "output")
-    kind, gears, dynamic_size = "", (), 0
+    kind, dynamic_size = "", 0
+    gears: tuple[Shape, ...] = ()
     if dynamic_index is not None:
         kind, gears = _gears(acl, desc)
         dynamic_size = acl.mdl.get_input_size_by_index(desc, dynamic_index)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -47,6 +47,12 @@ class Buffer:
     def shape_what(self) -> str:
         return f"reading the shape of output {self.name!r}"
 
+    @property
+    def host_dtype(self) -> np.dtype:
+        """The dtype of the pinned host twin; only client tensors (never ascend_mbatch_shape_data) get views."""
+        assert self.dtype is not None, f"{self.name} has no host twin"
+        return self.dtype
+
 
 class AclSlot(Slot):
     """One model copy with its stream, buffers, datasets and events."""
@@ -61,7 +67,6 @@ class AclSlot(Slot):
         self._desc = 0
         self._input_dataset = 0
         self._output_dataset = 0
-        self.plan: ModelPlan | None = None
         #: every device buffer of both datasets, in creation order (what release frees)
         self._buffers: list[Buffer] = []
         #: the client tensors' buffers, in layout order (what runs copy)
@@ -74,14 +79,16 @@ class AclSlot(Slot):
         self._output_views: dict[tuple[Shape, ...], tuple[dict[str, np.ndarray], tuple[int, ...]]] = {}
         self._staged: int | None = None
         try:
-            self._open(model_path, plan)
+            # Set only by a successful open (a slot that fails to open is never handed out).
+            self.plan = self._open(model_path, plan)
         except BaseException:
             self.release()
             raise
 
     # --- setup ----------------------------------------------------------------------------------
 
-    def _open(self, model_path: str, plan: ModelPlan | None) -> None:
+    def _open(self, model_path: str, plan: ModelPlan | None) -> ModelPlan:
+        """Allocate everything; return the slot's plan: ``plan``, else the model's, with its gears probed."""
         acl = self._acl
         stream, ret = acl.rt.create_stream()
         check(acl, ret, "acl.rt.create_stream", f"opening slot {self.index}")
@@ -102,13 +109,14 @@ class AclSlot(Slot):
         self._fill_dataset(self._input_dataset, "input", draft.model_inputs(), self._inputs)
         self._output_dataset = self._new_dataset()
         self._fill_dataset(self._output_dataset, "output", draft.model_outputs(), self._outputs)
-        self.plan = plan or self._probe_gears(draft)
-        layout = self.plan.layout
+        final = plan or self._probe_gears(draft)
+        layout = final.layout
         gear_shapes = [tuple(layout.input_shapes(g).values()) for g in range(layout.gear_count)]
         self._input_views = tuple({b.name: _view(b, s) for b, s in zip(self._inputs, shapes)} for shapes in gear_shapes)
         self._input_bytes = tuple(
             tuple(_byte_size(b, s) for b, s in zip(self._inputs, shapes)) for shapes in gear_shapes
         )
+        return final
 
     def _new_dataset(self) -> int:
         dataset = self._acl.mdl.create_dataset()
@@ -309,11 +317,12 @@ def _view(buffer: Buffer, shape: Shape) -> np.ndarray:
     """A numpy array of ``shape`` over the pinned host buffer (no copy)."""
     nbytes = _byte_size(buffer, shape)
     raw = (ctypes.c_uint8 * nbytes).from_address(buffer.host)
-    return np.frombuffer(raw, dtype=buffer.dtype).reshape(shape)
+    # A ctypes array has the buffer protocol, which numpy's stubs do not accept as such.
+    return np.frombuffer(cast(memoryview, raw), dtype=buffer.host_dtype).reshape(shape)
 
 
 def _byte_size(buffer: Buffer, shape: Shape) -> int:
-    nbytes = int(np.prod(shape, dtype=np.int64)) * buffer.dtype.itemsize
+    nbytes = int(np.prod(shape, dtype=np.int64)) * buffer.host_dtype.itemsize
     if nbytes > buffer.capacity:
         raise EngineError(
             f"{buffer.kind} {buffer.name!r} of shape {format_shape(shape)} needs {nbytes} bytes, "
