@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,6 @@ import pytest
 from ge_python_backend.testing import install_fake_pb_utils
 
 install_fake_pb_utils()
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(scope="session")

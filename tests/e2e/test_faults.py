@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-import reliability_repos as rr
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from ge_python_backend.ops.bench import metrics
 from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.sim import LEDGER_ENV
+from tests.support import reliability_repos as rr
 
 pytestmark = pytest.mark.e2e
 #: 50 load/unload cycles: 10 of each of 5 models, the models cycled at once (a load or an unload

@@ -13,7 +13,6 @@ import io
 import numpy as np
 import onnxruntime as ort
 import pytest
-from clients import infer_many, url
 
 from ge_python_backend.cli import main
 from ge_python_backend.hooks.postprocessing import top_k
@@ -22,6 +21,7 @@ from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import read_config_file
 from ge_python_backend.sim.compile import sim_compile
 from ge_python_backend.testing import models
+from tests.support.clients import infer_many, url
 
 pytestmark = pytest.mark.e2e
 PROTOCOLS = ["grpc", "http"]

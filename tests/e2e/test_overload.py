@@ -16,13 +16,13 @@ import itertools
 import numpy as np
 import onnxruntime as ort
 import pytest
-import reliability_repos as rr
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.utils import InferenceServerException
 
 from ge_python_backend.ops.bench import metrics
 from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.repository.config import read_config_file
+from tests.support import reliability_repos as rr
 
 pytestmark = pytest.mark.e2e
 MODEL = "bounded"

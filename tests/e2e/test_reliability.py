@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 import pytest
-import reliability_repos as rr
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
@@ -28,6 +27,7 @@ from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 from ge_python_backend.hooks.postprocessing import top_k
 from ge_python_backend.ops.bench import metrics
 from ge_python_backend.ops.server import TritonServer
+from tests.support import reliability_repos as rr
 
 pytestmark = pytest.mark.e2e
 PROTOCOLS = ("grpc", "http")

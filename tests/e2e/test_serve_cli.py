@@ -11,11 +11,11 @@ import time
 
 import numpy as np
 import pytest
-import repos
 import tritonclient.http as httpclient
 
 from ge_python_backend.ops.server import free_port
 from ge_python_backend.testing import models
+from tests.support import repos
 
 pytestmark = pytest.mark.e2e
 

@@ -6,8 +6,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
-from clients import infer_many, url
-from models.hooked_classifier import decode, top_k
+
+from tests.models.hooked_classifier import decode, top_k
+from tests.support.clients import infer_many, url
 
 pytestmark = pytest.mark.e2e
 PROTOCOLS = ["grpc", "http"]
@@ -81,3 +82,31 @@ def test_no_batching_model_runs_each_request_alone(server, sources, protocol):
         total, count = session.run(None, request)
         np.testing.assert_allclose(outputs["sum"], total, atol=1e-6)
         np.testing.assert_array_equal(outputs["count"], count)
+
+
+def test_a_raising_hook_answers_one_line_and_leaves_its_traceback_in_the_server_log(server, sources):
+    """model.py's postprocess raises ZeroDivisionError for divisor 0: that request gets a 500
+    with one line; tritonserver's log gets the traceback, once per failed request."""
+    import tritonclient.grpc as grpcclient
+
+    session = ort.InferenceSession(str(sources["linear"]))
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    before = server.log_text().count("ZeroDivisionError: integer division or modulo by zero")
+    http = httpclient.InferenceServerClient(server.http_address)
+    grpc = grpcclient.InferenceServerClient(server.grpc_address)
+    for client, module in ((http, httpclient), (grpc, grpcclient)):
+        tensor = module.InferInput("x", [2, 4], "FP32")
+        tensor.set_data_from_numpy(x)
+        good = client.infer("fragile", [tensor], parameters={"divisor": 1})
+        np.testing.assert_allclose(good.as_numpy("probs"), session.run(None, {"x": x})[1], atol=1e-5)
+        with pytest.raises(Exception) as raised:
+            client.infer("fragile", [tensor], parameters={"divisor": 0})
+        assert raised.value.status() in ("500", "StatusCode.INTERNAL")
+        assert raised.value.message() == "postprocess failed: ZeroDivisionError: integer division or modulo by zero"
+    log = server.log_text()
+    tracebacks = log.count("ZeroDivisionError: integer division or modulo by zero") - before
+    # each failure: the traceback's last line in the log (once) — the client's line is not logged by Triton
+    assert tracebacks == 2, log[-3000:]
+    assert "Traceback (most recent call last)" in log and "model.py" in log
+    assert "postprocess failed for request" in log
+    assert http.is_server_ready()

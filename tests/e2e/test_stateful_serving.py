@@ -10,7 +10,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
-from clients import infer_many
+
+from tests.support.clients import infer_many
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.testing import models
 
-MODELS = Path(__file__).parent / "models"
+MODELS = Path(__file__).parents[1] / "models"
 
 HOOKED_CONFIG = """
 name: "{name}"
@@ -32,6 +32,13 @@ parameters [
 def generated(repo: Path, onnx_file: Path, name: str, **options) -> Path:
     """A generic model folder from ge-triton generate."""
     return generate(onnx_file, repo, GenerateOptions(name=name, **options)).model_dir
+
+
+def fragile(repo: Path, onnx_file: Path, name: str = "fragile") -> Path:
+    """A generated folder whose model.py's postprocess divides by the request parameter ``divisor``."""
+    folder = generated(repo, onnx_file, name)
+    shutil.copyfile(MODELS / "fragile.py", folder / "1" / "model.py")
+    return folder
 
 
 def hooked_classifier(repo: Path, name: str = "hooked") -> tuple[Path, Path]:

@@ -6,5 +6,5 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-OM_SAMPLES_DIR = Path(os.environ.get("GE_OM_SAMPLES", Path(__file__).resolve().parents[2] / "shared" / "om-samples"))
+OM_SAMPLES_DIR = Path(os.environ.get("GE_OM_SAMPLES", Path(__file__).resolve().parents[3] / "shared" / "om-samples"))
 OM_SAMPLES = sorted(OM_SAMPLES_DIR.glob("*.om"))

@@ -11,7 +11,6 @@ import sys
 import threading
 from dataclasses import replace
 
-import acl_sim_nets as nets
 import numpy as np
 import pytest
 
@@ -24,6 +23,7 @@ from ge_python_backend.engines.acl.runtime import AclError, import_pyacl
 from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import parse_parameters
 from ge_python_backend.sim.plugin import PARAMETERS
+from tests.support import acl_sim_nets as nets
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from samples import OM_SAMPLES, OM_SAMPLES_DIR
 
 from ge_python_backend.cli import main
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.sim.compile import sim_compile
+from tests.support.samples import OM_SAMPLES, OM_SAMPLES_DIR
 
 
 @pytest.fixture(scope="module")

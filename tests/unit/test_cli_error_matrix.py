@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from om_builder import Model, Tensor, standard_om
 
 from ge_python_backend.cli import VERBS, main
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
+from tests.support.om_builder import Model, Tensor, standard_om
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ import importlib.util
 import numpy as np
 import onnxruntime as ort
 import pytest
-import repos
 
 from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.testing import ModelHarness
 from ge_python_backend.testing import fake_pb_utils as pb
 from ge_python_backend.triton.model import GEModel
+from tests.support import repos
 
 
 class TritonPythonModel(GEModel):
@@ -65,7 +65,7 @@ def test_bad_request_in_a_batch_gets_invalid_arg_alone(tmp_path, onnx_dir):
 
 def test_hooks_turn_bytes_into_tensors_and_logits_into_label_strings(tmp_path):
     folder, onnx_file = repos.hooked_classifier(tmp_path)
-    from models.hooked_classifier import decode, top_k
+    from tests.models.hooked_classifier import decode, top_k
 
     session = ort.InferenceSession(str(onnx_file))
     rng = np.random.default_rng(2)

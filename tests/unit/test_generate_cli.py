@@ -4,13 +4,13 @@ errors are in test_cli_error_matrix.py."""
 from __future__ import annotations
 
 import pytest
-from om_builder import Header, Model, Tensor, standard_om
-from samples import OM_SAMPLES, OM_SAMPLES_DIR
 
 from ge_python_backend.cli import main
 from ge_python_backend.repository.config import mc, read_config_file
 from ge_python_backend.repository.modelfile import read_model_file
 from ge_python_backend.specs import api_type
+from tests.support.om_builder import Header, Model, Tensor, standard_om
+from tests.support.samples import OM_SAMPLES, OM_SAMPLES_DIR
 
 
 def gear_om() -> bytes:

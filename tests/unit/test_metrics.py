@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-import repos
 
 from ge_python_backend.testing import ModelHarness
 from ge_python_backend.testing import fake_pb_utils as pb
 from ge_python_backend.triton.model import GEModel
+from tests.support import repos
 
 
 class TritonPythonModel(GEModel):

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from om_builder import Header, Model, Tensor, attr_s, standard_om
 
 from ge_python_backend.cli import main
+from tests.support.om_builder import Header, Model, Tensor, attr_s, standard_om
 
 SCRIPT = Path(sys.executable).parent / "ge-triton"
 CMDLINE = "atc --model=det.onnx --framework=5 --output=det --soc_version=Ascend310P3 --dynamic_batch_size=1,4"

@@ -9,12 +9,23 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from om_builder import MODEL_DEF, TASK_INFO, Header, Model, Tensor, attr_s, inout, model_def, om_file, standard_om
-from samples import OM_SAMPLES_DIR
 
 from ge_python_backend.ascend.om import read_om
 from ge_python_backend.ascend.om.report import to_json, to_text
 from ge_python_backend.errors import OmFormatError
+from tests.support.om_builder import (
+    MODEL_DEF,
+    TASK_INFO,
+    Header,
+    Model,
+    Tensor,
+    attr_s,
+    inout,
+    model_def,
+    om_file,
+    standard_om,
+)
+from tests.support.samples import OM_SAMPLES_DIR
 
 SAMPLES = OM_SAMPLES_DIR
 

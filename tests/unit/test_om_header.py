@@ -6,10 +6,10 @@ import re
 import struct
 
 import pytest
-from om_builder import VERSION_1, VERSION_2, Header, header_bytes
 
 from ge_python_backend.ascend.om.header import identify, parse_header
 from ge_python_backend.errors import OmFormatError
+from tests.support.om_builder import VERSION_1, VERSION_2, Header, header_bytes
 
 
 def test_v2_header_fields_at_their_offsets():

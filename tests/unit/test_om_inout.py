@@ -5,10 +5,10 @@ from __future__ import annotations
 import struct
 
 import pytest
-from om_builder import FORMATS, inout_tensor, tlv, tlv_descs, tlv_int_lists, tlv_strings
 
 from ge_python_backend.ascend.om.inout import parse_inout
 from ge_python_backend.errors import OmFormatError
+from tests.support.om_builder import FORMATS, inout_tensor, tlv, tlv_descs, tlv_int_lists, tlv_strings
 
 
 def test_tensor_descs_with_dims_v2_and_shape_range():

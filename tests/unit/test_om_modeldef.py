@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from om_builder import (
+
+from ge_python_backend.ascend.om.modeldef import ModelDef
+from ge_python_backend.errors import OmFormatError
+from tests.support.om_builder import (
     Model,
     Tensor,
     attr_b,
@@ -21,9 +24,6 @@ from om_builder import (
     model_def,
     op_def,
 )
-
-from ge_python_backend.ascend.om.modeldef import ModelDef
-from ge_python_backend.errors import OmFormatError
 
 
 def model_with(model_attrs: bytes = b"", op_attrs=(), name: str = "m") -> ModelDef:

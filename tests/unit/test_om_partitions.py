@@ -6,7 +6,12 @@ import io
 import struct
 
 import pytest
-from om_builder import (
+
+from ge_python_backend.ascend.om.header import parse_header
+from ge_python_backend.ascend.om.partitions import read_blocks
+from ge_python_backend.ascend.om.source import FileSource
+from ge_python_backend.errors import OmFormatError
+from tests.support.om_builder import (
     MODEL_DEF,
     TASK_INFO,
     VERSION_1,
@@ -16,11 +21,6 @@ from om_builder import (
     om_file,
     partition_block,
 )
-
-from ge_python_backend.ascend.om.header import parse_header
-from ge_python_backend.ascend.om.partitions import read_blocks
-from ge_python_backend.ascend.om.source import FileSource
-from ge_python_backend.errors import OmFormatError
 
 PARTS = [(MODEL_DEF, b"m" * 10), (WEIGHTS_DATA, b"w" * 7), (TASK_INFO, b"t" * 3)]
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from om_builder import (
+
+from ge_python_backend.ascend.om import IO_FROM_INOUT, IO_FROM_MODEL_DEF, read_om
+from ge_python_backend.errors import OmFormatError
+from ge_python_backend.specs import BatchSupport, ShapeGear, TensorSpec
+from tests.support.om_builder import (
     MODEL_DEF,
     MODEL_INOUT_INFO,
     TASK_INFO,
@@ -25,10 +29,6 @@ from om_builder import (
     tensor_desc,
     tlv,
 )
-
-from ge_python_backend.ascend.om import IO_FROM_INOUT, IO_FROM_MODEL_DEF, read_om
-from ge_python_backend.errors import OmFormatError
-from ge_python_backend.specs import BatchSupport, ShapeGear, TensorSpec
 
 BOTH_SOURCES = pytest.mark.parametrize("with_inout", [True, False], ids=["inout", "modeldef"])
 

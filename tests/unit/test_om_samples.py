@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from samples import OM_SAMPLES_DIR
 
 from ge_python_backend.ascend.om import IO_FROM_INOUT, IO_FROM_MODEL_DEF, read_om
 from ge_python_backend.ascend.om.inout import parse_inout
 from ge_python_backend.ascend.om.iospec import io_from_inout, io_from_model_def
 from ge_python_backend.ascend.om.modeldef import ModelDef
 from ge_python_backend.specs import BatchSupport, TensorSpec
+from tests.support.samples import OM_SAMPLES_DIR
 
 SAMPLES = OM_SAMPLES_DIR
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from om_builder import f_bytes, f_float, f_int, f_packed, tag, varint
 
 from ge_python_backend.ascend.om.wire import MAX_DEPTH, Message
 from ge_python_backend.errors import OmFormatError
+from tests.support.om_builder import f_bytes, f_float, f_int, f_packed, tag, varint
 
 
 def parse(data: bytes, base: int = 0) -> Message:

@@ -7,13 +7,13 @@ import time
 
 import numpy as np
 import pytest
-from fakes import DoublingEngine
 
 from ge_python_backend.errors import EngineError, InputError
 from ge_python_backend.serving.observers import Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.specs import BatchSupport
+from tests.support.fakes import DoublingEngine
 
 
 class Answers:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import struct
 
-import acl_sim_nets as nets
 import pytest
 
 from ge_python_backend.cli import main
 from ge_python_backend.errors import ConfigError, OmFormatError
 from ge_python_backend.sim import read_sim_om, sim_compile
 from ge_python_backend.specs import BatchSupport, ShapeGear, TensorSpec
+from tests.support import acl_sim_nets as nets
 
 
 @pytest.fixture(scope="module")

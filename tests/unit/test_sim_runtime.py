@@ -10,13 +10,13 @@ import ctypes
 import json
 import threading
 
-import acl_sim_nets as nets
 import numpy as np
 import pytest
-from samples import OM_SAMPLES
 
 from ge_python_backend.sim import Simulator, sim_compile
 from ge_python_backend.sim.memory import HostMemory
+from tests.support import acl_sim_nets as nets
+from tests.support.samples import OM_SAMPLES
 
 H2D, D2H, HUGE_FIRST = 1, 2, 0
 

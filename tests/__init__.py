@@ -1,0 +1,1 @@
+"""The test suite: unit/ (in-process) and e2e/ (a real tritonserver)."""

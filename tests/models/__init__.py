@@ -1,0 +1,1 @@
+"""Model code that tests serve (copied into model folders) and read for their helpers."""

@@ -1,0 +1,1 @@
+"""Fast in-process tests."""
