@@ -17,9 +17,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from bench_common import Ratio, ratio_table, save_json  # noqa: E402
 
 from ge_python_backend.ops.bench.host import wait_quiet  # noqa: E402

@@ -21,9 +21,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from bench_common import common_arguments  # noqa: E402
 from bench_serving import build_repository  # noqa: E402
 

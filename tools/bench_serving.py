@@ -29,9 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from bench_common import (  # noqa: E402
     CONTAMINATED_CORES,
     POINT_HEADER,

@@ -18,9 +18,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from bench_common import (  # noqa: E402
     POINT_HEADER,
     Ratio,

@@ -14,12 +14,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from bench_common import CONTAMINATED_CORES, clean, common_arguments, levels_argument, save_json  # noqa: E402
 from bench_serving import build_repository  # noqa: E402
 

@@ -1,1 +1,25 @@
-"""TODO docstring."""
+"""Pre- and post-processing helpers for GEModel subclasses: images in, labels out.
+
+``ImageClassifier`` is the ``classification`` template's hooks as one object; ``preprocessing``
+and ``postprocessing`` hold the pieces (image decoding and normalisation, labels, top-k) for
+hooks of your own.
+"""
+
+from ge_python_backend.hooks.classification import CLASSIFICATION_PARAMETERS, IMAGE, LABELS, SCORES, ImageClassifier
+from ge_python_backend.hooks.postprocessing import load_labels, softmax, top_k
+from ge_python_backend.hooks.preprocessing import ImageInput, decode_images, image_input, normalize
+
+__all__ = [
+    "CLASSIFICATION_PARAMETERS",
+    "IMAGE",
+    "LABELS",
+    "SCORES",
+    "ImageClassifier",
+    "ImageInput",
+    "decode_images",
+    "image_input",
+    "load_labels",
+    "normalize",
+    "softmax",
+    "top_k",
+]

@@ -27,7 +27,6 @@ import json
 import os
 import shutil
 import string
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +56,7 @@ def _option_parser(option: Mapping[str, Any]) -> tuple[Callable[[str], Any], str
 
 def template_roots() -> list[Path]:
     roots = [Path(p) for p in os.environ.get(ENV_TEMPLATE_PATH, "").split(os.pathsep) if p]
-    roots.append(Path(__file__).resolve().parents[2] / "model_repository_templates")
-    roots.append(Path(sys.prefix) / "share" / "ge-python-backend" / "model_repository_templates")
+    roots.append(Path(__file__).resolve().parent / "model_templates")  # package data
     return [r for r in roots if r.is_dir()]
 
 

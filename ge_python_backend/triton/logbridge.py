@@ -21,9 +21,13 @@ _lock = threading.Lock()
 class TritonLogHandler(logging.Handler):
     """Forwards log records to ``pb_utils.Logger``."""
 
-    def __init__(self, pb_utils: Any, prefix: str) -> None:
+    def __init__(self, pb_utils: Any) -> None:
         super().__init__()
         self._logger = pb_utils.Logger
+
+    def name_instance(self, instance_name: str) -> None:
+        """Prefix every line with the model instance (a stub process serves one)."""
+        prefix = f"[{instance_name}] " if instance_name else ""
         self.setFormatter(logging.Formatter(f"{prefix}%(name)s: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -42,14 +46,15 @@ class TritonLogHandler(logging.Handler):
 
 
 def install(pb_utils: Any, instance_name: str, verbose: bool) -> TritonLogHandler:
-    """Bridge the package's logger to ``pb_utils.Logger`` (once per process; later calls only
-    lower the level when ``verbose`` asks for DEBUG)."""
+    """Bridge the package's logger to ``pb_utils.Logger``: one handler per process, named after
+    the latest instance; the level only goes down (DEBUG once any instance is ``verbose``)."""
     logger = logging.getLogger(PACKAGE_LOGGER)
     with _lock:
         handler = next((h for h in logger.handlers if isinstance(h, TritonLogHandler)), None)
         if handler is None:
-            handler = TritonLogHandler(pb_utils, f"[{instance_name}] " if instance_name else "")
+            handler = TritonLogHandler(pb_utils)
             logger.addHandler(handler)
+        handler.name_instance(instance_name)
         level = logging.DEBUG if verbose else logging.INFO
         if logger.level == logging.NOTSET or level < logger.level:
             logger.setLevel(level)
