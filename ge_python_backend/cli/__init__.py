@@ -21,6 +21,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "install-backend": ("install_backend", 'install the Python-based backend "ge" into a Triton backends folder'),
     "serve": ("serve", "run tritonserver on a model repository until Ctrl-C"),
     "bench": ("bench", "measure throughput and latency of a served model: concurrency sweep or fixed rates"),
+    "deploy": ("deploy", "write Kubernetes manifests and an image build context to serve a repository on Ascend nodes"),
     "sim-compile": ("sim_compile", "compile an .onnx file into a simulated .om for engine acl-sim (no CANN needed)"),
 }
 

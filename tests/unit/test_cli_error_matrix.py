@@ -109,6 +109,10 @@ CASES = [
     ("bench m -u 127.0.0.1:1 --metrics-url none", 2, "cannot read model 'm' from 127.0.0.1:1 (grpc)"),
     ("bench m --batch-size 0", 2, "--batch-size 0: expected an integer >= 1"),
     ("bench m --concurrency 0", 2, "argument --concurrency: '0': expected numbers > 0"),
+    ("deploy {missing} -o {out} --image r.example/i:1", 2, "missing is not a folder"),
+    ("deploy {repo} -o {out} --image r.example/i:1", 2, "has errors every pod would hit"),
+    ("deploy {folder} -o {out}", 2, "the following arguments are required: --image"),
+    ("deploy {folder} -o {out} --image r.example/i:1 --replicas 0", 2, "--replicas 0: expected an integer from 1"),
 ]
 
 

@@ -1,0 +1,658 @@
+"""The Kubernetes objects of a deployment, as plain dicts (one function per object).
+
+Sources for the fields (see docs/deploy.md for the reasoning):
+
+- Ascend device plugin: the resource ``huawei.com/<type>`` with limits equal to requests, the
+  node label ``accelerator=huawei-<type>`` and the ``huawei.com/<type>:NoSchedule`` toleration the
+  plugin's own DaemonSet carries (MindCluster ``ascendplugin.yaml``); the driver mounts used
+  without Ascend Docker Runtime (CANN container image README, ``docker run -v`` list).
+- tritonserver 2.51 flags (``tritonserver --help``) and its health endpoints ``/v2/health/live``
+  and ``/v2/health/ready`` (KServe v2 protocol).
+- Prometheus Operator ``monitoring.coreos.com/v1`` ServiceMonitor/PodMonitor, autoscaling/v2 HPA
+  on a Pods metric served by prometheus-adapter, KEDA ``keda.sh/v1alpha1`` ScaledObject with a
+  Prometheus trigger (metadata values are strings), KServe ``serving.kserve.io`` ServingRuntime
+  (v1alpha1) and InferenceService (v1beta1) in Standard ("RawDeployment") mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ge_python_backend.ops.deploy.options import Autoscaler, ControlMode, DriverMounts, ModelSource, Rollout, Spread
+from ge_python_backend.ops.deploy.plan import PROBE_PERIOD_SECONDS, SHM_DEFAULT_BYTES, SHM_GROWTH_BYTES, DeployPlan
+
+Object = dict[str, Any]
+
+#: Where the image keeps its prepared Triton backends (Python backend with its stub, and ``ge``).
+BACKENDS_DIR = "/opt/ge-triton/backends"
+MODELS_DIR = "/models"
+KSERVE_MODELS_DIR = "/mnt/models"  # where KServe mounts storageUri
+KSERVE_HTTP_PORT = 8080
+KSERVE_GRPC_PORT = 9000
+KSERVE_CONTAINER = "kserve-container"
+KSERVE_MODEL_FORMAT = "ge-triton"
+CONTAINER = "tritonserver"
+#: The per-pod metric prometheus-adapter serves to the HPA: average queue time per request (µs).
+QUEUE_METRIC = "triton_queue_us_per_request"
+EXIT_TIMEOUT_SECONDS = 30  # tritonserver waits this long for in-flight requests on SIGTERM
+PRE_STOP_SECONDS = 10  # endpoints drop the pod before the server stops accepting
+#: Driver paths a container needs when Ascend Docker Runtime does not mount them (CANN image README).
+DRIVER_HOST_PATHS = (
+    ("ascend-driver", "/usr/local/Ascend/driver", "Directory"),
+    ("ascend-dcmi", "/usr/local/dcmi", "Directory"),
+    ("npu-smi", "/usr/local/bin/npu-smi", "File"),
+    ("ascend-install-info", "/etc/ascend_install.info", "File"),
+)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One YAML file: where it goes under the output folder, its object and a header comment."""
+
+    path: str
+    body: Object
+    comment: str = ""
+    kubernetes: bool = True  # a Kubernetes object (else: a config file for another tool)
+    standard: bool = True  # a built-in kind (validated against the Kubernetes schemas)
+
+
+# -- names and labels -----------------------------------------------------------------------------
+
+
+def labels(plan: DeployPlan, component: str = "inference-server") -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "ge-triton",
+        "app.kubernetes.io/instance": plan.options.name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "ge-triton-deploy",
+    }
+
+
+def pod_selector(plan: DeployPlan) -> dict[str, str]:
+    """The labels that pick this deployment's server pods."""
+    if plan.options.kserve:
+        return {"serving.kserve.io/inferenceservice": plan.options.name}
+    return {"app.kubernetes.io/name": "ge-triton", "app.kubernetes.io/instance": plan.options.name}
+
+
+def metadata(plan: DeployPlan, name: str, component: str = "inference-server", **extra: Any) -> Object:
+    return {"name": name, "namespace": plan.options.namespace, "labels": labels(plan, component), **extra}
+
+
+def scale_target(plan: DeployPlan) -> str:
+    """The Deployment the autoscaler scales (KServe names its own ``<isvc>-predictor``)."""
+    return f"{plan.options.name}-predictor" if plan.options.kserve else plan.options.name
+
+
+# -- the server container -------------------------------------------------------------------------
+
+
+def server_args(plan: DeployPlan, models_dir: str, http_port: int, grpc_port: int) -> list[str]:
+    options = plan.options
+    args = [
+        "tritonserver",
+        f"--model-repository={models_dir}",
+        f"--model-control-mode={options.model_control_mode}",
+    ]
+    if options.model_control_mode is ControlMode.EXPLICIT:
+        args += [f"--load-model={name}" for name in plan.model_names]
+    return args + [
+        "--strict-readiness=true",
+        "--exit-on-error=true",
+        f"--exit-timeout-secs={EXIT_TIMEOUT_SECONDS}",
+        f"--http-port={http_port}",
+        f"--grpc-port={grpc_port}",
+        f"--metrics-port={options.metrics_port}",
+        "--allow-metrics=true",
+        f"--backend-directory={BACKENDS_DIR}",
+        f"--backend-config=python,shm-default-byte-size={SHM_DEFAULT_BYTES}",
+        f"--backend-config=python,shm-growth-byte-size={SHM_GROWTH_BYTES}",
+    ]
+
+
+def resources(plan: DeployPlan) -> Object:
+    options = plan.options
+    requests: Object = {"cpu": options.cpu, "memory": options.memory}
+    limits: Object = {"memory": options.memory_limit or options.memory}
+    if options.cpu_limit:
+        limits["cpu"] = options.cpu_limit
+    if plan.npus:
+        # The device plugin's extended resource: limits must equal requests.
+        requests[options.device_type.resource] = plan.npus
+        limits[options.device_type.resource] = plan.npus
+    return {"requests": requests, "limits": limits}
+
+
+def probes(plan: DeployPlan, port: str) -> Object:
+    """Startup budget for loading every model copy, then liveness and readiness."""
+    return {
+        "startupProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": port},
+            "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": 5,
+            "failureThreshold": plan.startup_failure_threshold,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": port},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/v2/health/ready", "port": port},
+            "periodSeconds": 5,
+            "timeoutSeconds": 3,
+            "failureThreshold": 2,
+        },
+    }
+
+
+def environment() -> list[Object]:
+    # CANN writes its logs under $HOME/ascend/log; /tmp is a writable emptyDir for any user.
+    return [
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+    ]
+
+
+def container_security(plan: DeployPlan, pod_level: bool) -> Object:
+    """The container's securityContext; without a pod-level one (KServe) it carries the user too."""
+    context: Object = {"allowPrivilegeEscalation": False, "privileged": False}
+    if plan.run_as_user != 0:
+        context["capabilities"] = {"drop": ["ALL"]}
+    if not pod_level:
+        context.update(user_fields(plan))
+        context["seccompProfile"] = {"type": "RuntimeDefault"}
+    return context
+
+
+def user_fields(plan: DeployPlan) -> Object:
+    fields: Object = {"runAsUser": plan.run_as_user, "runAsGroup": plan.run_as_group}
+    if plan.run_as_user != 0:
+        fields["runAsNonRoot"] = True
+    return fields
+
+
+def volume_mounts(plan: DeployPlan, models: bool = True, models_read_only: bool = True) -> list[Object]:
+    mounts: list[Object] = []
+    if models and plan.options.model_source is ModelSource.PVC and not plan.options.kserve:
+        mounts.append({"name": "models", "mountPath": MODELS_DIR, "readOnly": models_read_only})
+    mounts += [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"}]
+    if plan.npus and plan.options.driver_mounts is DriverMounts.HOSTPATH:
+        mounts += [{"name": name, "mountPath": path, "readOnly": True} for name, path, _ in DRIVER_HOST_PATHS]
+    return mounts
+
+
+def volumes(plan: DeployPlan) -> list[Object]:
+    result: list[Object] = []
+    if plan.options.model_source is ModelSource.PVC and not plan.options.kserve:
+        result.append(
+            {"name": "models", "persistentVolumeClaim": {"claimName": plan.options.resolved_pvc_name, "readOnly": True}}
+        )
+    result += [
+        # The Python backend's shared memory: memory-backed, sized for the model instances.
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": plan.shm_size}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}},
+    ]
+    if plan.npus and plan.options.driver_mounts is DriverMounts.HOSTPATH:
+        result += [{"name": name, "hostPath": {"path": path, "type": kind}} for name, path, kind in DRIVER_HOST_PATHS]
+    return result
+
+
+def server_container(plan: DeployPlan, *, kserve: bool) -> Object:
+    options = plan.options
+    if kserve:
+        models_dir = KSERVE_MODELS_DIR if options.model_source is ModelSource.PVC else MODELS_DIR
+        http, grpc = KSERVE_HTTP_PORT, KSERVE_GRPC_PORT
+    else:
+        models_dir, http, grpc = MODELS_DIR, options.http_port, options.grpc_port
+    return {
+        "name": KSERVE_CONTAINER if kserve else CONTAINER,
+        "image": options.image,
+        "imagePullPolicy": str(options.image_pull_policy),
+        # args only: the image's ENTRYPOINT sources CANN's set_env.sh, then runs them.
+        "args": server_args(plan, models_dir, http, grpc),
+        "workingDir": "/tmp",
+        "env": environment(),
+        "ports": [
+            {"name": "http", "containerPort": http, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": grpc, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": options.metrics_port, "protocol": "TCP"},
+        ],
+        "resources": resources(plan),
+        **probes(plan, "http"),
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_SECONDS)]}}},
+        "securityContext": container_security(plan, pod_level=not kserve),
+        "volumeMounts": volume_mounts(plan),
+    }
+
+
+def check_container(plan: DeployPlan) -> Object:
+    """An init container that runs ``ge-triton check`` on the mounted repository: an empty or
+    broken volume stops the pod with the problems in its log, before any NPU work."""
+    res = resources(plan)
+    return {
+        "name": "check-repository",
+        "image": plan.options.image,
+        "imagePullPolicy": str(plan.options.image_pull_policy),
+        "args": ["ge-triton", "check", MODELS_DIR, "--backend-dir", BACKENDS_DIR],
+        "workingDir": "/tmp",
+        "env": environment(),
+        "resources": {
+            "requests": {k: v for k, v in res["requests"].items() if k in ("cpu", "memory")},
+            "limits": {k: v for k, v in res["limits"].items() if k in ("cpu", "memory")},
+        },
+        "securityContext": container_security(plan, pod_level=True),
+        "volumeMounts": [m for m in volume_mounts(plan) if m["name"] in ("models", "tmp")],
+    }
+
+
+# -- scheduling -----------------------------------------------------------------------------------
+
+
+def node_selector(plan: DeployPlan) -> dict[str, str]:
+    return dict(plan.node_selector)
+
+
+def tolerations(plan: DeployPlan) -> list[Object]:
+    if not plan.npus or not plan.options.device_toleration:
+        return []
+    return [{"key": plan.options.device_type.resource, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def affinity(plan: DeployPlan) -> Object:
+    term = {"labelSelector": {"matchLabels": pod_selector(plan)}, "topologyKey": "kubernetes.io/hostname"}
+    if plan.options.spread is Spread.REQUIRED:
+        return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
+        }
+    }
+
+
+def pod_scheduling(plan: DeployPlan) -> Object:
+    spec: Object = {}
+    if plan.node_selector:
+        spec["nodeSelector"] = node_selector(plan)
+    if tolerations(plan):
+        spec["tolerations"] = tolerations(plan)
+    spec["affinity"] = affinity(plan)
+    if plan.options.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in plan.options.image_pull_secrets]
+    return spec
+
+
+# -- plain Kubernetes objects -----------------------------------------------------------------------
+
+
+def deployment(plan: DeployPlan) -> Object:
+    options = plan.options
+    pod_spec: Object = {
+        **pod_scheduling(plan),
+        "securityContext": {**user_fields(plan), "seccompProfile": {"type": "RuntimeDefault"}},
+        "terminationGracePeriodSeconds": PRE_STOP_SECONDS + EXIT_TIMEOUT_SECONDS + 20,
+    }
+    if options.check_repository:
+        pod_spec["initContainers"] = [check_container(plan)]
+    pod_spec["containers"] = [server_container(plan, kserve=False)]
+    pod_spec["volumes"] = volumes(plan)
+    if options.rollout is Rollout.SURGE:
+        strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    else:
+        strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    spec: Object = {}
+    if options.autoscaler is Autoscaler.NONE:
+        spec["replicas"] = options.replicas  # with an autoscaler, it owns the count (apply must not reset it)
+    spec.update(
+        {
+            "revisionHistoryLimit": 5,
+            "progressDeadlineSeconds": plan.startup_seconds + 300,
+            "selector": {"matchLabels": pod_selector(plan)},
+            "strategy": strategy,
+            "template": {
+                "metadata": {
+                    "labels": {**pod_selector(plan), "app.kubernetes.io/component": "inference-server"},
+                    "annotations": {
+                        "kubectl.kubernetes.io/default-container": CONTAINER,
+                        "ge-triton.io/models": ",".join(plan.model_names),
+                    },
+                },
+                "spec": pod_spec,
+            },
+        }
+    )
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata(plan, options.name), "spec": spec}
+
+
+def service(plan: DeployPlan) -> Object:
+    options = plan.options
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(plan, options.name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": pod_selector(plan),
+            "ports": [
+                {"name": "http", "port": options.http_port, "targetPort": "http", "protocol": "TCP"},
+                {
+                    "name": "grpc",
+                    "port": options.grpc_port,
+                    "targetPort": "grpc",
+                    "protocol": "TCP",
+                    "appProtocol": "grpc",
+                },
+                {"name": "metrics", "port": options.metrics_port, "targetPort": "metrics", "protocol": "TCP"},
+            ],
+        },
+    }
+
+
+def headless_service(plan: DeployPlan) -> Object:
+    """Every ready pod's address in DNS, for gRPC clients that balance per request
+    (a ClusterIP balances connections, and one gRPC connection carries every call)."""
+    options = plan.options
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(plan, f"{options.name}-headless", "grpc-client-balancing"),
+        "spec": {
+            "clusterIP": "None",
+            "selector": pod_selector(plan),
+            "ports": [
+                {
+                    "name": "grpc",
+                    "port": options.grpc_port,
+                    "targetPort": "grpc",
+                    "protocol": "TCP",
+                    "appProtocol": "grpc",
+                }
+            ],
+        },
+    }
+
+
+def persistent_volume_claim(plan: DeployPlan) -> Object:
+    options = plan.options
+    spec: Object = {
+        "accessModes": [str(options.pvc_access_mode)],
+        "volumeMode": "Filesystem",
+        "resources": {"requests": {"storage": plan.pvc_size}},
+    }
+    if options.storage_class:
+        spec["storageClassName"] = options.storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata(plan, options.resolved_pvc_name, "model-repository"),
+        "spec": spec,
+    }
+
+
+def model_loader(plan: DeployPlan) -> Object:
+    """A pod that mounts the claim read-write, for copying the repository in (``kubectl exec ... tar``)."""
+    options = plan.options
+    container = {
+        "name": "loader",
+        "image": options.image,
+        "imagePullPolicy": str(options.image_pull_policy),
+        "args": ["sleep", "86400"],
+        "env": environment(),
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "securityContext": container_security(plan, pod_level=True),
+        "volumeMounts": [{"name": "models", "mountPath": MODELS_DIR}],
+    }
+    spec: Object = {
+        "restartPolicy": "Never",
+        "securityContext": {**user_fields(plan), "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": options.resolved_pvc_name}}],
+    }
+    if plan.options.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in options.image_pull_secrets]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata(plan, f"{options.name}-model-loader", "model-loader"),
+        "spec": spec,
+    }
+
+
+def pod_disruption_budget(plan: DeployPlan) -> Object:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(plan, plan.options.name),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": pod_selector(plan)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def scaling_behavior(plan: DeployPlan) -> Object:
+    """Add at most two pods per two minutes (each loads its models before it helps) and remove one
+    at a time after five quiet minutes."""
+    return {
+        "scaleUp": {"stabilizationWindowSeconds": 60, "policies": [{"type": "Pods", "value": 2, "periodSeconds": 120}]},
+        "scaleDown": {
+            "stabilizationWindowSeconds": 300,
+            "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}],
+        },
+    }
+
+
+def horizontal_pod_autoscaler(plan: DeployPlan) -> Object:
+    options = plan.options
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": metadata(plan, options.name),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": scale_target(plan)},
+            "minReplicas": options.replicas,
+            "maxReplicas": options.resolved_max_replicas,
+            "metrics": [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": QUEUE_METRIC},
+                        "target": {"type": "AverageValue", "averageValue": str(options.queue_target_us)},
+                    },
+                }
+            ],
+            "behavior": scaling_behavior(plan),
+        },
+    }
+
+
+# -- custom resources --------------------------------------------------------------------------------
+
+
+def queue_time_query(plan: DeployPlan) -> str:
+    """PromQL: the deployment's average queue time per request (µs) over the last minute."""
+    namespace = plan.options.namespace
+    pods = f'pod=~"{scale_target(plan)}-.*"' if plan.options.kserve else f'service="{plan.options.name}"'
+    match = f'{{\n    namespace="{namespace}",\n    {pods}\n}}'
+    return (
+        f"sum(rate(nv_inference_queue_duration_us{match}[1m]))\n"
+        f"/ clamp_min(sum(rate(nv_inference_request_success{match}[1m])), 1e-9)"
+    )
+
+
+def scaled_object(plan: DeployPlan) -> Object:
+    options = plan.options
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": metadata(plan, options.name),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": scale_target(plan)},
+            "minReplicaCount": options.replicas,
+            "maxReplicaCount": options.resolved_max_replicas,
+            "pollingInterval": 15,
+            "cooldownPeriod": 300,
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": scaling_behavior(plan)}},
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    # Value: the query is already a per-request average; AverageValue would divide it by replicas.
+                    "metricType": "Value",
+                    "metadata": {
+                        "serverAddress": options.prometheus_url,
+                        "query": queue_time_query(plan),
+                        "threshold": str(options.queue_target_us),
+                        "ignoreNullValues": "true",
+                    },
+                }
+            ],
+        },
+    }
+
+
+def service_monitor(plan: DeployPlan) -> Object:
+    options = plan.options
+    meta = metadata(plan, options.name)
+    meta["labels"].update(dict(options.monitor_labels))
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": meta,
+        "spec": {
+            "selector": {"matchLabels": {**pod_selector(plan), "app.kubernetes.io/component": "inference-server"}},
+            "namespaceSelector": {"matchNames": [options.namespace]},
+            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": options.scrape_interval}],
+        },
+    }
+
+
+def pod_monitor(plan: DeployPlan) -> Object:
+    """KServe makes the Service; scrape its pods directly (port name ``metrics``)."""
+    options = plan.options
+    meta = metadata(plan, options.name)
+    meta["labels"].update(dict(options.monitor_labels))
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": meta,
+        "spec": {
+            "selector": {"matchLabels": pod_selector(plan)},
+            "namespaceSelector": {"matchNames": [options.namespace]},
+            "podMetricsEndpoints": [{"port": "metrics", "path": "/metrics", "interval": options.scrape_interval}],
+        },
+    }
+
+
+def serving_runtime(plan: DeployPlan) -> Object:
+    options = plan.options
+    spec: Object = {
+        "annotations": {
+            "prometheus.kserve.io/port": str(options.metrics_port),
+            "prometheus.kserve.io/path": "/metrics",
+        },
+        "supportedModelFormats": [{"name": KSERVE_MODEL_FORMAT, "version": "1", "autoSelect": True, "priority": 1}],
+        "protocolVersions": ["v2", "grpc-v2"],
+        "multiModel": False,
+        **pod_scheduling(plan),
+        "containers": [server_container(plan, kserve=True)],
+        "volumes": volumes(plan),
+    }
+    return {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ServingRuntime",
+        "metadata": metadata(plan, f"{options.name}-runtime"),
+        "spec": spec,
+    }
+
+
+def inference_service(plan: DeployPlan) -> Object:
+    options = plan.options
+    model: Object = {
+        "modelFormat": {"name": KSERVE_MODEL_FORMAT, "version": "1"},
+        "runtime": f"{options.name}-runtime",
+        "protocolVersion": "v2",
+    }
+    if options.model_source is ModelSource.PVC:
+        model["storageUri"] = f"pvc://{options.resolved_pvc_name}"
+    autoscaled = options.autoscaler is not Autoscaler.NONE
+    annotations = {
+        "serving.kserve.io/deploymentMode": "RawDeployment",
+        # external: the HPA or ScaledObject written here scales <name>-predictor; none: fixed replicas.
+        "serving.kserve.io/autoscalerClass": "external" if autoscaled else "none",
+    }
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": metadata(plan, options.name, annotations=annotations),
+        "spec": {
+            "predictor": {
+                "minReplicas": options.replicas,
+                "maxReplicas": options.resolved_max_replicas if autoscaled else options.replicas,
+                "model": model,
+            }
+        },
+    }
+
+
+def adapter_rules(plan: DeployPlan) -> Object:
+    """prometheus-adapter rule that serves ``triton_queue_us_per_request`` per pod to the HPA."""
+    matchers = "<<.LabelMatchers>>"
+    group = "<<.GroupBy>>"
+    return {
+        "rules": [
+            {
+                "seriesQuery": 'nv_inference_queue_duration_us{namespace!="",pod!=""}',
+                "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+                "name": {"matches": "^nv_inference_queue_duration_us$", "as": QUEUE_METRIC},
+                "metricsQuery": (
+                    f"sum(rate(nv_inference_queue_duration_us{{{matchers}}}[1m])) by ({group})\n"
+                    f"/ clamp_min(sum(rate(nv_inference_request_success{{{matchers}}}[1m])) by ({group}), 1e-9)"
+                ),
+            }
+        ]
+    }
+
+
+# -- the set ----------------------------------------------------------------------------------------
+
+
+def build_manifests(plan: DeployPlan) -> list[Manifest]:
+    """Every file ``deploy`` writes besides the image context, in apply order per folder."""
+    options = plan.options
+    files: list[Manifest] = []
+    if options.kserve:
+        files += [
+            Manifest("manifests/servingruntime.yaml", serving_runtime(plan), standard=False),
+            Manifest("manifests/inferenceservice.yaml", inference_service(plan), standard=False),
+        ]
+    else:
+        files += [
+            Manifest("manifests/deployment.yaml", deployment(plan)),
+            Manifest("manifests/service.yaml", service(plan)),
+            Manifest("manifests/service-headless.yaml", headless_service(plan)),
+        ]
+    files.append(Manifest("manifests/poddisruptionbudget.yaml", pod_disruption_budget(plan)))
+    if options.monitor:
+        monitor = pod_monitor(plan) if options.kserve else service_monitor(plan)
+        files.append(Manifest(f"manifests/{monitor['kind'].lower()}.yaml", monitor, standard=False))
+    if options.autoscaler is Autoscaler.HPA:
+        files.append(Manifest("manifests/horizontalpodautoscaler.yaml", horizontal_pod_autoscaler(plan)))
+        files.append(
+            Manifest(
+                "prometheus-adapter/rules.yaml",
+                adapter_rules(plan),
+                comment="Add these rules to prometheus-adapter's configuration (Helm chart value rules.custom,\n"
+                "or the rules: list of its ConfigMap); they serve the HPA's metric " + QUEUE_METRIC + ".",
+                kubernetes=False,
+            )
+        )
+    elif options.autoscaler is Autoscaler.KEDA:
+        files.append(Manifest("manifests/scaledobject.yaml", scaled_object(plan), standard=False))
+    if options.model_source is ModelSource.PVC:
+        if options.create_pvc:
+            files.append(Manifest("storage/persistentvolumeclaim.yaml", persistent_volume_claim(plan)))
+        files.append(Manifest("storage/model-loader.yaml", model_loader(plan)))
+    return files
