@@ -58,9 +58,11 @@ args = parser.parse_args()
 install = find_tritonserver()
 backends = prepare_backends(install, args.workspace)  # Python backend + stub for this Python, backend ge
 (args.bin_dir / "tritonserver").symlink_to(install.binary)
-# tritonserver finds its bundled libraries through its RPATH; the Python backend's stub needs this
-# Python's libpython (CANN images build Python with --enable-shared under /usr/local/python3.*).
-args.ld_conf.write_text(sysconfig.get_config_var("LIBDIR") + "\\n")
+# The stub copied into the backends folder loses its relative RPATH: it needs the wheel's bundled
+# libraries and this Python's libpython (CANN images build Python with --enable-shared).
+libraries = [str(install.library_path)] if install.library_path else []
+libraries.append(sysconfig.get_config_var("LIBDIR"))
+args.ld_conf.write_text("\\n".join(libraries) + "\\n")
 print(f"tritonserver {install.binary}, backends {backends}")
 '''
 
