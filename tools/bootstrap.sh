@@ -34,3 +34,25 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
     "$venv/bin/python" -m pip install --quiet -e "$root[dev]"
     touch "$stamp"
 fi
+
+# nginx (Debian's package) for the load-balanced scale-out test (tests/e2e/test_scale_out.py).
+# Installed only when missing, with apt-get, as root; never fatal: without it that test is skipped
+# with the reason. Its service is not started (a temporary policy-rc.d forbids it) when the image
+# has none.
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        echo "bootstrap: installing nginx (apt-get) for the scale-out test"
+        policy=/usr/sbin/policy-rc.d
+        made_policy=""
+        if [ ! -e "$policy" ]; then
+            printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && made_policy=1
+        fi
+        if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx; } \
+            >/dev/null 2>&1; then
+            echo "bootstrap: could not install nginx; tests/e2e/test_scale_out.py will be skipped" >&2
+        fi
+        if [ -n "$made_policy" ]; then rm -f "$policy"; fi
+    else
+        echo "bootstrap: nginx is missing (install it as root: apt-get install nginx); tests/e2e/test_scale_out.py will be skipped" >&2
+    fi
+fi
