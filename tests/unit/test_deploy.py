@@ -459,6 +459,7 @@ def test_image_context(repos, tmp_path, capsys):
     pyproject = package_pyproject()
     assert '"numpy>=1.22"' in pyproject and '"onnxruntime>=1.16"' in pyproject and "pytest" not in pyproject
     assert 'acl-sim = "ge_python_backend.sim.plugin:ENGINE"' in pyproject
+    assert '"repository/model_templates/generic/template.json"' in pyproject and '"py.typed"' in pyproject
 
 
 def test_force_replaces_only_an_earlier_deployment(repos, tmp_path, capsys):

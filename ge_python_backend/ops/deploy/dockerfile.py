@@ -19,7 +19,6 @@ import shutil
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
-import ge_python_backend
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.ops.deploy.manifests import BACKENDS_DIR, MODELS_DIR
 from ge_python_backend.ops.deploy.options import ModelSource
@@ -29,6 +28,19 @@ DISTRIBUTION = "ge-python-backend"
 #: The extras the image needs: ONNX Runtime engines and check of .onnx files, PNG/JPEG inputs.
 IMAGE_EXTRAS = ("onnx", "server", "images")
 WORKSPACE = str(Path(BACKENDS_DIR).parent)
+#: This installation's package folder (ops/deploy/dockerfile.py -> ge_python_backend/).
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+
+def package_data() -> list[str]:
+    """The package's files that are not Python modules (templates, py.typed), relative to it."""
+    return sorted(
+        p.relative_to(PACKAGE_DIR).as_posix()
+        for p in PACKAGE_DIR.rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    )
+
 
 ENTRYPOINT = """#!/bin/bash
 # Written by ge-triton deploy. Sets up CANN's environment when the image has CANN, then runs the
@@ -155,7 +167,7 @@ def package_pyproject() -> str:
         'include = ["ge_python_backend*"]',
         "",
         "[tool.setuptools.package-data]",
-        'ge_python_backend = ["py.typed"]',
+        "ge_python_backend = [" + ", ".join(f'"{name}"' for name in package_data()) + "]",
     ]
     return "\n".join(lines) + "\n"
 
@@ -173,11 +185,7 @@ def write_context(plan: DeployPlan, folder: Path) -> list[Path]:
         written.append(folder / name)
     (folder / "entrypoint.sh").chmod(0o755)
     source = folder / "ge-python-backend"
-    shutil.copytree(
-        Path(ge_python_backend.__file__).parent,
-        source / "ge_python_backend",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
+    shutil.copytree(PACKAGE_DIR, source / "ge_python_backend", ignore=_IGNORED)
     (source / "pyproject.toml").write_text(package_pyproject(), encoding="utf-8")
     written.append(source)
     if plan.options.model_source is ModelSource.IMAGE:
