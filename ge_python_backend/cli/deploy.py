@@ -43,17 +43,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="folder to write")
     parser.add_argument("--force", action="store_true", help="replace DIR if an earlier deploy wrote it")
     names = parser.add_argument_group("names")
-    names.add_argument("--image", required=True, help="the image to build from DIR/image and run (with a tag)")
-    names.add_argument("--name", default="ge-triton", help="name of the objects (default: ge-triton)")
-    names.add_argument("--namespace", default="default", help="namespace (default: default)")
-    names.add_argument("--base-image", help="CANN base image (default: quay.io/ascend/cann for the device type)")
-    names.add_argument("--image-pull-policy", default="IfNotPresent", help="IfNotPresent, Always or Never")
+    names.add_argument(
+        "--image", metavar="IMAGE", required=True, help="the image to build from DIR/image and run (with a tag)"
+    )
+    names.add_argument("--name", metavar="NAME", default="ge-triton", help="name of the objects (default: ge-triton)")
+    names.add_argument("--namespace", metavar="NAMESPACE", default="default", help="namespace (default: default)")
+    names.add_argument(
+        "--base-image", metavar="IMAGE", help="CANN base image (default: quay.io/ascend/cann for the device type)"
+    )
+    names.add_argument(
+        "--image-pull-policy", metavar="POLICY", default="IfNotPresent", help="IfNotPresent, Always or Never"
+    )
     names.add_argument("--image-pull-secret", dest="image_pull_secrets", action="append", default=[], metavar="NAME")
     device = parser.add_argument_group("devices and scheduling")
     device.add_argument(
-        "--device-type", default="Ascend310P", help="Ascend310P, Ascend310, Ascend910 or npu (huawei.com/<type>)"
+        "--device-type",
+        metavar="TYPE",
+        default="Ascend310P",
+        help="Ascend310P, Ascend310, Ascend910 or npu (huawei.com/<type>)",
     )
-    device.add_argument("--npus", type=int, help="NPUs per pod (default: the device ids the models use; 0 without)")
+    device.add_argument(
+        "--npus", metavar="N", type=int, help="NPUs per pod (default: the device ids the models use; 0 without)"
+    )
     device.add_argument(
         "--node-selector",
         action="append",
@@ -68,33 +79,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     device.add_argument(
         "--driver-mounts",
+        metavar="HOW",
         default="runtime",
         help="runtime: Ascend Docker Runtime mounts the driver (default); hostpath: mount it from the host",
     )
-    device.add_argument("--run-as-user", type=int, help="UID (default: 0 with NPUs, 1000 without)")
+    device.add_argument("--run-as-user", metavar="UID", type=int, help="UID (default: 0 with NPUs, 1000 without)")
     device.add_argument("--device-group", type=int, metavar="GID", help="group owning /dev/davinci* (for non-root)")
-    device.add_argument("--spread", default="preferred", help="pod anti-affinity per node: preferred or required")
-    device.add_argument("--rollout", default="surge", help="surge (new pod first) or replace (old pod first)")
-    scale = parser.add_argument_group("replicas and autoscaling")
-    scale.add_argument("--replicas", type=int, default=2, help="replicas (the autoscaler's minimum; default 2)")
-    scale.add_argument("--max-replicas", type=int, help="the autoscaler's maximum (default: twice --replicas)")
-    scale.add_argument("--autoscaler", default="hpa", help="hpa (prometheus-adapter), keda or none")
-    scale.add_argument(
-        "--queue-target-us", type=int, default=10_000, help="target average queue time per request, µs (10000)"
+    device.add_argument(
+        "--spread", metavar="HOW", default="preferred", help="pod anti-affinity per node: preferred or required"
     )
-    scale.add_argument("--prometheus-url", default="http://prometheus-operated.monitoring.svc:9090", help="for KEDA")
+    device.add_argument(
+        "--rollout", metavar="HOW", default="surge", help="surge (new pod first) or replace (old pod first)"
+    )
+    scale = parser.add_argument_group("replicas and autoscaling")
+    scale.add_argument(
+        "--replicas", metavar="N", type=int, default=2, help="replicas (the autoscaler's minimum; default 2)"
+    )
+    scale.add_argument(
+        "--max-replicas", metavar="N", type=int, help="the autoscaler's maximum (default: twice --replicas)"
+    )
+    scale.add_argument("--autoscaler", metavar="KIND", default="hpa", help="hpa (prometheus-adapter), keda or none")
+    scale.add_argument(
+        "--queue-target-us",
+        metavar="US",
+        type=int,
+        default=10_000,
+        help="target average queue time per request, µs (10000)",
+    )
+    scale.add_argument(
+        "--prometheus-url", metavar="URL", default="http://prometheus-operated.monitoring.svc:9090", help="for KEDA"
+    )
     scale.add_argument("--kserve", action="store_true", help="a KServe ServingRuntime and InferenceService instead")
     server = parser.add_argument_group("server")
-    server.add_argument("--http-port", type=int, default=8000)
-    server.add_argument("--grpc-port", type=int, default=8001)
-    server.add_argument("--metrics-port", type=int, default=8002)
-    server.add_argument("--model-control-mode", default="none", help="none (default) or explicit")
-    server.add_argument("--cpu", default="2", help="CPU request (default 2)")
-    server.add_argument("--cpu-limit", help="CPU limit (default: none)")
-    server.add_argument("--memory", default="8Gi", help="memory request (default 8Gi)")
-    server.add_argument("--memory-limit", help="memory limit (default: --memory)")
-    server.add_argument("--shm-size", help="/dev/shm size (default: from the model instances)")
-    server.add_argument("--startup-seconds-per-copy", type=int, default=60, help="startup budget per model copy")
+    server.add_argument("--http-port", metavar="PORT", type=int, default=8000)
+    server.add_argument("--grpc-port", metavar="PORT", type=int, default=8001)
+    server.add_argument("--metrics-port", metavar="PORT", type=int, default=8002)
+    server.add_argument("--model-control-mode", metavar="MODE", default="none", help="none (default) or explicit")
+    server.add_argument("--cpu", metavar="QTY", default="2", help="CPU request (default 2)")
+    server.add_argument("--cpu-limit", metavar="QTY", help="CPU limit (default: none)")
+    server.add_argument("--memory", metavar="QTY", default="8Gi", help="memory request (default 8Gi)")
+    server.add_argument("--memory-limit", metavar="QTY", help="memory limit (default: --memory)")
+    server.add_argument("--shm-size", metavar="QTY", help="/dev/shm size (default: from the model instances)")
+    server.add_argument(
+        "--startup-seconds-per-copy", metavar="S", type=int, default=60, help="startup budget per model copy"
+    )
     server.add_argument(
         "--no-check-repository",
         dest="check_repository",
@@ -102,14 +130,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="no init container running ge-triton check on the mounted repository",
     )
     storage = parser.add_argument_group("model repository volume")
-    storage.add_argument("--model-source", default="pvc", help="pvc (default) or image (baked into the image)")
-    storage.add_argument("--pvc", dest="pvc_name", help="claim name (default: NAME-models)")
+    storage.add_argument(
+        "--model-source", metavar="SOURCE", default="pvc", help="pvc (default) or image (baked into the image)"
+    )
+    storage.add_argument("--pvc", metavar="NAME", dest="pvc_name", help="claim name (default: NAME-models)")
     storage.add_argument(
         "--no-create-pvc", dest="create_pvc", action="store_false", help="the claim exists; do not write one"
     )
-    storage.add_argument("--pvc-size", help="claim size (default: twice the repository, at least 1Gi)")
-    storage.add_argument("--pvc-access-mode", default="ReadWriteMany", help="ReadWriteMany, ReadOnlyMany, ...")
-    storage.add_argument("--storage-class", help="storage class (default: the cluster's)")
+    storage.add_argument("--pvc-size", metavar="QTY", help="claim size (default: twice the repository, at least 1Gi)")
+    storage.add_argument(
+        "--pvc-access-mode", metavar="MODE", default="ReadWriteMany", help="ReadWriteMany, ReadOnlyMany, ..."
+    )
+    storage.add_argument("--storage-class", metavar="NAME", help="storage class (default: the cluster's)")
     monitoring = parser.add_argument_group("monitoring")
     monitoring.add_argument("--no-monitor", dest="monitor", action="store_false", help="no ServiceMonitor/PodMonitor")
     monitoring.add_argument(
@@ -120,7 +152,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="label the ServiceMonitor for your Prometheus' selector, e.g. release=kube-prometheus-stack",
     )
-    monitoring.add_argument("--scrape-interval", default="15s")
+    monitoring.add_argument("--scrape-interval", metavar="DURATION", default="15s")
 
 
 def options_from(args: argparse.Namespace) -> DeployOptions:

@@ -515,6 +515,7 @@ ERRORS = [
     (["{cpu}", "--scrape-interval", "15"], "--scrape-interval '15': expected a duration"),
     (["{cpu}", "--cpu-limit", "1"], "--cpu-limit 1: expected at least --cpu 2"),
     (["{cpu}", "--startup-seconds-per-copy", "0"], "--startup-seconds-per-copy 0: expected an integer from 1"),
+    (["{cpu}", "--queue-target-us", "500"], "--queue-target-us 500 is not above model 'linear'"),
 ]
 
 

@@ -40,6 +40,7 @@ class ModelFacts:
     versions: int  # versions Triton loads (version_policy)
     io_bytes: int | None  # inputs and outputs of one largest batch; None with variable dims or strings
     multi_copy: bool  # each slot loads its own model copy (the acl engines)
+    queue_delay_us: int = 0  # how long the batcher holds a request to fill a batch (by design)
 
     @property
     def copies(self) -> int:
@@ -111,6 +112,10 @@ def _model_facts(folder: Path) -> ModelFacts:
         versions=_served_versions(config, len(versions)),
         io_bytes=_io_bytes(config),
         multi_copy=info.npu,
+        queue_delay_us=max(
+            config.dynamic_batching.max_queue_delay_microseconds,
+            config.sequence_batching.oldest.max_queue_delay_microseconds,
+        ),
     )
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.ops.deploy.facts import ModelFacts, RepositoryFacts
-from ge_python_backend.ops.deploy.options import DeployOptions, DeviceType, ModelSource
+from ge_python_backend.ops.deploy.options import Autoscaler, DeployOptions, DeviceType, ModelSource
 from ge_python_backend.ops.deploy.quantities import GIB, MIB, gibibytes, mebibytes, parse_bytes
 
 #: Per model instance: the region the Python backend creates first, and its growth step (bytes).
@@ -73,6 +73,7 @@ def make_plan(options: DeployOptions, facts: RepositoryFacts) -> DeployPlan:
     npus = _npus(options, facts, warnings)
     _check_device_ids(facts.models, npus, options.npus is None, warnings)
     user, group = _user(options, npus, warnings)
+    _check_queue_target(options, facts)
     shm = _shm_bytes(options, facts)
     memory_limit = options.memory_limit_bytes
     if shm + SERVER_MEMORY_BYTES > memory_limit:
@@ -155,6 +156,20 @@ def _check_device_ids(models: tuple[ModelFacts, ...], npus: int, derived: bool, 
         warnings.append(
             f"--npus {npus}: device ids {','.join(map(str, idle))} are used by no model instance (in use: "
             f"{','.join(map(str, used))}); those chips would idle: add instances and device_ids, or lower --npus"
+        )
+
+
+def _check_queue_target(options: DeployOptions, facts: RepositoryFacts) -> None:
+    """The batcher holds requests up to max_queue_delay_microseconds on purpose; a target at or
+    below that is exceeded at any load, and the autoscaler would run at its maximum."""
+    if options.autoscaler is Autoscaler.NONE or not facts.models:
+        return
+    slowest = max(facts.models, key=lambda m: m.queue_delay_us)
+    if options.queue_target_us <= slowest.queue_delay_us:
+        raise ConfigError(
+            f"--queue-target-us {options.queue_target_us} is not above model {slowest.name!r}'s "
+            f"max_queue_delay_microseconds {slowest.queue_delay_us} (the batcher holds requests that long to fill "
+            "a batch, so any load would exceed the target): raise --queue-target-us"
         )
 
 
