@@ -382,12 +382,16 @@ def test_npu_pods_request_the_device_plugin_resource(repos, tmp_path, capsys):
 
 
 def test_cpu_pods_request_no_npu_and_run_as_non_root(repos, tmp_path, capsys):
-    spec = pod_spec(deployed(repos, tmp_path, capsys, "cpu"))
+    kinds = deployed(repos, tmp_path, capsys, "cpu")
+    spec = pod_spec(kinds)
     container = spec["containers"][0]
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}
     assert "nodeSelector" not in spec and "tolerations" not in spec
     assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] == 1000
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    # The non-root loader can write into a fresh (root-owned) volume through fsGroup.
+    (loader,) = kinds["Pod"]
+    assert loader["spec"]["securityContext"]["fsGroup"] == 1000
 
 
 def test_startup_budget_and_shared_memory_come_from_the_model_copies(repos, tmp_path, capsys):

@@ -404,9 +404,13 @@ def model_loader(plan: DeployPlan) -> Object:
         "securityContext": container_security(plan, pod_level=True),
         "volumeMounts": [{"name": "models", "mountPath": MODELS_DIR}],
     }
+    security: Object = {**user_fields(plan), "seccompProfile": {"type": "RuntimeDefault"}}
+    if plan.run_as_user != 0:
+        # A fresh volume belongs to root: give it the pod's group so a non-root loader can write.
+        security.update(fsGroup=plan.run_as_group, fsGroupChangePolicy="OnRootMismatch")
     spec: Object = {
         "restartPolicy": "Never",
-        "securityContext": {**user_fields(plan), "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": security,
         "containers": [container],
         "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": options.resolved_pvc_name}}],
     }
