@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -86,6 +87,30 @@ def shape_fits(actual: tuple[int, ...], declared: tuple[int, ...]) -> bool:
 
 
 @dataclass(frozen=True)
+class DevicePreprocessing:
+    """What the device does to an input before the model sees it (Ascend AIPP).
+
+    The client sends the image as ``pixel_format`` bytes (UINT8, NHWC); ``kind`` is
+    "aipp-static" (the transform is compiled in) or "aipp-dynamic" (set per request);
+    ``height``/``width`` the source image size (0: the model's own, or per request); ``steps`` the
+    transform in the device's order; ``normalizes`` whether mean/variance are applied there (so
+    the client must not apply them again).
+    """
+
+    kind: Literal["aipp-static", "aipp-dynamic"]
+    pixel_format: str
+    height: int = 0
+    width: int = 0
+    steps: tuple[str, ...] = ()
+    normalizes: bool = False
+
+    def describe(self) -> str:
+        size = f" {self.width}x{self.height}" if self.width else ""
+        steps = f": {', '.join(self.steps)}" if self.steps else ""
+        return f"{self.kind} {self.pixel_format or 'per request'}{size}{steps}"
+
+
+@dataclass(frozen=True)
 class TensorSpec:
     """One model input or output.
 
@@ -101,6 +126,9 @@ class TensorSpec:
     format: str = ""
     optional: bool = False
     native_type: str = ""
+    #: shape-range models: (min, max) per axis, max -1 when unbounded
+    ranges: tuple[tuple[int, int], ...] = ()
+    preprocessing: DevicePreprocessing | None = None
 
     def __post_init__(self) -> None:
         if self.dtype not in NUMPY_DTYPES and not (self.dtype == "" and self.native_type):
@@ -126,7 +154,8 @@ class TensorSpec:
 
     def describe(self) -> str:
         layout = f" {self.format}" if self.format else ""
-        return f"{self.name}: {self.dtype or self.native_type} {format_shape(self.shape)}{layout}"
+        extra = f" ({self.preprocessing.describe()})" if self.preprocessing else ""
+        return f"{self.name}: {self.dtype or self.native_type} {format_shape(self.shape)}{layout}{extra}"
 
 
 @dataclass(frozen=True)
@@ -134,7 +163,8 @@ class BatchSupport:
     """How a model accepts the batch axis (axis 0 of every input and output).
 
     kind:
-      - "dynamic": any batch size from 1 (axis 0 is -1 everywhere); ``sizes`` is empty;
+      - "dynamic": any batch size from 1 (axis 0 is -1 everywhere) up to ``limit`` (None: no
+        bound; a shape-range model's range gives one); ``sizes`` is empty;
       - "gears": only the listed sizes (an OM built with --dynamic_batch_size);
       - "static": exactly ``sizes[0]`` (axis 0 is fixed in the model file);
       - "none": the model has no batch axis that can be used (rank 0, or axis 0 is not batch).
@@ -142,6 +172,7 @@ class BatchSupport:
 
     kind: str
     sizes: tuple[int, ...] = ()
+    limit: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("dynamic", "gears", "static", "none"):
@@ -153,7 +184,7 @@ class BatchSupport:
     @property
     def largest(self) -> int | None:
         """Largest runnable batch; None when unbounded (dynamic) or not applicable (none)."""
-        return self.sizes[-1] if self.sizes else None
+        return self.sizes[-1] if self.sizes else self.limit
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,37 @@
+"""Streams and events one Ascend device offers, by SoC family.
+
+From hicann/runtime docs/zh/api_ref/06_stream_management.md 81-96 (aclrtCreateStream: "if streams
+already exist, the default stream included, you can create only max - existing") and
+07_event_management.md 81-107 (aclrtCreateEvent). Exceeding them fails with 207008
+ACL_ERROR_RT_NO_STREAM_RESOURCE / 207007 ACL_ERROR_RT_NO_EVENT_RESOURCE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    family: str
+    streams: int
+    events: int
+
+
+#: SoC name prefix -> limits (longest prefix first)
+_FAMILIES = (
+    ("Ascend910_93", DeviceLimits("Atlas A3", 1984, 65536)),
+    ("Ascend910B", DeviceLimits("Atlas A2", 1984, 65536)),
+    ("Ascend950", DeviceLimits("Ascend 950", 1984, 65536)),
+    ("Ascend910", DeviceLimits("Atlas training series", 2048, 65535)),
+    ("Ascend310P", DeviceLimits("Atlas inference series (310P)", 1024, 1023)),
+    ("Ascend310B", DeviceLimits("Atlas 200I/500 A2", 512, 65536)),
+)
+
+
+def device_limits(soc_name: str | None) -> DeviceLimits | None:
+    """The limits of ``soc_name`` (acl.get_soc_name), None when the docs give none for it."""
+    for prefix, limits in _FAMILIES:
+        if soc_name and soc_name.startswith(prefix):
+            return limits
+    return None
