@@ -8,8 +8,15 @@ import sys
 from pathlib import Path
 
 from ge_python_backend.cli.arguments import int_list
-from ge_python_backend.repository.atc import INPUT_FORMATS, PRECISION_MODE, PRECISION_MODE_V2, AtcRequest, atc_command
-from ge_python_backend.sim.compile import parse_input_shapes
+from ge_python_backend.repository.atc import (
+    INPUT_FORMATS,
+    PRECISION_MODE,
+    PRECISION_MODE_V2,
+    AtcRequest,
+    atc_command,
+    parse_dynamic_dims,
+    parse_input_shape,
+)
 
 EPILOG = """The printed command (run it where CANN's atc is installed) uses these ATC flags:
   --model=PATH            the ONNX file to compile
@@ -21,11 +28,21 @@ EPILOG = """The printed command (run it where CANN's atc is installed) uses thes
   --input_format=FMT      layout of the inputs: NCHW when every input has rank 4, NCDHW for rank 5,
                           ND otherwise (one value applies to all inputs)
   --input_shape="n:d,..." the shape of every input; -1 on axis 0 marks the batch axis of a
-                          dynamic-batch model, every other axis must have a size
+                          dynamic-batch model, every other axis must have a size. With
+                          --dynamic-dims: the inputs you name in --input-shape, in your order
+                          (static inputs may be named too), -1 on every axis the gears set
   --dynamic_batch_size="1,2,4,8"
                           the batch sizes (gears) compiled into the .om; the served model pads a
                           batch up to the next gear. Emitted for two or more gears: ATC needs at
                           least two, so a single gear becomes a fixed batch size instead
+  --dynamic_dims="v,..;v,.."
+                          from --dynamic-dims: the dims gears. Each gear gives one value per -1
+                          axis of --input_shape, input by input in its order (ATC's rule): for
+                          data:1,1,40,-1;label:1,-1;mask:-1,-1 the gear 20,20,1,1 runs data
+                          [1,1,40,20], label [1,20], mask [1,1]. 2..100 gears, none twice; not
+                          with --dynamic_batch_size or --insert_op_conf (ATC refuses both)
+  --insert_op_conf=FILE   from --insert-op-conf: an AIPP config in ATC's aipp_op { ... } syntax,
+                          checked against its input first
   --precision_mode_v2=M   for --precision fp16, origin, cube_fp16in_fp32out, mixed_float16 or
                           mixed_bfloat16: the precision ATC compiles operators in. origin keeps
                           the model's own types; fp16 uses float16 wherever an operator offers
@@ -56,7 +73,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--input-shape",
         default="",
         metavar="NAME:D0,D1,...;...",
-        help="shapes of inputs with unsized axes, ATC spelling (x:-1,3,224,224;y:-1,4)",
+        help="shapes of inputs with unsized axes, ATC spelling (x:-1,3,224,224;y:-1,4); with --dynamic-dims "
+        "the inputs in the order the gears list their -1 values",
+    )
+    parser.add_argument(
+        "--dynamic-dims",
+        default="",
+        metavar="V,V,...;V,V,...",
+        help="dims gears (ATC --dynamic_dims): per gear one value per -1 axis of --input-shape, in its order",
+    )
+    parser.add_argument(
+        "--insert-op-conf", type=Path, metavar="AIPP.cfg", help="an AIPP config for ATC (--insert_op_conf)"
     )
     parser.add_argument(
         "--precision",
@@ -81,10 +108,12 @@ def run(args: argparse.Namespace) -> int:
             soc_version=args.soc_version,
             output=args.output,
             batch_gears=args.batch_gears,
-            input_shapes=parse_input_shapes(args.input_shape),
+            input_shapes=parse_input_shape(args.input_shape),
             precision=args.precision,
             input_format=args.input_format,
             config=args.config,
+            dynamic_dims=parse_dynamic_dims(args.dynamic_dims),
+            insert_op_conf=args.insert_op_conf,
         )
     )
     for note in command.notes:

@@ -5,6 +5,16 @@ where CANN is installed. Shapes come from the ONNX file (read through ``modelfil
 from the config's dims, then from ``--input-shape``; batch gears come from ``--batch-gears``
 or from the config's ``max_batch_size`` / ``preferred_batch_size``. Contradictions are errors
 that say what conflicts.
+
+Dynamic dims (``--dynamic-dims``, ATC's ``--dynamic_dims``) follow ATC's own rules: the
+``--input_shape`` it emits lists the inputs in the order the user gave (static inputs may be
+named too), each gear lists one value per -1 axis of that ``--input_shape``, in its order, and
+is checked as ATC checks it: the value count, 2..100 gears, no gear twice, every input with -1
+axes named, never together with ``--dynamic_batch_size`` or ``--insert_op_conf`` (hicann/ge
+compiler/graph/preprocess/multi_batch_options.cc:32, 477-500, 613-655;
+compiler/graph/passes/multi_batch/multi_batch_clone_pass.cc:300-307;
+docs/zh/user_guides/atc_tools/CLI_options/--dynamic_dims.md:23-60). ``--insert-op-conf`` passes an
+AIPP config (ATC's ``aipp_op { ... }`` syntax) through, after checking it against the inputs.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ge_python_backend.ascend.aipp import AippConfig, AippMode, parse_aipp_config
 from ge_python_backend.engines import ModelKind
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.config import read_config_file
@@ -35,8 +46,8 @@ PRECISION_MODE = (
     "allow_fp32_to_bf16",
 )
 INPUT_FORMATS = ("NCHW", "NCDHW", "ND")
-#: ATC's documented limit on --dynamic_batch_size gears.
-MAX_GEARS = 100
+#: ATC's documented limits on --dynamic_batch_size / --dynamic_dims gears (--dynamic_dims.md:23).
+MIN_DIMS_GEARS, MAX_GEARS = 2, 100
 ONNX_FRAMEWORK = "5"
 _SOC = re.compile(r"^[A-Za-z0-9_]+$")
 _NEEDS_QUOTES = re.compile(r"[^A-Za-z0-9_@%+=:,./-]")
@@ -52,6 +63,10 @@ class AtcRequest:
     precision: str | None = None
     input_format: str | None = None
     config: Path | None = None
+    #: ATC --dynamic_dims: per gear, one value per -1 axis of ``input_shapes`` (in its order)
+    dynamic_dims: tuple[tuple[int, ...], ...] = ()
+    #: ATC --insert_op_conf: an AIPP config file
+    insert_op_conf: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -64,9 +79,51 @@ class AtcCommand:
         return " ".join(_quoted(argument) for argument in self.arguments)
 
 
+_LIST_FLAGS = ("--input_shape", "--dynamic_batch_size", "--dynamic_dims")
+
+
+def parse_input_shape(text: str) -> dict[str, tuple[int, ...]]:
+    """``"x:-1,3,224,224;y:1,-1"`` -> {"x": (-1, 3, 224, 224), "y": (1, -1)}, in the given order."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        name, sep, dims = part.rpartition(":")
+        if not sep or not name:
+            raise ConfigError(f"--input-shape item {part!r} is not NAME:D0,D1,... (e.g. x:-1,3,224,224)")
+        if name in shapes:
+            raise ConfigError(f"--input-shape names input {name!r} twice")
+        if "~" in dims:
+            raise ConfigError(
+                f"--input-shape of {name!r}: {dims!r} is a shape range; atc-cmd emits fixed sizes, -1 batch "
+                "axes and --dynamic-dims gears only"
+            )
+        try:
+            values = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+        except ValueError:
+            raise ConfigError(f"--input-shape of {name!r}: {dims!r} is not a list of sizes and -1") from None
+        if any(d < -1 or d == 0 for d in values):
+            raise ConfigError(f"--input-shape of {name!r}: {dims!r}: each axis is a size >= 1 or -1")
+        shapes[name] = values
+    return shapes
+
+
+def parse_dynamic_dims(text: str) -> tuple[tuple[int, ...], ...]:
+    """ATC's ``--dynamic_dims``: ``"1,20;2,40"`` -> ((1, 20), (2, 40)) (gears by ``;``, values by ``,``)."""
+    gears = []
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        try:
+            gears.append(tuple(int(v) for v in part.split(",")))
+        except ValueError:
+            raise ConfigError(f"--dynamic-dims gear {part!r} is not a comma-separated list of integers") from None
+    return tuple(gears)
+
+
 def _quoted(argument: str) -> str:
     flag, sep, value = argument.partition("=")
-    if sep and flag in ("--input_shape", "--dynamic_batch_size") and not re.search(r'["$`\\!]', value):
+    if sep and flag in _LIST_FLAGS and not re.search(r'["$`\\!]', value):
         return f'{flag}="{value}"'
     return shlex.quote(argument) if _NEEDS_QUOTES.search(argument) else argument
 
@@ -168,12 +225,22 @@ def _input_shapes(
         shapes[tensor.name] = _batch_axis(tensor.name, shape, gears, notes)
         rest = [axis for axis, size in enumerate(shapes[tensor.name]) if size < 0 and axis > 0]
         if rest:
-            raise ConfigError(
-                f"input {tensor.name!r} is {format_shape(shape)}: axis {rest[0]} has no size; give it "
-                f"one with --input-shape {tensor.name}:{','.join(str(d) for d in shapes[tensor.name])} "
-                "(ATC compiles fixed shapes; only the batch axis takes gears here)"
-            )
+            raise ConfigError(_unsized(tensor.name, shapes[tensor.name], rest, bool(gears)))
     return shapes
+
+
+def _unsized(name: str, shape: tuple[int, ...], axes: list[int], batch_gears: bool) -> str:
+    """What to do about axes without a size: a shape with a placeholder on each of them (never the
+    shape that failed), or --dynamic-dims gears of them."""
+    which = f"axis {axes[0]} has" if len(axes) == 1 else f"axes {', '.join(map(str, axes))} have"
+    fixed = ",".join("<size>" if axis in axes else str(d) for axis, d in enumerate(shape))
+    gears = ", instead of batch gears," if batch_gears else ""
+    return (
+        f"input {name!r} is {format_shape(shape)}: {which} no size, and ATC compiles only the batch axis as "
+        f'batch gears. Give a size (each <size> a number) with --input-shape "{name}:{fixed}", or{gears} compile '
+        f'the -1 axes as gears with --dynamic-dims "v,v,...;v,v,..." (one value per -1 axis of --input-shape, '
+        "in its order; at least two gears)"
+    )
 
 
 def _batch_axis(name: str, shape: tuple[int, ...], gears: tuple[int, ...], notes: list[str]) -> tuple[int, ...]:
@@ -252,6 +319,9 @@ def atc_command(request: AtcRequest) -> AtcCommand:
         )
     config = read_config_file(request.config) if request.config is not None else None
     notes: list[str] = []
+    aipp = _aipp_configs(request, model.spec.inputs)
+    if request.dynamic_dims:
+        return _dims_command(request, model.spec.inputs, config, aipp, notes)
     gears = _gears(request, config, notes)
     if len(gears) > MAX_GEARS:
         raise ConfigError(f"{len(gears)} batch gears; ATC accepts at most {MAX_GEARS}")
@@ -261,7 +331,16 @@ def atc_command(request: AtcRequest) -> AtcCommand:
             "least two gears)"
         )
     shapes = _input_shapes(request, model.spec.inputs, config, gears, notes)
-    arguments = [
+    arguments = _common_arguments(request, shapes, notes)
+    if len(gears) > 1:
+        arguments.append(f"--dynamic_batch_size={','.join(map(str, gears))}")
+    arguments += _aipp_arguments(request, aipp, model.spec.inputs, shapes, arguments)
+    arguments += _precision(request.precision)
+    return AtcCommand(tuple(arguments), tuple(notes))
+
+
+def _common_arguments(request: AtcRequest, shapes: Mapping[str, tuple[int, ...]], notes: list[str]) -> list[str]:
+    return [
         "atc",
         f"--model={request.model}",
         f"--framework={ONNX_FRAMEWORK}",
@@ -270,7 +349,152 @@ def atc_command(request: AtcRequest) -> AtcCommand:
         f"--input_format={_input_format(request, shapes)}",
         "--input_shape=" + ";".join(f"{name}:{','.join(map(str, shape))}" for name, shape in shapes.items()),
     ]
-    if len(gears) > 1:
-        arguments.append(f"--dynamic_batch_size={','.join(map(str, gears))}")
+
+
+# ----- dynamic dims
+
+
+def _dims_command(
+    request: AtcRequest, inputs: Sequence[TensorSpec], config, aipp: Mapping[str, AippConfig], notes: list[str]
+) -> AtcCommand:
+    """The command for --dynamic-dims: --input_shape in the user's order, then the checked gears."""
+    if request.batch_gears:
+        raise ConfigError(
+            "--dynamic-dims and --batch-gears are mutually exclusive (ATC refuses --dynamic_dims with "
+            "--dynamic_batch_size); put the batch axis into the dims gears as a -1 of --input-shape"
+        )
+    if aipp:
+        raise ConfigError(
+            "--dynamic-dims cannot be combined with --insert-op-conf: ATC refuses --dynamic_dims with AIPP "
+            "(--dynamic_dims.md; multi_batch_options.cc)"
+        )
+    shapes = _dims_shapes(request, inputs, config, notes)
+    _check_dims(request.dynamic_dims, shapes)
+    for gear in request.dynamic_dims:
+        values = iter(gear)
+        expanded = ", ".join(
+            f"{name} {format_shape(tuple(next(values) if d == -1 else d for d in shape))}"
+            for name, shape in shapes.items()
+        )
+        notes.append(f"dims gear {','.join(map(str, gear))}: {expanded}")
+    arguments = _common_arguments(request, shapes, notes)
+    arguments.append("--dynamic_dims=" + ";".join(",".join(map(str, g)) for g in request.dynamic_dims))
     arguments += _precision(request.precision)
     return AtcCommand(tuple(arguments), tuple(notes))
+
+
+def _dims_shapes(
+    request: AtcRequest, inputs: Sequence[TensorSpec], config, notes: list[str]
+) -> dict[str, tuple[int, ...]]:
+    """The inputs named in --input-shape, in its order, with the model's and the config's sizes merged in."""
+    by_name = {t.name: t for t in inputs}
+    unknown = [n for n in request.input_shapes if n not in by_name]
+    if unknown:
+        raise ConfigError(
+            f"--input-shape names {unknown[0]!r}, which is not a model input; the model takes {list(by_name)}"
+        )
+    from_config = _config_shapes(config, inputs) if config is not None else {}
+    merged: dict[str, tuple[int, ...]] = {}
+    for tensor in inputs:
+        shape = tensor.shape
+        if tensor.name in from_config:
+            shape = _merge(tensor, shape, from_config[tensor.name], str(request.config))
+        given = request.input_shapes.get(tensor.name)
+        if given is not None:
+            fixed = [a for a, (have, want) in enumerate(zip(shape, given)) if want == -1 and have != -1]
+            if len(given) == len(shape) and fixed:
+                raise ConfigError(
+                    f"--input-shape gives input {tensor.name!r} -1 on axis {fixed[0]}, which the model fixes at "
+                    f"{shape[fixed[0]]} ({format_shape(shape)}); only an axis without a size can be a "
+                    "--dynamic-dims axis"
+                )
+            shape = _merge(tensor, shape, tuple(given), "--input-shape")
+        merged[tensor.name] = shape
+    unnamed = [t.name for t in inputs if t.name not in request.input_shapes and -1 in merged[t.name]]
+    if unnamed:
+        name = unnamed[0]
+        raise ConfigError(
+            f"input {name!r} is {format_shape(merged[name])}: with --dynamic-dims every input with -1 axes must be "
+            f"named in --input-shape (ATC: 'All dynamic nodes must be set in --input_shape'); add "
+            f'"{name}:..." with a size or -1 on each axis, at the place in the order you want'
+        )
+    static = [t.name for t in inputs if t.name not in request.input_shapes]
+    if static:
+        notes.append(
+            f"inputs {', '.join(static)} are not in --input-shape: ATC keeps their model shapes and they take "
+            "no part in the dims gears"
+        )
+    return {name: merged[name] for name in request.input_shapes}
+
+
+def _check_dims(gears: tuple[tuple[int, ...], ...], shapes: Mapping[str, tuple[int, ...]]) -> None:
+    """ATC's checks of --dynamic_dims (multi_batch_options.cc:477-500, 613-655)."""
+    listed = ";".join(",".join(map(str, g)) for g in gears)
+    per_input = {name: shape.count(-1) for name, shape in shapes.items() if -1 in shape}
+    slots = sum(per_input.values())
+    if not slots:
+        raise ConfigError(f"--dynamic-dims {listed}: --input-shape has no -1 axis; mark the axes the gears set with -1")
+    if not MIN_DIMS_GEARS <= len(gears) <= MAX_GEARS:
+        raise ConfigError(f"--dynamic-dims {listed}: {len(gears)} gear(s); ATC takes {MIN_DIMS_GEARS} to {MAX_GEARS}")
+    layout = ", ".join(f"{name} {count}" for name, count in per_input.items())
+    for gear in gears:
+        if len(gear) != slots:
+            raise ConfigError(
+                f"--dynamic-dims gear {','.join(map(str, gear))} has {len(gear)} value(s); --input-shape has {slots} "
+                f"-1 axes ({layout}, in that order), and each gear gives one value per -1 axis"
+            )
+        if any(v < 1 for v in gear):
+            raise ConfigError(f"--dynamic-dims gear {','.join(map(str, gear))}: every value must be >= 1")
+    repeated = [g for i, g in enumerate(gears) if g in gears[:i]]
+    if repeated:
+        raise ConfigError(f"--dynamic-dims {listed}: gear {','.join(map(str, repeated[0]))} is given twice")
+
+
+# ----- AIPP
+
+
+def _aipp_configs(request: AtcRequest, inputs: Sequence[TensorSpec]) -> dict[str, AippConfig]:
+    """The --insert-op-conf configs by input name (parsed in ATC's syntax); ConfigError on a bad one."""
+    if request.insert_op_conf is None:
+        return {}
+    path = Path(request.insert_op_conf)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--insert-op-conf {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    found = {}
+    for config in parse_aipp_config(text, str(path)):
+        if config.related_input_rank >= len(inputs):
+            raise ConfigError(
+                f"{path}: aipp_op related_input_rank {config.related_input_rank}, but the model has "
+                f"{len(inputs)} input(s) ({', '.join(t.name for t in inputs)})"
+            )
+        found[inputs[config.related_input_rank].name] = config
+    return found
+
+
+def _aipp_arguments(
+    request: AtcRequest,
+    aipp: Mapping[str, AippConfig],
+    inputs: Sequence[TensorSpec],
+    shapes: Mapping[str, tuple[int, ...]],
+    arguments: list[str],
+) -> list[str]:
+    """``--insert_op_conf`` after checking each config against its NCHW input (AippConfig.problems)."""
+    if not aipp:
+        return []
+    if "--input_format=NCHW" not in arguments:
+        raise ConfigError(
+            "--insert-op-conf: ATC applies AIPP to a 4-D NCHW (or NHWC) input, and the --input_format here is not "
+            "NCHW; give --input-format NCHW"
+        )
+    for name, config in aipp.items():
+        shape = shapes.get(name, ())
+        if len(shape) != 4:
+            raise ConfigError(f"--insert-op-conf: input {name!r} is {format_shape(shape)}; AIPP needs a 4-D input")
+        if config.aipp_mode is AippMode.STATIC:
+            n, c, h, w = shape
+            problems = config.problems((n, c, h, w))
+            if problems:
+                raise ConfigError(f"--insert-op-conf: the AIPP of input {name!r}: " + "; ".join(problems))
+    return [f"--insert_op_conf={request.insert_op_conf}"]

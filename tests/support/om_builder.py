@@ -10,6 +10,7 @@ header, partition tables and partitions.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # ----- protobuf encoding
@@ -91,6 +92,31 @@ def map_entry(number: int, key: bytes | str, value: bytes) -> bytes:
     return f_bytes(number, f_bytes(1, key) + f_bytes(2, value))
 
 
+def attr_named(fields: dict[str, bytes], name: str = "") -> bytes:
+    """AttrDef.func (field 10): NamedAttrs{name=1, map<string, AttrDef> attr=2} (ge_ir.proto)."""
+    body = (f_bytes(1, name) if name else b"") + b"".join(map_entry(2, k, v) for k, v in fields.items())
+    return f_bytes(10, body)
+
+
+#: domi.AippOpParams.InputFormat values (insert_op.proto)
+AIPP_FORMATS = {"YUV420SP_U8": 1, "XRGB8888_U8": 2, "RGB888_U8": 3, "YUV400_U8": 4, "RGB24": 17}
+
+
+def aipp_attr(**values) -> bytes:
+    """An ``aipp`` attribute as AippOp::ConvertParamToAttr writes it: ints as i, bools as b, floats as f."""
+    fields = {}
+    for key, value in values.items():
+        if key == "input_format" and isinstance(value, str):
+            value = AIPP_FORMATS[value]
+        if isinstance(value, bool):
+            fields[key] = attr_b(value)
+        elif isinstance(value, float):
+            fields[key] = attr_f(value)
+        else:
+            fields[key] = attr_i(value)
+    return attr_named(fields)
+
+
 # ----- enums (written from om-format.md / ge types.h, independent of the reader's tables)
 
 #: native name -> (ge::DataType value used by MODEL_INOUT_INFO, ge.proto.DataType value used by MODEL_DEF)
@@ -132,6 +158,20 @@ class Tensor:
     origin_dims: tuple[int, ...] | None = None
     src: tuple[str, int] = ("", 0)
     format_bits: int = 0  # sub-format / C0 bits OR-ed into the INOUT format value
+    op_type: str = "Data"
+    #: _dynamic_aipp_input_dims and input_dims (V2) attributes, when set
+    aipp_dims: tuple[int, ...] | None = None
+    input_dims: tuple[int, ...] | None = None
+    #: other op attributes: raw AttrDef bytes, a str (a string attribute) or a list of str
+    attrs: dict[str, bytes | str | list[str]] = field(default_factory=dict)
+    #: the Data op's index attribute (None: its position in Model.inputs)
+    index: int | None = None
+
+    def v1(self) -> tuple[int, ...]:
+        """The dims GE reports: _dynamic_aipp_input_dims, else _mbatch_origin_input_dims, else the shape."""
+        if self.aipp_dims is not None:
+            return self.aipp_dims
+        return self.origin_dims if self.origin_dims is not None else self.shape
 
 
 @dataclass
@@ -218,10 +258,10 @@ def tensor_desc(t: Tensor, shape: tuple[int, ...] | None = None, names: _Names |
 def op_def(
     name: str,
     op_type: str,
-    attrs: list[tuple[bytes, bytes]] = (),
-    input_desc: list[bytes] = (),
-    src_name: list[str] = (),
-    src_index: list[int] = (),
+    attrs: Sequence[tuple[bytes, bytes]] = (),
+    input_desc: Sequence[bytes] = (),
+    src_name: Sequence[str] = (),
+    src_index: Sequence[int] = (),
 ) -> bytes:
     body = f_bytes(1, name) + f_bytes(2, op_type)
     body += b"".join(map_entry(10, key, value) for key, value in attrs)
@@ -242,9 +282,22 @@ def model_def(model: Model) -> bytes:
             names.attr("index", attr_i(index)),
             names.attr("_input_name_key", attr_list_s(["__input0"]), ["__input0"]),
         ]
+        if t.index is not None:
+            attrs[0] = names.attr("index", attr_i(t.index))
         if t.origin_dims is not None:
             attrs.append(names.attr("_mbatch_origin_input_dims", attr_list_i(t.origin_dims)))
-        data_ops.append(op_def(t.name, "Data", attrs, [tensor_desc(t, names=names)]))
+        if t.aipp_dims is not None:
+            attrs.append(names.attr("_dynamic_aipp_input_dims", attr_list_i(t.aipp_dims)))
+        if t.input_dims is not None:
+            attrs.append(names.attr("input_dims", attr_list_i(t.input_dims)))
+        for key, value in t.attrs.items():
+            if isinstance(value, str):
+                attrs.append(names.attr(key, attr_s(value), value))
+            elif isinstance(value, list):
+                attrs.append(names.attr(key, attr_list_s(value), value))
+            else:
+                attrs.append(names.attr(key, value))
+        data_ops.append(op_def(t.name, t.op_type, attrs, [tensor_desc(t, names=names)]))
     order = model.data_op_order or list(range(len(data_ops)))
     ops = [data_ops[i] for i in order]
     ops.append(op_def("conv", "Conv2D", [names.attr("_kernelname", attr_s("k"), "k")]))
@@ -281,10 +334,10 @@ def model_def(model: Model) -> bytes:
         )
     )
     graph = f_bytes(1, f"{model.name}_0") + b"".join(f_bytes(6, op) for op in ops)
-    attrs = b"".join(map_entry(11, key, value) for key, value in model.model_attrs.items())
+    model_attrs = b"".join(map_entry(11, key, value) for key, value in model.model_attrs.items())
     if model.out_node_names is not None:
-        attrs += map_entry(11, "attr_model_out_nodes_name", attr_list_s(model.out_node_names))
-    return f_bytes(1, model.name) + f_int(2, model.version) + f_bytes(7, graph) + attrs + names.model_attrs()
+        model_attrs += map_entry(11, "attr_model_out_nodes_name", attr_list_s(model.out_node_names))
+    return f_bytes(1, model.name) + f_int(2, model.version) + f_bytes(7, graph) + model_attrs + names.model_attrs()
 
 
 def simple_model_def(name: str) -> bytes:
@@ -348,9 +401,13 @@ def inout(model: Model) -> bytes:
     """MODEL_INOUT_INFO bytes for a model, as GE's ModelIntroduction writes them."""
     inputs = [
         inout_tensor(
-            t.name, t.dtype, FORMATS[t.layout] | t.format_bits, t.origin_dims if t.origin_dims is not None else t.shape
+            t.name,
+            t.dtype,
+            FORMATS[t.layout] | t.format_bits,
+            t.v1(),
+            t.input_dims if t.input_dims is not None else t.v1(),
         )
-        for t in model.inputs
+        for _, t in sorted((i if t.index is None else t.index, t) for i, t in enumerate(model.inputs))
     ]
     if model.dynamic_type:
         inputs.append(inout_tensor(MBATCH_DATA, "DT_INT32", FORMATS["ND"], (len(model.gears[0]),)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 
 import onnx
@@ -125,15 +126,26 @@ def test_a_fixed_batch_model_needs_no_gears_and_refuses_them(tmp_path):
         atc_command(AtcRequest(model, "Ascend310P3", batch_gears=(1, 2)))
 
 
-def test_unsized_axes_need_input_shape(tmp_path):
+@pytest.mark.parametrize("given", [{}, {"image": (-1, 3, -1, -1)}], ids=["from-the-model", "from-input-shape"])
+def test_unsized_axes_get_a_suggestion_that_is_not_the_shape_that_failed(tmp_path, given):
+    # issue 13: atc-cmd suggested "--input-shape x:-1,3,-1,-1", the very shape that had just failed
     model = identity(tmp_path / "hw.onnx", ["n", 3, "h", "w"])
-    with pytest.raises(
-        ConfigError,
-        match="input 'image' is \\[-1,3,-1,-1\\]: axis 2 has no size; give it one with --input-shape image:-1,3,-1,-1",
-    ):
-        atc_command(AtcRequest(model, "Ascend310P3", batch_gears=(1, 2)))
+    with pytest.raises(ConfigError) as failure:
+        atc_command(AtcRequest(model, "Ascend310P3", batch_gears=(1, 2), input_shapes=given))
+    message = str(failure.value)
+    assert message.startswith("input 'image' is [-1,3,-1,-1]: axes 2, 3 have no size")
+    assert "image:-1,3,-1,-1" not in message
+    assert '--input-shape "image:-1,3,<size>,<size>"' in message
+    assert "instead of batch gears, compile the -1 axes as gears with --dynamic-dims" in message
+    # both ways out work
     arguments = args_of(AtcRequest(model, "Ascend310P3", batch_gears=(1, 2), input_shapes={"image": (-1, 3, 64, 48)}))
     assert "--input_shape=image:-1,3,64,48" in arguments
+    arguments = args_of(
+        AtcRequest(
+            model, "Ascend310P3", input_shapes={"image": (-1, 3, -1, -1)}, dynamic_dims=((1, 64, 48), (2, 128, 96))
+        )
+    )
+    assert "--input_shape=image:-1,3,-1,-1" in arguments and "--dynamic_dims=1,64,48;2,128,96" in arguments
 
 
 def test_input_shape_that_contradicts_the_model_or_names_nothing(classifier):
@@ -220,3 +232,158 @@ def test_cli_prints_the_command_and_notes(classifier, capsys):
         "--precision_mode_v2=origin",
     ]
     assert captured.err.startswith("note: one batch gear")
+
+
+# ----- dynamic dims
+
+
+def doc_model(path):
+    """The doc's inputs data(1,1,40,-1), label(1,-1), mask(-1,-1), plus a static scale(1,4), in that graph order."""
+    names = ("data", "label", "mask", "scale")
+    graph = helper.make_graph(
+        [helper.make_node("Identity", [n], [f"{n}_out"]) for n in names],
+        "g",
+        [
+            helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 1, 40, "t"]),
+            helper.make_tensor_value_info("label", TensorProto.FLOAT, [1, "u"]),
+            helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["a", "b"]),
+            helper.make_tensor_value_info("scale", TensorProto.FLOAT, [1, 4]),
+        ],
+        [helper.make_tensor_value_info(f"{n}_out", TensorProto.FLOAT, None) for n in names],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+#: --input_shape with the static input first and the dynamic inputs in reverse graph order
+REVERSED = {"scale": (1, 4), "mask": (-1, -1), "label": (1, -1), "data": (1, 1, 40, -1)}
+GEARS = ((1, 1, 20, 20), (2, 2, 30, 40))
+
+
+def test_dims_keep_the_users_order_and_expand_each_gear_atcs_way(tmp_path):
+    model = doc_model(tmp_path / "doc.onnx")
+    command = atc_command(AtcRequest(model, "Ascend310P3", input_shapes=REVERSED, dynamic_dims=GEARS))
+    assert list(command.arguments[5:]) == [
+        "--input_format=ND",
+        "--input_shape=scale:1,4;mask:-1,-1;label:1,-1;data:1,1,40,-1",
+        "--dynamic_dims=1,1,20,20;2,2,30,40",
+    ]
+    assert '--dynamic_dims="1,1,20,20;2,2,30,40"' in command.shell()
+    assert shlex.split(command.shell()) == list(command.arguments)
+    # each gear lists the -1 values of --input_shape in its order (--dynamic_dims.md:31)
+    assert command.notes == (
+        "dims gear 1,1,20,20: scale [1,4], mask [1,1], label [1,20], data [1,1,40,20]",
+        "dims gear 2,2,30,40: scale [1,4], mask [2,2], label [1,30], data [1,1,40,40]",
+    )
+
+
+def test_the_doc_example_in_graph_order(tmp_path):
+    model = doc_model(tmp_path / "doc.onnx")
+    shapes = {"data": (1, 1, 40, -1), "label": (1, -1), "mask": (-1, -1)}
+    command = atc_command(
+        AtcRequest(model, "Ascend310P3", input_shapes=shapes, dynamic_dims=((20, 20, 1, 1), (40, 30, 2, 2)))
+    )
+    assert (
+        command.notes[0]
+        == "inputs scale are not in --input-shape: ATC keeps their model shapes and they take no part in the dims gears"
+    )
+    assert command.notes[1] == "dims gear 20,20,1,1: data [1,1,40,20], label [1,20], mask [1,1]"
+
+
+def test_the_printed_flags_compile_with_sim_compile_to_the_same_gears(tmp_path):
+    model = doc_model(tmp_path / "doc.onnx")
+    command = atc_command(AtcRequest(model, "Ascend310P3", input_shapes=REVERSED, dynamic_dims=GEARS))
+    flags = dict(a.split("=", 1) for a in command.arguments[1:])
+    spec = sim_compile(
+        model, tmp_path / "doc.om", input_shapes=flags["--input_shape"], dynamic_dims=flags["--dynamic_dims"]
+    )
+    assert [dict(g.shapes) for g in spec.shape_gears] == [
+        {"scale": (1, 4), "mask": (1, 1), "label": (1, 20), "data": (1, 1, 40, 20)},
+        {"scale": (1, 4), "mask": (2, 2), "label": (1, 30), "data": (1, 1, 40, 40)},
+    ]
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (
+            {"dynamic_dims": ((1, 1, 20), (2, 2, 30))},
+            r"--dynamic-dims gear 1,1,20 has 3 value\(s\); --input-shape has 4 -1 axes \(mask 2, label 1, data 1, "
+            r"in that order\)",
+        ),
+        ({"dynamic_dims": ((1, 1, 20, 20),)}, r"1 gear\(s\); ATC takes 2 to 100"),
+        ({"dynamic_dims": tuple((1, 1, 1, g) for g in range(1, 102))}, r"101 gear\(s\); ATC takes 2 to 100"),
+        ({"dynamic_dims": ((1, 1, 20, 20), (2, 2, 30, 40), (1, 1, 20, 20))}, r"gear 1,1,20,20 is given twice"),
+        ({"dynamic_dims": ((1, 0, 20, 20), (2, 2, 30, 40))}, r"gear 1,0,20,20: every value must be >= 1"),
+        (
+            {"input_shapes": {"scale": (1, 4), "label": (1, -1), "data": (1, 1, 40, -1)}},
+            r"input 'mask' is \[-1,-1\]: with --dynamic-dims every input with -1 axes must be named in --input-shape",
+        ),
+        ({"batch_gears": (1, 2)}, r"--dynamic-dims and --batch-gears are mutually exclusive"),
+        (
+            {"input_shapes": {"scale": (-1, 4), **{k: v for k, v in REVERSED.items() if k != "scale"}}},
+            r"--input-shape gives input 'scale' -1 on axis 0, which the model fixes at 1",
+        ),
+        (
+            {"input_shapes": {"data": (1, 1, 40, 8), "label": (1, 8), "mask": (2, 2)}},
+            r"--input-shape has no -1 axis",
+        ),
+    ],
+)
+def test_dims_are_checked_as_atc_checks_them(tmp_path, changes, message):
+    request = AtcRequest(doc_model(tmp_path / "doc.onnx"), "Ascend310P3", input_shapes=REVERSED, dynamic_dims=GEARS)
+    with pytest.raises(ConfigError, match=message):
+        atc_command(dataclasses.replace(request, **changes))
+
+
+def test_dims_are_refused_with_aipp(tmp_path, classifier):
+    config = tmp_path / "aipp.cfg"
+    config.write_text(RGB_AIPP)
+    with pytest.raises(ConfigError, match="--dynamic-dims cannot be combined with --insert-op-conf"):
+        atc_command(
+            AtcRequest(
+                classifier,
+                "Ascend310P3",
+                input_shapes={"image": (-1, 3, 16, 16)},
+                dynamic_dims=((1,), (2,)),
+                insert_op_conf=config,
+            )
+        )
+
+
+def test_cli_dims_and_option_errors(tmp_path, capsys):
+    model = doc_model(tmp_path / "doc.onnx")
+    argv = ["atc-cmd", str(model), "--soc-version", "Ascend310P3"]
+    shape = "scale:1,4;mask:-1,-1;label:1,-1;data:1,1,40,-1"
+    assert main([*argv, "--input-shape", shape, "--dynamic-dims", "1,1,20,20;2,2,30,40"]) == 0
+    captured = capsys.readouterr()
+    assert shlex.split(captured.out)[-2:] == [f"--input_shape={shape}", "--dynamic_dims=1,1,20,20;2,2,30,40"]
+    assert "note: dims gear 1,1,20,20: scale [1,4], mask [1,1], label [1,20], data [1,1,40,20]" in captured.err
+    for flags, fragment in (
+        (["--input-shape", "mask:1~8,-1"], "is a shape range"),
+        (["--input-shape", "mask:-1,-1;mask:2,2"], "names input 'mask' twice"),
+        (["--input-shape", shape, "--dynamic-dims", "1,1,x,20;2,2,30,40"], "gear '1,1,x,20' is not"),
+    ):
+        assert main([*argv, *flags]) == 2
+        err = capsys.readouterr().err
+        assert fragment in err and err.count("\n") == 1
+
+
+# ----- AIPP
+
+RGB_AIPP = "aipp_op {\n aipp_mode: static\n input_format: RGB888_U8\n src_image_size_w: 16\n src_image_size_h: 16\n}\n"
+
+
+def test_an_aipp_config_is_checked_and_passed_through(tmp_path, classifier):
+    config = tmp_path / "aipp.cfg"
+    config.write_text(RGB_AIPP)
+    arguments = args_of(AtcRequest(classifier, "Ascend310P3", batch_gears=(1, 2), insert_op_conf=config))
+    assert f"--insert_op_conf={config}" in arguments and "--dynamic_batch_size=1,2" in arguments
+    config.write_text(RGB_AIPP.replace("}", " crop: true\n load_start_pos_w: 4\n crop_size_w: 16\n crop_size_h: 16\n}"))
+    with pytest.raises(
+        ConfigError, match="the AIPP of input 'image': the crop 16x16 at \\(4,0\\) leaves the 16x16 image"
+    ):
+        atc_command(AtcRequest(classifier, "Ascend310P3", batch_gears=(1, 2), insert_op_conf=config))
+    config.write_text(RGB_AIPP.replace("}", " related_input_rank: 1\n}"))
+    with pytest.raises(ConfigError, match="related_input_rank 1, but the model has 1 input\\(s\\) \\(image\\)"):
+        atc_command(AtcRequest(classifier, "Ascend310P3", batch_gears=(1, 2), insert_op_conf=config))

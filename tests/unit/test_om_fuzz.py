@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from tests.support.om_builder import (
     Header,
     Model,
     Tensor,
+    aipp_attr,
     attr_s,
     inout,
     model_def,
@@ -53,6 +55,49 @@ def _synthetic_seeds() -> list[bytes]:
         dynamic_type=2,
         gears=[[32, 32], [64, 64]],
     )
+    static_aipp = aipp_attr(
+        aipp_mode=1, input_format=1, csc_switch=True, matrix_r0c0=298, crop=True, crop_size_w=8, min_chn_0=0.5
+    )
+    aipp = Model(
+        inputs=[
+            Tensor(
+                "img",
+                "DT_UINT8",
+                (1, 8, 8, 3),
+                "NHWC",
+                input_dims=(1, 12, 8, 1),
+                attrs={
+                    "_data_related_aipp_mode": "static_aipp",
+                    "aipp": static_aipp,
+                    "_aipp_inputs": ["NCHW:DT_FLOAT:img:768:4:1,3,8,8"],
+                },
+            ),
+            Tensor(
+                "pic",
+                "DT_UINT8",
+                (1, 192),
+                "NHWC",
+                aipp_dims=(1, -1, -1, -1),
+                attrs={
+                    "_data_related_aipp_mode": "dynamic_aipp",
+                    "_data_aipp_data_name_map": "ascend_dynamic_aipp_data",
+                },
+            ),
+            Tensor(
+                "ascend_dynamic_aipp_data",
+                "DT_UINT8",
+                (160,),
+                "ND",
+                op_type="AippData",
+                attrs={
+                    "_data_related_aipp_mode": "dynamic_aipp_conf",
+                    "aipp": aipp_attr(aipp_mode=2, max_src_image_size=192),
+                },
+            ),
+        ],
+        outputs=[Tensor("o", "DT_FLOAT", (1, 2), "ND", src=("op", 0))],
+        compress=True,
+    )
     multi = om_file(
         [[(MODEL_DEF, model_def(hw)), (TASK_INFO, b"t" * 8)], [(MODEL_DEF, model_def(dims)), (TASK_INFO, b"u")]],
         Header(wide=True, model_num=2, is_unknow_model=1),
@@ -65,6 +110,8 @@ def _synthetic_seeds() -> list[bytes]:
         standard_om(dims, Header(version=0x10000000), with_inout=False),
         om_file([[(8, inout(hw)), (MODEL_DEF, model_def(hw))]], Header(model_type=3)),
         multi,
+        standard_om(aipp),
+        standard_om(aipp, with_inout=False),
     ]
 
 
@@ -114,7 +161,7 @@ def _fix_body_length(data: bytearray) -> None:
 
 
 @pytest.fixture(scope="module")
-def scratch() -> Path:
+def scratch() -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as folder:
         yield Path(folder) / "fuzz.om"
 

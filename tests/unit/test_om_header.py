@@ -81,7 +81,7 @@ def test_lookalikes_are_named(prefix, pattern):
 def test_hiai_fields_in_a_v1_header_mark_a_hiai_om():
     raw = bytearray(_imod(version=VERSION_1))
     struct.pack_into("<I", raw, 184, 3)  # HiAI multi_shape_gears
-    assert "HiAI" in identify(bytes(raw))
+    assert "HiAI" in (identify(bytes(raw)) or "")
     raw = bytearray(_imod(version=VERSION_2))
     struct.pack_into("<Q", raw, 184, 3)  # the same bytes are model_length in v2.0
     assert identify(bytes(raw)) is None

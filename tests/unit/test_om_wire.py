@@ -90,7 +90,8 @@ def test_nesting_deeper_than_the_limit_is_refused():
     data = b""
     for _ in range(MAX_DEPTH + 2):
         data = f_bytes(1, data)
-    msg = parse(data)
+    msg: Message | None = parse(data)
     with pytest.raises(OmFormatError, match=f"nested deeper than {MAX_DEPTH} levels"):
         for _ in range(MAX_DEPTH + 2):
+            assert msg is not None
             msg = msg.message(1, "child")

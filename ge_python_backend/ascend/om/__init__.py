@@ -8,7 +8,17 @@ protobuf library. ``read_om(path)`` returns an ``OmFile`` whose ``spec`` is the 
 from __future__ import annotations
 
 from ge_python_backend.ascend.om.header import OmHeader
+from ge_python_backend.ascend.om.iospec import RuntimeInput
 from ge_python_backend.ascend.om.partitions import Partition
 from ge_python_backend.ascend.om.reader import IO_FROM_INOUT, IO_FROM_MODEL_DEF, OmFile, SubModel, read_om
 
-__all__ = ["IO_FROM_INOUT", "IO_FROM_MODEL_DEF", "OmFile", "OmHeader", "Partition", "SubModel", "read_om"]
+__all__ = [
+    "IO_FROM_INOUT",
+    "IO_FROM_MODEL_DEF",
+    "OmFile",
+    "OmHeader",
+    "Partition",
+    "RuntimeInput",
+    "SubModel",
+    "read_om",
+]

@@ -5,13 +5,30 @@ Data ops ordered by their ``index`` attribute; an input's dims are ``_dynamic_ai
 else ``_mbatch_origin_input_dims``, else its input_desc shape; outputs are the NetOutput op's
 inputs, named by the model attribute ``attr_model_out_nodes_name`` when it has one entry per
 output, else ``output_<i>_<src_name>_<src_index>``; gears come from the ``Case`` op.
-The runtime-internal ``ascend_mbatch_shape_data`` input is reported apart, not as an input.
+
+Runtime-internal inputs are reported apart, never as client inputs: ``ascend_mbatch_shape_data``
+(the gear selector) and the dynamic-AIPP parameter input (``ascend_dynamic_aipp_data``).
+AIPP is read from the Data ops of MODEL_DEF graph 0 in both cases (MODEL_INOUT_INFO does not
+carry it): an AIPP input is described by its buffer, as ``get_input_dims_v2`` reports it
+(``input_dims``; hicann/ge base/common/model/model_introduction.cc:67-105), with its
+``DevicePreprocessing``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
+from ge_python_backend.ascend.aipp import DYNAMIC_AIPP_INPUT, AippConfig, AippMode
+from ge_python_backend.ascend.om.aippinfo import (
+    DYNAMIC_AIPP,
+    DYNAMIC_AIPP_CONF,
+    STATIC_AIPP,
+    AippTensor,
+    DataAipp,
+    buffer_dims,
+    data_aipp,
+)
 from ge_python_backend.ascend.om.enums import format_name, ge_type_name, proto_type_name, triton_type
 from ge_python_backend.ascend.om.gears import BATCH, DIMS, HW, Gears
 from ge_python_backend.ascend.om.inout import InoutInfo, InoutTensor
@@ -22,6 +39,20 @@ from ge_python_backend.specs import TensorSpec
 DYNAMIC_SHAPE_INPUT = "ascend_mbatch_shape_data"
 DATA_OP_TYPES = ("Data", "AippData", "AnnData")
 _DYNAMIC_TYPES = {1: BATCH, 2: HW, 3: DIMS}
+#: RuntimeInput roles (the names simom.InputRole uses)
+DYNAMIC_SHAPE_ROLE, AIPP_DATA_ROLE = "dynamic_shape", "aipp_data"
+
+
+@dataclass(frozen=True)
+class RuntimeInput:
+    """An input the runtime takes that no client sends: the gear selector or dynamic-AIPP parameters."""
+
+    name: str
+    #: position among all the model's inputs (the runtime's input index)
+    index: int
+    role: str
+    #: aipp_data: the image input whose AIPP it configures ("" when the file does not say)
+    image: str = ""
 
 
 @dataclass(frozen=True)
@@ -30,25 +61,101 @@ class ModelIO:
     outputs: tuple[TensorSpec, ...]
     gears: Gears
     dynamic_input: str | None
+    runtime_inputs: tuple[RuntimeInput, ...] = ()
+    aipp: Mapping[str, AippConfig] = field(default_factory=dict)
+    aipp_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    aipp_network: Mapping[str, AippTensor] = field(default_factory=dict)
 
 
 def _tensor(name: str, native: str, shape: tuple[int, ...], layout: str) -> TensorSpec:
     return TensorSpec(name=name, dtype=triton_type(native), shape=shape, format=layout, native_type=native)
 
 
-def _split_inputs(inputs: list[TensorSpec]) -> tuple[tuple[TensorSpec, ...], str | None]:
-    user = tuple(t for t in inputs if t.name != DYNAMIC_SHAPE_INPUT)
-    return user, (DYNAMIC_SHAPE_INPUT if len(user) != len(inputs) else None)
+@dataclass(frozen=True)
+class _Entry:
+    """One model input before it is sorted into client and runtime inputs."""
+
+    spec: TensorSpec  # V1 dims
+    aipp: DataAipp
+    dims_v2: tuple[int, ...] | None = None  # MODEL_INOUT_INFO's dimsV2
+
+
+def _is_aipp_data(entry: _Entry) -> bool:
+    name = entry.spec.name
+    # old files without _data_related_aipp_mode: the runtime goes by the name
+    # (hicann/ge api/acl/acl_model/model/acl_aipp.cpp:289-300)
+    return (
+        entry.aipp.mode == DYNAMIC_AIPP_CONF or name == DYNAMIC_AIPP_INPUT or name.startswith(DYNAMIC_AIPP_INPUT + "_")
+    )
+
+
+def _assemble(entries: list[_Entry], outputs: tuple[TensorSpec, ...], gears: Gears) -> ModelIO:
+    by_name = {e.spec.name: e for e in entries}
+    clients: list[TensorSpec] = []
+    runtime: list[RuntimeInput] = []
+    configs: dict[str, AippConfig] = {}
+    notes: dict[str, tuple[str, ...]] = {}
+    network: dict[str, AippTensor] = {}
+    for index, entry in enumerate(entries):
+        name, info = entry.spec.name, entry.aipp
+        if name == DYNAMIC_SHAPE_INPUT:
+            runtime.append(RuntimeInput(name, index, DYNAMIC_SHAPE_ROLE))
+            continue
+        if _is_aipp_data(entry):
+            image = info.linked or next((e.spec.name for e in entries if e.aipp.linked == name), "")
+            runtime.append(RuntimeInput(name, index, AIPP_DATA_ROLE, image))
+            continue
+        spec, config, found = _aipp_input(entry, by_name)
+        clients.append(spec)
+        if config is not None:
+            configs[name] = config
+        if found:
+            notes[name] = found
+        if info.network is not None and info.mode:
+            network[name] = info.network
+    dynamic_input = DYNAMIC_SHAPE_INPUT if DYNAMIC_SHAPE_INPUT in by_name else None
+    return ModelIO(tuple(clients), outputs, gears, dynamic_input, tuple(runtime), configs, notes, network)
+
+
+def _aipp_input(entry: _Entry, by_name: Mapping[str, _Entry]) -> tuple[TensorSpec, AippConfig | None, tuple[str, ...]]:
+    """The client-facing spec of an input with AIPP: the buffer's V2 dims and its DevicePreprocessing."""
+    spec, info = entry.spec, entry.aipp
+    if info.mode not in (STATIC_AIPP, DYNAMIC_AIPP):
+        return spec, None, ()
+    notes = list(info.notes)
+    config = info.config
+    if config is None and info.mode == DYNAMIC_AIPP and info.linked in by_name:
+        config = by_name[info.linked].aipp.config  # ATC writes the same attribute on the AippData op
+    v2 = info.input_dims
+    if v2 is None and entry.dims_v2 is not None and entry.dims_v2 != spec.shape:
+        v2 = entry.dims_v2
+    if config is None:
+        notes.append(f"{info.mode} without an 'aipp' attribute: the AIPP config is not recorded")
+        if info.mode == STATIC_AIPP:
+            return replace(spec, shape=v2 if v2 is not None else spec.shape), None, tuple(notes)
+        config = AippConfig(aipp_mode=AippMode.DYNAMIC)
+    if v2 is None:
+        v2 = buffer_dims(config, spec.shape) if config.aipp_mode is AippMode.STATIC else spec.shape
+    return replace(spec, shape=v2, preprocessing=config.preprocessing()), config, tuple(notes)
+
+
+def _data_ops_by_name(model: ModelDef | None) -> dict[str, OpDef]:
+    if model is None or not model.graphs:
+        return {}
+    return {op.name: op for op in model.graphs[0].ops if op.type in DATA_OP_TYPES}
 
 
 # ----- MODEL_INOUT_INFO
 
 
-def io_from_inout(info: InoutInfo) -> ModelIO:
+def io_from_inout(info: InoutInfo, model: ModelDef | None = None) -> ModelIO:
+    """Inputs, outputs and gears from MODEL_INOUT_INFO; AIPP from ``model``'s graph 0 when given."""
+
     def spec(t: InoutTensor) -> TensorSpec:
         return _tensor(t.name, ge_type_name(t.dtype), t.dims, format_name(t.format))
 
-    inputs, dynamic_input = _split_inputs([spec(t) for t in info.inputs])
+    ops = _data_ops_by_name(model)
+    entries = [_Entry(spec(t), data_aipp(ops[t.name]) if t.name in ops else DataAipp(), t.dims_v2) for t in info.inputs]
     kinds = [(BATCH, tuple((b,) for b in info.batch_gears)), (HW, info.hw_gears), (DIMS, info.dims_gears)]
     present = [(kind, values) for kind, values in kinds if values]
     if len(present) > 1:
@@ -56,7 +163,7 @@ def io_from_inout(info: InoutInfo) -> ModelIO:
             f"MODEL_INOUT_INFO records gears of more than one kind ({', '.join(k for k, _ in present)})"
         )
     gears = Gears(*present[0], info.shape_order) if present else Gears()
-    return ModelIO(inputs, tuple(spec(t) for t in info.outputs), gears, dynamic_input)
+    return _assemble(entries, tuple(spec(t) for t in info.outputs), gears)
 
 
 # ----- MODEL_DEF
@@ -66,9 +173,8 @@ def io_from_model_def(model: ModelDef) -> ModelIO:
     if not model.graphs:
         raise OmFormatError(f"MODEL_DEF of model {model.name!r} has no graph")
     graph = model.graphs[0]
-    inputs, dynamic_input = _split_inputs([_data_input(op) for op in _data_ops(graph)])
-    outputs = tuple(_outputs(graph, model))
-    return ModelIO(inputs, outputs, _case_gears(graph), dynamic_input)
+    entries = [_Entry(_data_input(op), data_aipp(op)) for op in _data_ops(graph)]
+    return _assemble(entries, tuple(_outputs(graph, model)), _case_gears(graph))
 
 
 def _data_ops(graph: GraphDef) -> list[OpDef]:

@@ -4,6 +4,9 @@ Field numbers (om-format.md §2b): ModelDef{name=1, version=2, custom_version=3,
 attr=11}; GraphDef{name=1, op=6, attr=11}; OpDef{name=1, type=2, input=5, attr=10,
 src_name=24, src_index=25, input_desc=33, output_desc=34}; TensorDescriptor{name=1, dtype=2,
 shape=3 (ShapeDef{dim=1}), layout=4, attr=5}; attr maps are repeated {key=1, value=2}.
+An AttrDef may nest a ``NamedAttrs{name=1, map<string, AttrDef> attr=2}`` in its ``func`` field
+(10); ATC stores the AIPP config that way (hicann/ge graph_metadef/proto/ge_ir.proto:113, 252-256;
+compiler/graph/preprocess/insert_op/aipp_op.cc:531-539, 1085-1144).
 
 Graphs, ops and attributes are decoded on first use, so a large model costs only what is read.
 Op and tensor attribute names may be compressed (``'\\0'`` + base-127 digits, each stored
@@ -21,7 +24,18 @@ from functools import cached_property
 from ge_python_backend.ascend.om.wire import Message
 from ge_python_backend.errors import OmFormatError
 
-AttrValue = str | int | float | bool | bytes | tuple | None
+
+@dataclass(frozen=True)
+class NamedAttrs:
+    """A nested attribute map (``AttrDef.func``). Its names are never compressed: GE compresses only
+    an op's and a tensor's own attribute names (base/common/model/model_compress_manager.cc:83-100,
+    156-173)."""
+
+    name: str
+    attrs: Mapping[str, AttrValue]
+
+
+AttrValue = str | int | float | bool | bytes | tuple | NamedAttrs | None
 
 #: Longest compressed attribute name accepted (5 base-127 digits index 33 billion names).
 _MAX_ENUM_DIGITS = 5
@@ -42,7 +56,8 @@ def _decode_list(msg: Message) -> tuple:
 
 
 def decode_attr(msg: Message) -> AttrValue:
-    """Python value of an AttrDef: str, int, float, bool, bytes, tuple (lists) or None (other kinds)."""
+    """Python value of an AttrDef: str, int, float, bool, bytes, tuple (lists), NamedAttrs (``func``) or
+    None (other kinds)."""
     if (listed := msg.message(1, "list")) is not None:
         return _decode_list(listed)
     if msg.has(2):
@@ -55,6 +70,8 @@ def decode_attr(msg: Message) -> AttrValue:
         return bool(msg.uint(5, "b"))
     if msg.has(7):
         return msg.raw(7, "bt")
+    if (func := msg.message(10, "func")) is not None:
+        return NamedAttrs(func.string(1, "name"), _plain_attrs(func, 2))
     if (list_list := msg.message(14, "list_list_int")) is not None:
         rows = list_list.messages(1, "list_list_i")
         return tuple(tuple(row.repeated_int64s(1, "list_i")) for row in rows)
@@ -65,6 +82,14 @@ def decode_attr(msg: Message) -> AttrValue:
 
 def _attr_entries(msg: Message, number: int) -> list[tuple[bytes, Message | None]]:
     return [(entry.raw(1, "key"), entry.message(2, "value")) for entry in msg.messages(number, "attr")]
+
+
+def _plain_attrs(msg: Message, number: int) -> dict[str, AttrValue]:
+    """An attribute map whose names are plain strings (nesting is bounded by ``Message``'s depth limit)."""
+    return {
+        key.decode("utf-8", errors="replace"): decode_attr(value) if value is not None else None
+        for key, value in _attr_entries(msg, number)
+    }
 
 
 @dataclass(frozen=True)

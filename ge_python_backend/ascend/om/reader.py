@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from ge_python_backend.ascend.aipp import AippConfig
+from ge_python_backend.ascend.om.aippinfo import AippTensor
 from ge_python_backend.ascend.om.facts import collect_facts
-from ge_python_backend.ascend.om.gears import plan_gears
+from ge_python_backend.ascend.om.gears import dims_order, plan_gears
 from ge_python_backend.ascend.om.header import HEADER_SIZE, OmHeader, identify, parse_header
 from ge_python_backend.ascend.om.inout import parse_inout
-from ge_python_backend.ascend.om.iospec import io_from_inout, io_from_model_def
+from ge_python_backend.ascend.om.iospec import RuntimeInput, io_from_inout, io_from_model_def
 from ge_python_backend.ascend.om.modeldef import ModelDef
 from ge_python_backend.ascend.om.partitions import MODEL_DEF, MODEL_INOUT_INFO, ModelBlock, Partition, read_blocks
 from ge_python_backend.ascend.om.source import FileSource
@@ -39,7 +42,12 @@ class OmFile:
 
     ``io_source`` names the partition the inputs and outputs came from ("MODEL_INOUT_INFO" or
     "MODEL_DEF"); ``dynamic_input`` is "ascend_mbatch_shape_data" when the model has that
-    runtime-internal gear-selection input (it is never in ``spec.inputs``).
+    runtime-internal gear-selection input (it is never in ``spec.inputs``). ``runtime_inputs`` lists
+    every input no client sends (that one and the dynamic-AIPP parameter inputs) with its runtime
+    index. ``shape_order`` is, for a dims model, the inputs named in ATC's --input_shape in that
+    order (static ones included), () otherwise. ``aipp`` maps each input with AIPP to its config;
+    ``aipp_notes`` says what a file sets that the config cannot carry, ``aipp_network`` the network
+    input behind each AIPP (``_aipp_inputs``).
     """
 
     path: str
@@ -49,6 +57,11 @@ class OmFile:
     io_source: str
     dynamic_input: str | None
     spec: ModelSpec
+    shape_order: tuple[str, ...] = ()
+    aipp: Mapping[str, AippConfig] = field(default_factory=dict)
+    runtime_inputs: tuple[RuntimeInput, ...] = ()
+    aipp_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    aipp_network: Mapping[str, AippTensor] = field(default_factory=dict)
 
     @property
     def submodel_names(self) -> tuple[str, ...]:
@@ -95,7 +108,8 @@ def _read(handle: BinaryIO, path: str) -> OmFile:
         raise OmFormatError("model 0 has no MODEL_DEF partition")
     inout = blocks[0].find(MODEL_INOUT_INFO)
     if inout is not None:
-        io = io_from_inout(parse_inout(source.read(inout.offset, inout.size, "MODEL_INOUT_INFO"), inout.offset))
+        summary = parse_inout(source.read(inout.offset, inout.size, "MODEL_INOUT_INFO"), inout.offset)
+        io = io_from_inout(summary, root)
     else:
         io = io_from_model_def(root)
     plan = plan_gears(io.inputs, io.outputs, io.gears)
@@ -120,6 +134,11 @@ def _read(handle: BinaryIO, path: str) -> OmFile:
         io_source=IO_FROM_INOUT if inout is not None else IO_FROM_MODEL_DEF,
         dynamic_input=io.dynamic_input,
         spec=spec,
+        shape_order=dims_order(io.inputs, io.gears),
+        aipp=io.aipp,
+        runtime_inputs=io.runtime_inputs,
+        aipp_notes=io.aipp_notes,
+        aipp_network=io.aipp_network,
     )
 
 
