@@ -12,8 +12,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ge_python_backend.ascend.acljson import problems, read_acl_json
 from ge_python_backend.ascend.constants import data_type, ret_code
-from ge_python_backend.sim.memory import is_device_address, read_host
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.sim.api_tensor import TensorDescCalls
+from ge_python_backend.sim.dfx import PROFILING_MARKER, write_marker
+from ge_python_backend.sim.memory import read_host
 from ge_python_backend.sim.models import DataBuffer
 from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, Signature, acl_function
@@ -21,15 +25,18 @@ from ge_python_backend.specs import NUMPY_DTYPES
 
 if TYPE_CHECKING:
     from ge_python_backend.sim.api_mdl import MdlApi
+    from ge_python_backend.sim.api_prof import ProfApi
     from ge_python_backend.sim.api_rt import RtApi
 
 REPEAT_INIT = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
+INVALID_FILE = ret_code("ACL_ERROR_INVALID_FILE")
+PARSE_FILE = ret_code("ACL_ERROR_PARSE_FILE")
+INVALID_DUMP_CONFIG = ret_code("ACL_ERROR_INVALID_DUMP_CONFIG")
 REPEAT_FINALIZE = ret_code("ACL_ERROR_REPEAT_FINALIZE")
 INVALID_PARAM = ret_code("ACL_ERROR_INVALID_PARAM")
 
 #: (major, minor, patch) the simulator reports from acl.get_version.
 SIM_VERSION = (8, 0, 0)
-SIM_SOC_NAME = "AscendSim"
 #: Byte sizes of the data types that have no Triton equivalent (sub-byte and string types: 0).
 _OTHER_SIZES = {
     "COMPLEX64": 8,
@@ -48,7 +55,7 @@ class UtilApi(Namespace):
 
     @acl_function("kk", value=True, fail_value=b"", needs_init=False, locked=False)
     def ptr_to_bytes(self, ptr, size):
-        if is_device_address(ptr):
+        if self._sim.is_device(ptr):
             # The real binding would dereference a device address and crash the process.
             raise ValueError(
                 f"acl.util.ptr_to_bytes: {ptr:#x} is (simulated) device memory, which the host "
@@ -71,26 +78,61 @@ class UtilApi(Namespace):
         return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
 
 
-class TopApi(Namespace):
-    """``acl.*`` (and, as attributes, ``acl.rt``, ``acl.mdl``, ``acl.util``)."""
+class TopApi(TensorDescCalls):
+    """``acl.*`` (and, as attributes, ``acl.rt``, ``acl.mdl``, ``acl.prof``, ``acl.util``)."""
 
     # Assigned by simulator.build_module.
     rt: RtApi
     mdl: MdlApi
+    prof: ProfApi
     util: UtilApi
 
     @acl_function("|s", needs_init=False)
     def init(self, config_path=""):
-        if self._sim.initialized:
+        """Refcounted: again while initialised is 100002 and reads nothing (acl.cpp 387-392); a
+        missing file 100003 (acl_rt_impl_base.cpp 154-182); a bad dump section 100009, a bad
+        err_msg_mode or an unknown profiler key 100000 (acl.cpp 271-545, prof_acl_mgr.cpp 2081-2091)."""
+        sim = self._sim
+        if sim.initialized:
             raise AclFail(REPEAT_INIT, "acl.init was already called in this process")
-        if config_path and not Path(config_path).is_file():
-            raise AclFail(INVALID_PARAM, f"config file {config_path!r} does not exist")
-        self._sim.initialized = True
+        if config_path:
+            if not Path(config_path).is_file():
+                raise AclFail(INVALID_FILE, f"config file {config_path!r} does not exist")
+            try:
+                config = read_acl_json(Path(config_path))
+            except ConfigError as exc:
+                raise AclFail(PARSE_FILE, str(exc)) from None
+            found = problems(config)
+            if found:
+                raise AclFail(found[0].ret, "; ".join(str(p) for p in found))
+            for key, folder in config.output_folders():
+                if not folder.is_dir():
+                    raise AclFail(
+                        INVALID_DUMP_CONFIG if key.startswith("dump") else INVALID_PARAM,
+                        f"{key} {str(folder)!r} is not an existing folder",
+                    )
+            if config.dumps:
+                sim.dumps.from_init = config
+            if config.profiles:
+                sim.profiling.from_init = True
+                output = dict(config.output_folders()).get("profiler.output")
+                if output is not None:
+                    write_marker(
+                        output, PROFILING_MARKER, {"event": "acl.json", "profiler": dict(config.profiler or {})}
+                    )
+        sim.initialized = True
+        sim.finalized = False
 
     @acl_function("", needs_init=False, locked=False)
     def finalize(self):
+        """After a finalize: 100037 until the next acl.init; with no acl.init at all it tears down and
+        counts as a finalize (aclFinalizeFlag: false at start, set by a finalize, cleared by an init;
+        acl.cpp 42, 534, 623-646)."""
+        if self._sim.finalized:
+            raise AclFail(REPEAT_FINALIZE, "acl.finalize already ran")
         if not self._sim.initialized:
-            raise AclFail(REPEAT_FINALIZE, "acl.init has not been called (or acl.finalize already ran)")
+            self._sim.finalized = True
+            return
         self._sim.finalize()
 
     @acl_function("", value=True, fail_value=None, needs_init=False, locked=False)
@@ -103,7 +145,7 @@ class TopApi(Namespace):
 
     @acl_function("", value=True, fail_value=None, needs_init=False)
     def get_soc_name(self):
-        return SIM_SOC_NAME
+        return self._sim.config.soc_name
 
     @acl_function("kk", value=True)
     def create_data_buffer(self, data_ptr, size):
@@ -143,7 +185,7 @@ class TopApi(Namespace):
 def signatures(module: TopApi) -> dict[str, Signature]:
     """Qualified name -> Signature of every simulated function (``acl.rt.malloc`` -> ("ki", ...))."""
     found = {}
-    for namespace in (module, module.rt, module.mdl, module.util):
+    for namespace in (module, module.rt, module.mdl, module.prof, module.util):
         for name in dir(type(namespace)):
             signature = getattr(getattr(type(namespace), name), "acl_signature", None)
             if signature is not None:

@@ -1,45 +1,55 @@
-"""``acl.mdl``: load, describe, dynamic gears, datasets and execution of sim-OMs (pyacl.md §4)."""
+"""``acl.mdl``: load, datasets, execution and data dump of sim-OMs.
+
+The description queries, gear calls and dynamic-AIPP calls live in ``mdl_desc``, ``mdl_gears``
+and ``mdl_aipp``; ``MdlApi`` is all of them. Rules, with their sources in hicann/ge
+``api/acl/acl_model/model/`` and ``runtime/v1/``, are listed in docs/fidelity.md.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from pathlib import Path
-from typing import Any
 
-from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, format_code, ret_code
-from ge_python_backend.ascend.layout import LayoutTensor
-from ge_python_backend.ascend.simom import SimOm, decode_sim_om, is_sim_om
+from ge_python_backend.ascend.acljson import AclJson, problems
+from ge_python_backend.ascend.constants import ret_code
+from ge_python_backend.ascend.layout import LayoutTensor, Shape
+from ge_python_backend.ascend.simom import InputRole, SimOm, decode_sim_om, is_sim_om
 from ge_python_backend.errors import OmFormatError
-from ge_python_backend.sim.memory import is_device_address, read_host
+from ge_python_backend.sim.aipp import decode_dynamic
+from ge_python_backend.sim.mdl_aipp import AippCalls
+from ge_python_backend.sim.mdl_desc import DescCalls
+from ge_python_backend.sim.mdl_gears import GearCalls, refuse_while_executing
+from ge_python_backend.sim.memory import read_host
 from ge_python_backend.sim.models import (
     SYNC,
     DataBuffer,
     Dataset,
     LoadedModel,
-    ModelDesc,
-    encode_gear,
+    Run,
+    TensorDesc,
     gear_of,
     model_costs,
     modelled_seconds,
     pad_to,
     run_session,
 )
-from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, acl_function
 from ge_python_backend.sim.state import INVALID_PARAM, Context
 
 INVALID_FILE = ret_code("ACL_ERROR_INVALID_FILE")
 READ_MODEL = ret_code("ACL_ERROR_READ_MODEL_FAILURE")
 PARSE_MODEL = ret_code("ACL_ERROR_PARSE_MODEL")
-NOT_DYNAMIC = ret_code("ACL_ERROR_MODEL_NOT_DYNAMIC")
 INPUT_NOT_MATCH = ret_code("ACL_ERROR_MODEL_INPUT_NOT_MATCH")
 OUTPUT_NOT_MATCH = ret_code("ACL_ERROR_MODEL_OUTPUT_NOT_MATCH")
-DYNAMIC_ADDR = ret_code("ACL_ERROR_GE_DYNAMIC_INPUT_ADDR_INVALID")
-DYNAMIC_LENGTH = ret_code("ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID")
-NOT_A_GEAR = ret_code("ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID")
 MODEL_EXECUTE = ret_code("ACL_ERROR_RT_MODEL_EXECUTE")
 MEMORY_ALLOCATION = ret_code("ACL_ERROR_RT_MEMORY_ALLOCATION")
+GE_PARAM_INVALID = ret_code("ACL_ERROR_GE_PARAM_INVALID")
+GE_FAILURE = ret_code("ACL_ERROR_GE_FAILURE")
+REPEAT_INITIALIZE = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
+DUMP_NOT_RUN = ret_code("ACL_ERROR_DUMP_NOT_RUN")
+INVALID_DUMP_CONFIG = ret_code("ACL_ERROR_INVALID_DUMP_CONFIG")
 
 #: First bytes of files the simulator recognises as real (unsimulated) model packages.
 _REAL_MODEL_MAGICS = {
@@ -47,7 +57,6 @@ _REAL_MODEL_MAGICS = {
     b"PICO": "a CANN SVP offline model",
     b"PK\x03\x04": "a CANN OM2 package",
 }
-_NO_INDEX = (1 << 64) - 1
 
 
 def _parse_model(data: bytes, origin: str) -> SimOm:
@@ -73,18 +82,7 @@ def _read_model_file(path: str) -> bytes:
         raise AclFail(READ_MODEL, f"cannot read model file {path!r}: {exc.strerror or exc}") from None
 
 
-def _dims(name: str, dims) -> dict[str, Any]:
-    return {"name": name, "dimCount": len(dims), "dims": list(dims)}
-
-
-def _refuse_while_executing(model: LoadedModel, doing: str) -> None:
-    busy = model.busy_elsewhere(None)
-    if busy is not None:
-        where = "synchronously in another thread" if busy == SYNC else f"on stream {busy:#x}"
-        raise AclFail(MODEL_EXECUTE, f"model {model.model_id} is still executing {where}; synchronize before {doing}")
-
-
-class MdlApi(Namespace):
+class MdlApi(DescCalls, GearCalls, AippCalls):
     _prefix = "acl.mdl"
 
     # --- load / unload --------------------------------------------------------------------------
@@ -98,6 +96,7 @@ class MdlApi(Namespace):
 
             options = ort.SessionOptions()
             options.intra_op_num_threads = 1
+            options.log_severity_level = 3
             try:
                 session = ort.InferenceSession(om.onnx, options, providers=["CPUExecutionProvider"])
             except Exception as exc:  # ONNX Runtime raises several private exception types
@@ -106,237 +105,99 @@ class MdlApi(Namespace):
                 self._sim.sessions[key] = session
         return session
 
-    def _load(self, data: bytes, origin: str) -> int:
+    def _load(self, data: bytes, origin: str, work: tuple[int, int] = (0, 0), weight: tuple[int, int] = (0, 0)) -> int:
         sim = self._sim
         with sim.lock:
             context = sim.current_context()
         om = _parse_model(data, origin)
         session = self._session(om)
-        work, weight = model_costs(om)
+        work_size, weight_size = model_costs(om)
         with sim.lock:
+            self._check_user_memory(om, work_size, weight_size, work, weight)
+            own = (0 if work[0] else work_size) + (0 if weight[0] else weight_size)
             free = sim.config.device_memory - sim.device_used(context.device)
-            if work + weight > free:
+            if own > free:
                 raise AclFail(
                     MEMORY_ALLOCATION,
-                    f"the model needs {work + weight} bytes of device memory, device {context.device} has {free} free",
+                    f"the model needs {own} bytes of device memory, device {context.device} has {free} free",
                 )
-            model = LoadedModel(sim.new_model_id(), origin, om, session, context.handle, context.device, work, weight)
+            model = LoadedModel(
+                sim.new_model_id(),
+                origin,
+                om,
+                session,
+                context.handle,
+                context.device,
+                work_size,
+                weight_size,
+                weight_ptr=weight[0],
+                work_ptr=work[0],
+            )
             sim.models[model.model_id] = model
+            sim.dumps.loaded(model)
             return model.model_id
+
+    def _check_user_memory(
+        self, om: SimOm, work_size: int, weight_size: int, work: tuple[int, int], weight: tuple[int, int]
+    ) -> None:
+        """load_from_file_with_mem's buffers: device memory at least query_size's sizes (145000,
+        davinci_model.cc 525-632); one weight buffer may serve several loads of the *same* model
+        only (aclmdlLoadFromFileWithMem.md: weights are read-only in inference)."""
+        sim = self._sim
+        for what, (ptr, size), need in (("work", work, work_size), ("weight", weight, weight_size)):
+            if not ptr:
+                continue
+            if size < need:
+                raise AclFail(
+                    GE_PARAM_INVALID, f"the {what} memory has {size} bytes; query_size says the model needs {need}"
+                )
+            sim.check_range(ptr, size, True, f"{what} memory")
+        if weight[0]:
+            digest = hashlib.sha256(om.onnx).hexdigest()
+            for other in sim.models.values():
+                if other.weight_ptr == weight[0] and hashlib.sha256(other.om.onnx).hexdigest() != digest:
+                    raise AclFail(
+                        GE_PARAM_INVALID,
+                        f"the weight memory at {weight[0]:#x} holds the weights of model "
+                        f"{other.model_id} ({other.path}), another model",
+                    )
+        if work[0]:
+            for other in sim.models.values():
+                if other.work_ptr == work[0]:
+                    raise AclFail(
+                        GE_PARAM_INVALID,
+                        f"the work memory at {work[0]:#x} is model {other.model_id}'s; "
+                        "work memory may be shared only by models that never run at once",
+                    )
 
     @acl_function("s", outputs=(0,), locked=False)
     def load_from_file(self, model_path):
         return self._load(_read_model_file(model_path), model_path)
 
+    @acl_function("skkkk", outputs=(0,), locked=False)
+    def load_from_file_with_mem(self, model_path, work_ptr, work_size, weight_ptr, weight_size):
+        return self._load(_read_model_file(model_path), model_path, (work_ptr, work_size), (weight_ptr, weight_size))
+
     @acl_function("kk", outputs=(0,), locked=False)
     def load_from_mem(self, model_ptr, model_size):
-        if is_device_address(model_ptr) or model_ptr == 0:
+        if self._sim.is_device(model_ptr) or model_ptr == 0:
             raise AclFail(INVALID_PARAM, f"model_ptr {model_ptr:#x} is not host memory")
         return self._load(read_host(model_ptr, model_size), f"<memory {model_ptr:#x}>")
 
     @acl_function("s", outputs=(0, 0))
     def query_size(self, model_path):
-        return model_costs(_parse_model(_read_model_file(model_path), model_path))
+        om = _parse_model(_read_model_file(model_path), model_path)
+        if om.layout.kind == "range":  # "cannot be used when the input shape is not fixed" (aclmdlQuerySize.md)
+            raise AclFail(
+                GE_PARAM_INVALID,
+                f"{model_path} has shape ranges: query_size does not apply; load it with load_from_file",
+            )
+        return model_costs(om)
 
     @acl_function("I")
     def unload(self, model_id):
-        _refuse_while_executing(self._sim.model(model_id, self._sim.current_context()), "unloading")
+        refuse_while_executing(self._sim.model(model_id, self._sim.current_context()), "unloading")
         del self._sim.models[model_id]
-
-    # --- desc -----------------------------------------------------------------------------------
-
-    @acl_function("", value=True)
-    def create_desc(self):
-        return self._sim.add(self._sim.descs, ModelDesc)
-
-    @acl_function("kI")
-    def get_desc(self, model_desc, model_id):
-        desc = self._sim.lookup(self._sim.descs, model_desc, "model desc")
-        desc.model = self._sim.model(model_id)
-
-    @acl_function("k")
-    def destroy_desc(self, model_desc):
-        self._sim.remove(self._sim.descs, model_desc, "model desc")
-
-    def _described(self, model_desc) -> LoadedModel:
-        desc = self._sim.lookup(self._sim.descs, model_desc, "model desc")
-        if desc.model is None:
-            raise AclFail(INVALID_PARAM, f"model desc {model_desc:#x} is empty (call get_desc first)")
-        return desc.model
-
-    def _tensor(self, model_desc, index, outputs: bool) -> LayoutTensor:
-        model = self._described(model_desc)
-        tensors = model.om.layout.outputs if outputs else model.om.all_inputs
-        if index >= len(tensors):
-            kind = "output" if outputs else "input"
-            raise AclFail(INVALID_PARAM, f"{kind} index {index} is out of range; the model has {len(tensors)}")
-        return tensors[index]
-
-    def _declared_dims(self, model_desc, index, outputs: bool) -> dict[str, Any]:
-        tensor = self._tensor(model_desc, index, outputs)
-        return _dims(tensor.name, tensor.dims)
-
-    @acl_function("k", value=True)
-    def get_num_inputs(self, model_desc):
-        return len(self._described(model_desc).om.all_inputs)
-
-    @acl_function("k", value=True)
-    def get_num_outputs(self, model_desc):
-        return len(self._described(model_desc).om.layout.outputs)
-
-    @acl_function("kk", value=True)
-    def get_input_size_by_index(self, model_desc, index):
-        return self._tensor(model_desc, index, False).size
-
-    @acl_function("kk", value=True)
-    def get_output_size_by_index(self, model_desc, index):
-        return self._tensor(model_desc, index, True).size
-
-    @acl_function("kk", outputs=({},))
-    def get_input_dims(self, model_desc, index):
-        return self._declared_dims(model_desc, index, False)
-
-    @acl_function("kk", outputs=({},))
-    def get_input_dims_v2(self, model_desc, index):
-        return self._declared_dims(model_desc, index, False)
-
-    @acl_function("kk", outputs=({},))
-    def get_output_dims(self, model_desc, index):
-        return self._declared_dims(model_desc, index, True)
-
-    @acl_function("kk", outputs=({},))
-    def get_cur_output_dims(self, model_desc, index):
-        tensor = self._tensor(model_desc, index, True)
-        model = self._described(model_desc)
-        if model.om.layout.kind and model.current_gear is None:
-            return _dims(tensor.name, tensor.dims)
-        return _dims(tensor.name, model.om.layout.output_shapes(model.current_gear or 0)[index])
-
-    @acl_function("kk", value=True, fail_value=None)
-    def get_input_name_by_index(self, model_desc, index):
-        return self._tensor(model_desc, index, False).name
-
-    @acl_function("kk", value=True, fail_value=None)
-    def get_output_name_by_index(self, model_desc, index):
-        return self._tensor(model_desc, index, True).name
-
-    def _index_by_name(self, model_desc, name, outputs: bool) -> int:
-        model = self._described(model_desc)
-        tensors = model.om.layout.outputs if outputs else model.om.all_inputs
-        for index, tensor in enumerate(tensors):
-            if tensor.name == name:
-                return index
-        raise AclFail(INVALID_PARAM, f"the model has no {'output' if outputs else 'input'} named {name!r}")
-
-    @acl_function("ks", outputs=(_NO_INDEX,))
-    def get_input_index_by_name(self, model_desc, name):
-        return self._index_by_name(model_desc, name, False)
-
-    @acl_function("ks", outputs=(_NO_INDEX,))
-    def get_output_index_by_name(self, model_desc, name):
-        return self._index_by_name(model_desc, name, True)
-
-    @acl_function("kk", value=True, fail_value=-1)
-    def get_input_format(self, model_desc, index):
-        return format_code(self._tensor(model_desc, index, False).format)
-
-    @acl_function("kk", value=True, fail_value=-1)
-    def get_output_format(self, model_desc, index):
-        return format_code(self._tensor(model_desc, index, True).format)
-
-    @acl_function("kk", value=True, fail_value=-1)
-    def get_input_data_type(self, model_desc, index):
-        return self._tensor(model_desc, index, False).data_type.code
-
-    @acl_function("kk", value=True, fail_value=-1)
-    def get_output_data_type(self, model_desc, index):
-        return self._tensor(model_desc, index, True).data_type.code
-
-    # --- dynamic gears --------------------------------------------------------------------------
-
-    def _gears(self, model_desc, kind: str) -> list[list[int]]:
-        """The model's gears of ``kind``; none, or a failure (SimConfig.absent_gears_ret), if it lacks them."""
-        layout = self._described(model_desc).om.layout
-        if layout.kind == kind:
-            return [list(g) for g in layout.gears]
-        absent = self._sim.config.absent_gears_ret
-        if absent:
-            raise AclFail(absent, f"the model has {layout.kind or 'no'} gears, not {kind} gears")
-        return []
-
-    @acl_function("k", outputs=({},))
-    def get_dynamic_batch(self, model_desc):
-        batches = [g[0] for g in self._gears(model_desc, "batch")]
-        return {"batchCount": len(batches), "batch": batches}
-
-    @acl_function("kk", outputs=({},))
-    def get_dynamic_hw(self, model_desc, index):
-        gears = self._gears(model_desc, "hw")
-        return {"hwCount": len(gears), "hw": gears}
-
-    @acl_function("kk", outputs=(0,))
-    def get_input_dynamic_gear_count(self, model_desc, index):
-        return len(self._gears(model_desc, "dims"))
-
-    @acl_function("kkk", outputs=(None,))
-    def get_input_dynamic_dims(self, model_desc, index, gear_count):
-        gears = self._gears(model_desc, "dims")
-        if gear_count > 4096 or gear_count != len(gears):
-            raise AclFail(INVALID_PARAM, f"gear_count {gear_count} does not match the model's {len(gears)} dims gears")
-        return [_dims("", g) for g in gears]
-
-    def _set_gear(self, model_id, dataset, index, kind: str, gear: tuple[int, ...]) -> None:
-        sim = self._sim
-        model = sim.model(model_id, sim.current_context())
-        _refuse_while_executing(model, "selecting a gear")
-        layout = model.om.layout
-        if layout.kind != kind:
-            raise AclFail(NOT_DYNAMIC, f"model {model_id} has {layout.kind or 'no'} gears, not {kind} gears")
-        found = sim.lookup(sim.datasets, dataset, "dataset")
-        if index != model.dynamic_index:
-            raise AclFail(
-                INVALID_PARAM,
-                f"index {index} is not the index of {ACL_DYNAMIC_TENSOR_NAME!r} "
-                f"({model.dynamic_index}); look it up with get_input_index_by_name",
-            )
-        if index >= len(found.buffers):
-            raise AclFail(INVALID_PARAM, f"dataset {dataset:#x} has {len(found.buffers)} buffer(s), no index {index}")
-        buffer = sim.lookup(sim.buffers, found.buffers[index], "data buffer")
-        if buffer.addr == 0:
-            raise AclFail(DYNAMIC_ADDR, f"the {ACL_DYNAMIC_TENSOR_NAME!r} buffer has a NULL address")
-        if buffer.size < 4 * len(gear):
-            raise AclFail(
-                DYNAMIC_LENGTH,
-                f"the {ACL_DYNAMIC_TENSOR_NAME!r} buffer has {buffer.size} bytes, at least {4 * len(gear)} are needed",
-            )
-        if kind == "batch" and gear == (0,):
-            raise AclFail(INVALID_PARAM, "batch size 0")
-        if gear not in layout.gears:
-            raise AclFail(
-                NOT_A_GEAR, f"{list(gear)} is not one of the model's {kind} gears {[list(g) for g in layout.gears]}"
-            )
-        sim.write(buffer.addr, encode_gear(kind, gear, buffer.size), True, "dynamic input buffer")
-        model.current_gear = layout.gears.index(gear)
-
-    @acl_function("IkkK")
-    def set_dynamic_batch_size(self, model_id, dataset, index, batch_size):
-        self._set_gear(model_id, dataset, index, "batch", (batch_size,))
-
-    @acl_function("IkkKK")
-    def set_dynamic_hw_size(self, model_id, dataset, index, height, width):
-        self._set_gear(model_id, dataset, index, "hw", (height, width))
-
-    @acl_function("IkkO")
-    def set_input_dynamic_dims(self, model_id, dataset, index, dims):
-        try:
-            count, values = int(dims["dimCount"]), dims["dims"]
-        except (TypeError, KeyError, ValueError):
-            raise AclFail(INVALID_PARAM, f"dims must be a dict with 'dimCount' and 'dims', got {dims!r}") from None
-        if not isinstance(values, list) or len(values) < count or not all(isinstance(v, int) for v in values):
-            raise AclFail(
-                INVALID_PARAM, f"dims['dims'] must be a list of at least dimCount={count} ints, got {values!r}"
-            )
-        self._set_gear(model_id, dataset, index, "dims", tuple(values[:count]))
 
     # --- datasets -------------------------------------------------------------------------------
 
@@ -346,7 +207,9 @@ class MdlApi(Namespace):
 
     @acl_function("k")
     def destroy_dataset(self, dataset):
-        self._sim.remove(self._sim.datasets, dataset, "dataset")
+        found = self._sim.remove(self._sim.datasets, dataset, "dataset")
+        for index in list(found.descs):
+            self._sim.set_dataset_desc(found, index, None)
 
     @acl_function("kk", outputs=(0,))
     def add_dataset_buffer(self, dataset, data_buffer):
@@ -366,9 +229,32 @@ class MdlApi(Namespace):
     def get_dataset_num_buffers(self, dataset):
         return len(self._sim.lookup(self._sim.datasets, dataset, "dataset").buffers)
 
+    @acl_function("kkk", outputs=(0,))
+    def set_dataset_tensor_desc(self, dataset, tensor_desc, index):
+        """Copy the desc onto buffer ``index`` (add the buffers first); 0 clears it (model_om2.cpp 965-990)."""
+        sim = self._sim
+        found = sim.lookup(sim.datasets, dataset, "dataset")
+        if index >= len(found.buffers):
+            raise AclFail(
+                INVALID_PARAM,
+                f"index {index} must be smaller than the dataset's {len(found.buffers)} "
+                "buffer(s): add the buffers first",
+            )
+        given = None if tensor_desc == 0 else sim.tensor_desc(tensor_desc)
+        sim.set_dataset_desc(found, index, given)
+        return dataset
+
+    @acl_function("kk", value=True)
+    def get_dataset_tensor_desc(self, dataset, index):
+        """The dataset's own copy (0 when none): execute rewrites the output descs of a shape-range
+        model (model.cpp 672-693, 818-842)."""
+        found = self._sim.lookup(self._sim.datasets, dataset, "dataset")
+        desc = found.descs.get(index)
+        return 0 if desc is None else desc.handle
+
     # --- execution ------------------------------------------------------------------------------
 
-    def _buffers(self, dataset: int, count: int, what: str, code: int) -> list[DataBuffer]:
+    def _buffers(self, dataset: int, count: int, what: str, code: int) -> tuple[Dataset, list[DataBuffer]]:
         found: Dataset = self._sim.lookup(self._sim.datasets, dataset, f"{what} dataset")
         if len(found.buffers) != count:
             raise AclFail(code, f"the {what} dataset has {len(found.buffers)} buffer(s), the model has {count} {what}s")
@@ -376,7 +262,7 @@ class MdlApi(Namespace):
         for handle in found.buffers:
             buffer = self._sim.lookup(self._sim.buffers, handle, f"{what} data buffer")
             snapshot.append(DataBuffer(handle, buffer.addr, buffer.size))
-        return snapshot
+        return found, snapshot
 
     def _prepare(self, model_id, input_dataset, output_dataset, context: Context, runner):
         """Check an execution at call time and mark the model running on ``runner``."""
@@ -391,19 +277,39 @@ class MdlApi(Namespace):
                 f"model {model_id} is already executing {where}; one model_id must not "
                 f"execute concurrently (load one copy of the model per stream)",
             )
-        inputs = self._buffers(input_dataset, len(om.all_inputs), "input", INPUT_NOT_MATCH)
-        outputs = self._buffers(output_dataset, len(om.layout.outputs), "output", OUTPUT_NOT_MATCH)
+        if model.weight_ptr:
+            sim.check_range(model.weight_ptr, model.weight_size, True, "the model's weight memory")
+        in_set, inputs = self._buffers(input_dataset, len(om.all_inputs), "input", INPUT_NOT_MATCH)
+        out_set, outputs = self._buffers(output_dataset, len(om.layout.outputs), "output", OUTPUT_NOT_MATCH)
+        shapes = self._range_shapes(model, in_set) if om.layout.kind == "range" else None
         gear = model.current_gear if model.current_gear is not None else om.layout.gear_count - 1
-        shapes = om.layout.input_shapes(gear)
-        for tensor, buffer in zip(om.all_inputs, inputs):
-            need = tensor.byte_size(shapes[tensor.name]) if tensor.name in shapes else tensor.size
-            self._check_buffer(tensor, buffer, need, "input", INPUT_NOT_MATCH, om.layout.gear_label(gear))
-        for tensor, buffer, shape in zip(om.layout.outputs, outputs, om.layout.output_shapes(gear)):
-            self._check_buffer(
-                tensor, buffer, tensor.byte_size(shape), "output", OUTPUT_NOT_MATCH, om.layout.gear_label(gear)
-            )
+        gear_shapes = shapes or om.layout.input_shapes(gear)
+        label = om.layout.gear_label(gear)
+        for entry, buffer in zip(om.model_inputs, inputs):
+            tensor = entry.tensor
+            shape = gear_shapes.get(tensor.name)
+            need = tensor.byte_size(shape) if shape is not None and not tensor.free else min(tensor.size, buffer.size)
+            self._check_buffer(tensor, buffer, need, "input", INPUT_NOT_MATCH, label)
+        if shapes is None:
+            for tensor, buffer, shape in zip(om.layout.outputs, outputs, om.layout.output_shapes(gear)):
+                self._check_buffer(tensor, buffer, tensor.byte_size(shape), "output", OUTPUT_NOT_MATCH, label)
         model.running[runner] += 1
-        return model, inputs, outputs
+        return model, inputs, outputs, shapes, out_set
+
+    def _range_shapes(self, model: LoadedModel, dataset: Dataset) -> dict[str, Shape]:
+        """Each input's shape from its tensor desc, within its range (100000 otherwise, model.cpp 567-623)."""
+        shapes = {}
+        for index, entry in enumerate(model.om.model_inputs):
+            tensor = entry.tensor
+            desc = dataset.descs.get(index)
+            shape = desc.dims if desc is not None else tensor.dims
+            problem = tensor.range_problem(shape) if tensor.ranges else None
+            if desc is None and -1 in tensor.dims:
+                problem = f"{tensor.name!r} has no tensor desc on the input dataset (set_dataset_tensor_desc)"
+            if problem:
+                raise AclFail(INVALID_PARAM, f"input {index} shape out of shape range: {problem}")
+            shapes[tensor.name] = tuple(shape)
+        return shapes
 
     def _check_buffer(
         self, tensor: LayoutTensor, buffer: DataBuffer, need: int, what: str, code: int, gear: str
@@ -415,34 +321,77 @@ class MdlApi(Namespace):
             )
         self._sim.check_range(buffer.addr, buffer.size, True, f"{what} {tensor.name!r} data buffer")
 
-    def _run(self, model: LoadedModel, inputs: list[DataBuffer], outputs: list[DataBuffer]) -> None:
+    def _read_run(self, model: LoadedModel, inputs: list[DataBuffer], shapes: dict[str, Shape] | None) -> Run:
+        """What this execution runs, read from device memory at run time (under the lock)."""
+        sim = self._sim
+        om = model.om
+        gear = 0
+        if (dynamic_index := model.dynamic_index) is not None:  # the model has gears
+            dynamic = inputs[dynamic_index]
+            gear = gear_of(model, sim.read(dynamic.addr, dynamic.size, True, "dynamic input"))
+        shapes = shapes or dict(om.layout.input_shapes(gear))
+        dynamic_aipp = {}
+        for index, entry in enumerate(om.model_inputs):
+            if entry.role is not InputRole.AIPP_DATA:
+                continue
+            block = sim.read(inputs[index].addr, entry.tensor.size, True, f"input {entry.tensor.name!r}")
+            decoded = decode_dynamic(block)
+            if decoded is None:  # the docs require set_input_aipp before execute (aipp_intro.md)
+                raise AclFail(
+                    MODEL_EXECUTE,
+                    f"the dynamic-AIPP parameters of input {entry.image!r} were never set: "
+                    "call set_input_aipp (or set_aipp_by_input_index) before executing",
+                )
+            dynamic_aipp[entry.image] = decoded
+            head = decoded[0]
+            fmt = head.input_format
+            image = om.client_input(entry.image).tensor
+            batch = shapes[image.name][0] if shapes[image.name][0] > 0 else len(decoded[1])
+            if fmt is not None:
+                shapes[image.name] = fmt.v2_shape(batch, head.src_image_size_h, head.src_image_size_w)
+        data = {}
+        for index, entry in enumerate(om.model_inputs):
+            if entry.role is not InputRole.CLIENT:
+                continue
+            tensor = entry.tensor
+            data[tensor.name] = sim.read(
+                inputs[index].addr, tensor.byte_size(shapes[tensor.name]), True, f"input {tensor.name!r}"
+            )
+        return Run(gear, shapes, data, dynamic_aipp)
+
+    def _run(
+        self,
+        model: LoadedModel,
+        inputs: list[DataBuffer],
+        outputs: list[DataBuffer],
+        shapes: dict[str, Shape] | None,
+        out_set: Dataset,
+    ) -> None:
         """Execute now (on a stream worker, or the caller for execute); no lock held while running."""
         sim = self._sim
         started = time.perf_counter()
         layout = model.om.layout
         with sim.lock:
             sim.check_device()
-            gear = 0
-            if (dynamic_index := model.dynamic_index) is not None:  # the model has gears
-                dynamic = inputs[dynamic_index]
-                gear = gear_of(model, sim.read(dynamic.addr, dynamic.size, True, "dynamic input"))
-            data = [
-                sim.read(buffer.addr, tensor.byte_size(shape), True, f"input {tensor.name!r}")
-                for tensor, buffer, shape in zip(layout.inputs, inputs, layout.input_shapes(gear).values())
-            ]
-            seconds = modelled_seconds(model, gear, sim.config.device_ms, sim.config.row_ms)
-        results = run_session(model, gear, data)
+            run = self._read_run(model, inputs, shapes)
+            seconds = modelled_seconds(run, sim.config.device_ms, sim.config.row_ms)
+        results = run_session(model, run)
         pad_to(started, seconds)
         with sim.lock:
             sim.check_device()
-            for tensor, buffer, result in zip(layout.outputs, outputs, results):
-                if result.nbytes > buffer.size:
+            for index, (tensor, buffer, result) in enumerate(zip(layout.outputs, outputs, results)):
+                if result.nbytes > buffer.size:  # a hybrid/RT2 model fails generically (500002, notes 4.8)
+                    code = GE_FAILURE if layout.kind == "range" else OUTPUT_NOT_MATCH
                     raise AclFail(
-                        OUTPUT_NOT_MATCH,
-                        f"output {tensor.name!r}: {result.nbytes} bytes at "
-                        f"{layout.gear_label(gear)} do not fit its {buffer.size}-byte buffer",
+                        code,
+                        f"output {tensor.name!r}: {result.nbytes} bytes ({list(result.shape)}) at "
+                        f"{layout.gear_label(run.gear)} do not fit its {buffer.size}-byte buffer",
                     )
                 sim.write(buffer.addr, result.tobytes(), True, f"output {tensor.name!r}")
+                if layout.kind == "range":  # the dynamic-shape executor rewrites every output desc
+                    desc = TensorDesc(0, tensor.data_type.code, tuple(result.shape), 2, tensor.name)
+                    sim.set_dataset_desc(out_set, index, desc)
+            sim.dumps.executed(model)
 
     def _finish(self, model: LoadedModel, runner) -> None:
         with self._sim.lock:
@@ -451,11 +400,11 @@ class MdlApi(Namespace):
     @acl_function("Ikk", locked=False)
     def execute(self, model_id, input_dataset, output_dataset):
         with self._sim.lock:
-            model, inputs, outputs = self._prepare(
+            model, inputs, outputs, shapes, out_set = self._prepare(
                 model_id, input_dataset, output_dataset, self._sim.current_context(), SYNC
             )
         try:
-            self._run(model, inputs, outputs)
+            self._run(model, inputs, outputs, shapes, out_set)
         finally:
             self._finish(model, SYNC)
 
@@ -463,5 +412,46 @@ class MdlApi(Namespace):
     def execute_async(self, model_id, input_dataset, output_dataset, stream):
         context = self._sim.current_context()
         target = self._sim.stream(stream, context)
-        model, inputs, outputs = self._prepare(model_id, input_dataset, output_dataset, context, stream)
-        target.submit("execute_async", lambda: self._run(model, inputs, outputs), lambda: self._finish(model, stream))
+        model, inputs, outputs, shapes, out_set = self._prepare(
+            model_id, input_dataset, output_dataset, context, stream
+        )
+        target.submit(
+            "execute_async",
+            lambda: self._run(model, inputs, outputs, shapes, out_set),
+            lambda: self._finish(model, stream),
+        )
+
+    # --- data dump (hicann/runtime src/acl/aclrt_impl/toolchain/dump.cpp 103-239) ---------------
+
+    @acl_function("")
+    def init_dump(self):
+        if self._sim.dumps.initialized:
+            raise AclFail(REPEAT_INITIALIZE, "init_dump was already called (finalize_dump first)")
+        self._sim.dumps.initialized = True
+
+    @acl_function("|s")
+    def set_dump(self, dump_config_path=""):
+        dumps = self._sim.dumps
+        if not dumps.initialized:
+            raise AclFail(DUMP_NOT_RUN, "set_dump before init_dump")
+        if not dump_config_path:
+            raise AclFail(INVALID_PARAM, "set_dump needs the path of a dump config (acl.json syntax)")
+        try:
+            data = json.loads(Path(dump_config_path).read_text(encoding="utf-8") or "{}")
+        except (OSError, ValueError) as exc:
+            raise AclFail(INVALID_DUMP_CONFIG, f"dump config {dump_config_path!r}: {exc}") from None
+        if not isinstance(data, dict):
+            raise AclFail(INVALID_DUMP_CONFIG, f"dump config {dump_config_path!r} is not a JSON object")
+        config = AclJson(Path(dump_config_path), {"dump": data.get("dump", {})} if data else {})
+        found = [p for p in problems(config) if p.key.startswith("dump")]
+        if found:
+            raise AclFail(INVALID_DUMP_CONFIG, "; ".join(str(p) for p in found))
+        dumps.configure(config)
+
+    @acl_function("")
+    def finalize_dump(self):
+        dumps = self._sim.dumps
+        if not dumps.initialized:
+            raise AclFail(DUMP_NOT_RUN, "finalize_dump before init_dump")
+        dumps.initialized = False
+        dumps.configure(None)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from ge_python_backend.ascend.constants import ACL_HOST, MALLOC_FLAGS, MallocPolicy, MemcpyKind, ret_code
-from ge_python_backend.sim.memory import is_device_address
+from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_HOST, MALLOC_FLAGS, MallocPolicy, MemcpyKind, ret_code
+from ge_python_backend.ascend.limits import device_limits
 from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, acl_function
 from ge_python_backend.sim.state import BAD_HANDLE, INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
 from ge_python_backend.sim.streams import Event, Stream
 
 MEMORY_ALLOCATION = ret_code("ACL_ERROR_RT_MEMORY_ALLOCATION")
+ADDR_UNALIGNED = ret_code("ACL_ERROR_RT_ADDR_UNALIGNED")
+NO_STREAM = ret_code("ACL_ERROR_RT_NO_STREAM_RESOURCE")
+NO_EVENT = ret_code("ACL_ERROR_RT_NO_EVENT_RESOURCE")
+#: where device-mode malloc_host memory starts past a 64-byte boundary ("if you need a 64-byte
+#: aligned start address, you must handle the alignment yourself", 11-02_host_memory_management.md 71-78)
+DEVICE_MODE_HOST_OFFSET = 32
 
 #: memcpy kind -> (source is device, destination is device)
 _SIDES = {
@@ -63,7 +69,7 @@ class RtApi(Namespace):
 
     @acl_function("", outputs=(0,))
     def get_run_mode(self):
-        return ACL_HOST
+        return ACL_DEVICE if self._sim.config.run_mode == "device" else ACL_HOST
 
     @acl_function("i", outputs=(0,))
     def create_context(self, device_id):
@@ -108,8 +114,18 @@ class RtApi(Namespace):
 
     @acl_function("", outputs=(0,))
     def create_stream(self):
-        context = self._sim.current_context()
-        return self._sim.add(self._sim.streams, lambda handle: Stream(handle, context.handle))
+        """207008 past the SoC's streams per device, the default stream and each loaded model's
+        counted (06_stream_management.md 81-96; the simulator gives every model one stream)."""
+        sim = self._sim
+        context = sim.current_context()
+        limits = device_limits(sim.config.soc_name)
+        if limits is not None and sim.streams_in_use(context.device) >= limits.streams:
+            raise AclFail(
+                NO_STREAM,
+                f"device {context.device} ({sim.config.soc_name}) has {limits.streams} streams, "
+                "all in use (the default stream and each loaded model's included)",
+            )
+        return sim.add(sim.streams, lambda handle: Stream(handle, context.handle))
 
     def _stream_of(self, stream: int) -> Stream:
         """``stream``, which must belong to the calling thread's current context."""
@@ -158,20 +174,37 @@ class RtApi(Namespace):
 
     @acl_function("k")
     def free(self, dev_ptr):
-        self._sim.current_context()
-        self._sim.device_memory.free(dev_ptr)
+        sim = self._sim
+        sim.current_context()
+        users = sim.memory_users(dev_ptr)
+        if users:
+            # "must not be freed while the model is loaded" (aclmdlLoadFromFileWithMem.md); the real
+            # runtime would let it go and fail on the next execute
+            ids = ", ".join(str(m.model_id) for m in users)
+            raise AclFail(
+                INVALID_PARAM,
+                f"device memory {dev_ptr:#x} is the work or weight memory of loaded model(s) {ids}: unload them first",
+            )
+        sim.device_memory.free(dev_ptr)
 
     @acl_function("k", outputs=(0,))
     def malloc_host(self, size):
-        self._sim.current_context()
+        """Pinned, 64-byte aligned host memory; in device run mode device memory on normal pages,
+        deliberately not 64-byte aligned (11-02_host_memory_management.md 5, 71-78)."""
+        sim = self._sim
+        sim.current_context()
         if size == 0:
             raise AclFail(INVALID_PARAM, "size 0")
-        return self._sim.host_memory.allocate(size).addr
+        offset = DEVICE_MODE_HOST_OFFSET if sim.config.run_mode == "device" else 0
+        return sim.host_memory.allocate(size, offset).addr
 
     @acl_function("k")
     def free_host(self, host_ptr):
-        self._sim.current_context()
-        self._sim.host_memory.free(host_ptr)
+        sim = self._sim
+        sim.current_context()
+        if sim.is_device(host_ptr):
+            raise AclFail(INVALID_PARAM, f"{host_ptr:#x} is device memory; free it with acl.rt.free")
+        sim.host_memory.free(host_ptr)
 
     @acl_function("i", outputs=(0, 0))
     def get_mem_info(self, attr):
@@ -183,7 +216,7 @@ class RtApi(Namespace):
         """Check a memset; return the work that performs it."""
         if count > max_count:
             raise AclFail(INVALID_PARAM, f"count {count} exceeds max_count {max_count}")
-        device = is_device_address(dev_ptr)
+        device = self._sim.is_device(dev_ptr)
         self._sim.check_range(dev_ptr, count, device, "memset destination")
         data = bytes([value & 0xFF]) * count
 
@@ -203,11 +236,13 @@ class RtApi(Namespace):
     def memset_async(self, dev_ptr, max_count, value, count, stream):
         self._stream_of(stream).submit("memset_async", self._fill(dev_ptr, max_count, value, count))
 
-    def _copy(self, dst, dest_max, src, count, kind, pinned: bool):
-        """Check a copy at call time; return the work that performs it."""
+    def _copy(self, dst, dest_max, src, count, kind, asynchronous: bool):
+        """Check a copy at call time; return the work that performs it, and whether an asynchronous
+        copy must finish before the call returns: host memory that is not from malloc_host is
+        accepted and makes the call synchronous (11-03_memory_copy_and_set.md 136-140)."""
         sim = self._sim
         if kind == MemcpyKind.DEFAULT:
-            kind_sides = (is_device_address(src), is_device_address(dst))
+            kind_sides = (sim.is_device(src), sim.is_device(dst))
         elif kind in _SIDES:
             kind_sides = _SIDES[kind]
         else:
@@ -218,10 +253,11 @@ class RtApi(Namespace):
         label = MemcpyKind(kind).acl_name
         sim.check_range(src, count, src_device, f"{label} source")
         sim.check_range(dst, count, dst_device, f"{label} destination")
-        if pinned:
+        unpinned = False
+        if asynchronous:
             for addr, device, side in ((src, src_device, "source"), (dst, dst_device, "destination")):
                 if not device:
-                    sim.host_memory.check_pinned(addr, count, f"{label} {side}")
+                    unpinned |= not sim.host_memory.pinned(addr, count, f"{label} {side}")
 
         def work():
             with sim.lock:
@@ -229,23 +265,42 @@ class RtApi(Namespace):
                 data = sim.read(src, count, src_device, f"{label} source")
                 sim.write(dst, data, dst_device, f"{label} destination")
 
-        return work
+        return work, unpinned
 
     @acl_function("kkkki")
     def memcpy(self, dst, dest_max, src, count, kind):
         self._sim.current_context()
-        self._copy(dst, dest_max, src, count, kind, pinned=False)()
+        self._copy(dst, dest_max, src, count, kind, asynchronous=False)[0]()
 
-    @acl_function("kkkkik")
+    @acl_function("kkkkik", locked=False)
     def memcpy_async(self, dst, dest_max, src, count, kind, stream):
-        self._stream_of(stream).submit("memcpy_async", self._copy(dst, dest_max, src, count, kind, pinned=True))
+        """Both addresses 64-byte aligned, else 107008 (CANN 8.5/9.0 aclrtMemcpyAsync.md 44-45; the
+        code is the runtime's for an unaligned address, acl_base_rt.h); host memory not from
+        malloc_host makes the call wait for the copy."""
+        with self._sim.lock:
+            alignment = self._sim.config.memcpy_alignment
+            for side, addr in (("destination", dst), ("source", src)):
+                if alignment and addr % alignment:
+                    raise AclFail(ADDR_UNALIGNED, f"memcpy_async {side} {addr:#x} is not {alignment}-byte aligned")
+            target = self._stream_of(stream)
+            work, unpinned = self._copy(dst, dest_max, src, count, kind, asynchronous=True)
+            target.submit("memcpy_async", work)
+        if unpinned:
+            target.synchronize()
 
     # --- events ---------------------------------------------------------------------------------
 
     @acl_function("", outputs=(0,))
     def create_event(self):
-        context = self._sim.current_context()
-        return self._sim.add(self._sim.events, lambda handle: Event(handle, context.handle))
+        """207007 past the SoC's events per device (07_event_management.md 81-107)."""
+        sim = self._sim
+        context = sim.current_context()
+        limits = device_limits(sim.config.soc_name)
+        if limits is not None and sim.events_in_use(context.device) >= limits.events:
+            raise AclFail(
+                NO_EVENT, f"device {context.device} ({sim.config.soc_name}) has {limits.events} events, all in use"
+            )
+        return sim.add(sim.events, lambda handle: Event(handle, context.handle))
 
     @acl_function("kk")
     def record_event(self, event, stream):

@@ -41,6 +41,7 @@ DEVICE_CALLS = frozenset(
         "memset",
         "memset_async",
         "load_from_file",
+        "load_from_file_with_mem",
         "load_from_mem",
         "execute",
         "execute_async",
@@ -57,6 +58,7 @@ DEFAULT_RETS = {
     "execute": ret_code("ACL_ERROR_RT_MODEL_EXECUTE"),
     "execute_async": ret_code("ACL_ERROR_RT_MODEL_EXECUTE"),
     "load_from_file": ret_code("ACL_ERROR_GE_LOAD_MODEL"),
+    "load_from_file_with_mem": ret_code("ACL_ERROR_GE_LOAD_MODEL"),
     "load_from_mem": ret_code("ACL_ERROR_GE_LOAD_MODEL"),
     "synchronize_stream": ret_code("ACL_ERROR_RT_STREAM_SYNC_TIMEOUT"),
 }

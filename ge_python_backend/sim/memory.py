@@ -1,10 +1,15 @@
 """Simulated device memory and real pinned host memory.
 
-Device memory lives in Python bytearrays behind addresses in a range the host cannot
-dereference (x86-64 non-canonical addresses: touching one through ctypes faults at once),
-so only memcpy/memset/execute can move data in or out. Addresses are never reused, so a
-use after free is always recognised. Host memory from ``malloc_host`` is real, 64-byte aligned
-memory whose address the caller may wrap with ctypes/numpy; freed blocks are held back from the
+In host run mode (a PCIe card, ACL_HOST) device memory lives in Python bytearrays behind
+addresses in a range the host cannot dereference (x86-64 non-canonical addresses: touching one
+through ctypes faults at once), so only memcpy/memset/execute can move data in or out. Those
+addresses are never reused, so a use after free is always recognised. In device run mode
+(ACL_DEVICE: the application runs on the device, where "Host and Device are one",
+11-02_host_memory_management.md 71-78) device memory is real, addressable memory; freed blocks
+are held back like host blocks so a use after free is still recognised.
+
+Host memory from ``malloc_host`` is real, 64-byte aligned memory (not aligned in device run mode)
+whose address the caller may wrap with ctypes/numpy; freed blocks are held back from the
 process for a while (``HOST_QUARANTINE`` bytes of the latest frees), so a copy from or into one
 is recognised as a use after free instead of touching memory Python may have reused.
 """
@@ -37,7 +42,9 @@ class DeviceBlock:
     addr: int
     size: int
     device: int
-    data: bytearray
+    data: bytearray | memoryview
+    #: device run mode: the ctypes memory behind ``data``
+    raw: ctypes.Array | None = None
 
 
 @dataclass
@@ -48,23 +55,43 @@ class HostBlock:
 
 
 class DeviceMemory:
-    """Every device allocation ever made (live ones keep their bytes)."""
+    """Every device allocation ever made (live ones keep their bytes); ``addressable`` in device run
+    mode. aclrtMalloc's start is 64-byte aligned (11-01_device_memory_malloc_and_free.md 53)."""
 
-    def __init__(self) -> None:
+    def __init__(self, addressable: bool = False, quarantine: int = HOST_QUARANTINE) -> None:
+        self.addressable = addressable
         self._next = DEVICE_BASE
         self._starts: list[int] = []
         self._sizes: list[int] = []
         self.live: dict[int, DeviceBlock] = {}
+        self._held: dict[int, DeviceBlock] = {}
+        self._held_bytes = 0
+        self._quarantine = quarantine
 
     def allocate(self, size: int, device: int) -> DeviceBlock:
-        addr = self._next
-        self._next += (size + _PAGE - 1) // _PAGE * _PAGE + _PAGE  # a guard page between blocks
-        # Fresh device memory holds garbage, not zeros: reading it before writing shows up.
-        block = DeviceBlock(addr, size, device, bytearray(b"\xa5") * size)
-        self._starts.append(addr)
-        self._sizes.append(size)
+        if self.addressable:
+            raw = (ctypes.c_char * (size + HOST_ALIGN))()
+            addr = (ctypes.addressof(raw) + HOST_ALIGN - 1) // HOST_ALIGN * HOST_ALIGN
+            offset = addr - ctypes.addressof(raw)
+            data: bytearray | memoryview = memoryview(raw).cast("B")[offset : offset + size]
+            data[:] = b"\xa5" * size
+            block = DeviceBlock(addr, size, device, data, raw)
+        else:
+            addr = self._next
+            self._next += (size + _PAGE - 1) // _PAGE * _PAGE + _PAGE  # a guard page between blocks
+            # Fresh device memory holds garbage, not zeros: reading it before writing shows up.
+            block = DeviceBlock(addr, size, device, bytearray(b"\xa5") * size)
+        i = bisect.bisect_left(self._starts, addr)
+        self._starts.insert(i, addr)
+        self._sizes.insert(i, size)
         self.live[addr] = block
         return block
+
+    def contains(self, addr: int) -> bool:
+        """``addr`` is (or was, and is still held) device memory."""
+        if not self.addressable:
+            return is_device_address(addr)
+        return self._history(addr) is not None
 
     def _history(self, addr: int) -> tuple[int, int] | None:
         """(start, size) of the allocation, live or freed, that contains ``addr``."""
@@ -76,6 +103,8 @@ class DeviceMemory:
     def free(self, addr: int) -> DeviceBlock:
         block = self.live.pop(addr, None)
         if block is not None:
+            if self.addressable:
+                self._hold(block)
             return block
         known = self._history(addr)
         if known and known[0] == addr:
@@ -83,6 +112,17 @@ class DeviceMemory:
         if known:
             raise AclFail(INVALID_PARAM, f"{addr:#x} is inside the allocation at {known[0]:#x}, not its start")
         raise AclFail(INVALID_PARAM, f"{addr:#x} was never returned by acl.rt.malloc")
+
+    def _hold(self, block: DeviceBlock) -> None:
+        """Device run mode: keep a freed block's memory (and its history) until the quarantine is
+        full; then release the oldest and forget its range, which the process may reuse."""
+        self._held[block.addr] = block
+        self._held_bytes += block.size
+        while self._held_bytes > self._quarantine:
+            oldest = self._held.pop(next(iter(self._held)))
+            self._held_bytes -= oldest.size
+            i = bisect.bisect_left(self._starts, oldest.addr)
+            del self._starts[i], self._sizes[i]
 
     def locate(self, addr: int, count: int, what: str) -> tuple[DeviceBlock, int]:
         """The live block holding ``count`` bytes at ``addr`` and the offset into it."""
@@ -122,9 +162,10 @@ class HostMemory:
         self._held_starts: list[int] = []
         self._held_bytes = 0
 
-    def allocate(self, size: int) -> HostBlock:
-        raw = (ctypes.c_char * (size + HOST_ALIGN))()
-        addr = (ctypes.addressof(raw) + HOST_ALIGN - 1) // HOST_ALIGN * HOST_ALIGN
+    def allocate(self, size: int, offset: int = 0) -> HostBlock:
+        """``size`` bytes starting ``offset`` bytes past a 64-byte boundary."""
+        raw = (ctypes.c_char * (size + 2 * HOST_ALIGN))()
+        addr = (ctypes.addressof(raw) + HOST_ALIGN - 1) // HOST_ALIGN * HOST_ALIGN + offset
         block = HostBlock(addr, size, raw)
         self.live[addr] = block
         self._freed.discard(addr)
@@ -138,8 +179,6 @@ class HostMemory:
             return
         if addr in self._freed:
             raise AclFail(INVALID_PARAM, f"double free of host address {addr:#x}")
-        if is_device_address(addr):
-            raise AclFail(INVALID_PARAM, f"{addr:#x} is device memory; free it with acl.rt.free")
         raise AclFail(INVALID_PARAM, f"{addr:#x} was never returned by acl.rt.malloc_host")
 
     def _hold(self, block: HostBlock) -> None:
@@ -176,15 +215,19 @@ class HostMemory:
                 return block
         return None
 
-    def check_pinned(self, addr: int, count: int, what: str) -> None:
-        if self.find(addr, count) is None:
-            inside = next((b for b in self.live.values() if b.addr <= addr < b.addr + b.size), None)
-            detail = (
-                f"runs past the end of the {inside.size}-byte pinned block at {inside.addr:#x}"
-                if inside
-                else "is not memory from acl.rt.malloc_host (asynchronous copies need pinned host memory)"
+    def pinned(self, addr: int, count: int, what: str) -> bool:
+        """Whether the host range is malloc_host memory; AclFail when it starts in a pinned block
+        and runs past its end."""
+        if self.find(addr, count) is not None:
+            return True
+        inside = next((b for b in self.live.values() if b.addr <= addr < b.addr + b.size), None)
+        if inside is not None:
+            raise AclFail(
+                INVALID_PARAM,
+                f"{what}: host range {addr:#x}+{count} runs past the end of the {inside.size}-byte pinned block "
+                f"at {inside.addr:#x}",
             )
-            raise AclFail(INVALID_PARAM, f"{what}: host range {addr:#x}+{count} {detail}")
+        return False
 
 
 def read_host(addr: int, count: int) -> bytes:

@@ -1,8 +1,12 @@
-"""Loaded simulated models, model descs, datasets and data buffers, and how a model executes.
+"""Loaded simulated models, descs, datasets, data buffers, tensor descs and AIPP sets, and how a
+model executes.
 
-Execution reads the gear the dynamic tensor holds (``set_dynamic_*`` wrote it into the
-device buffer, as GE does), reads exactly that gear's input bytes from device memory, runs the
-embedded ONNX model on ONNX Runtime and writes the outputs into the output device buffers.
+Execution reads the gear the dynamic tensor holds (``set_dynamic_*`` wrote it into the device
+buffer, as GE does: hicann/ge runtime/v1/executor/ge_executor.cc 375-432, 548-582), each input's
+shape (its gear, or the tensor desc set on the dataset for a shape-range model), the dynamic-AIPP
+parameters ``set_input_aipp`` wrote, reads exactly those input bytes from device memory, applies
+the AIPP, runs the embedded ONNX model on ONNX Runtime and writes the outputs into the output
+device buffers.
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from ge_python_backend.ascend.aipp import AippConfig
 from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, ret_code
-from ge_python_backend.ascend.simom import SimOm
+from ge_python_backend.ascend.layout import Shape
+from ge_python_backend.ascend.simom import InputRole, SimOm
+from ge_python_backend.sim.aipp import transform
 from ge_python_backend.sim.signature import AclFail
-from ge_python_backend.specs import numpy_dtype
+from ge_python_backend.specs import format_shape, numpy_dtype
 
 MODEL_EXECUTE = ret_code("ACL_ERROR_RT_MODEL_EXECUTE")
 #: Key of a synchronous ``execute`` in ``LoadedModel.running``.
@@ -32,15 +39,38 @@ class DataBuffer:
     size: int
 
 
+@dataclass(frozen=True)
+class TensorDesc:
+    """An ``aclTensorDesc``: a host-side description (type code, dims, format code, name)."""
+
+    handle: int
+    data_type: int
+    dims: Shape
+    format: int
+    name: str = ""
+
+
 @dataclass
 class Dataset:
     handle: int
     buffers: list[int] = field(default_factory=list)
+    #: index -> a copy of the tensor desc set with set_dataset_tensor_desc (hicann/ge model_om2.cpp 965-990)
+    descs: dict[int, TensorDesc] = field(default_factory=dict)
+
+
+@dataclass
+class AippSet:
+    """An ``aclmdlAIPP`` from ``create_aipp(batch)``: one head and one entry per batch image
+    (var_reci starts at 1.0, everything else at 0: acl_aipp_om2.cpp 330-363)."""
+
+    handle: int
+    head: AippConfig
+    batches: list[AippConfig]
 
 
 @dataclass
 class LoadedModel:
-    """One ``load_from_file``: its own id, context, current gear and in-flight executions."""
+    """One load: its own id, context, current gear and in-flight executions."""
 
     model_id: int
     path: str
@@ -53,10 +83,13 @@ class LoadedModel:
     current_gear: int | None = None
     #: stream handle (or SYNC) -> executions queued or running there
     running: Counter = field(default_factory=Counter)
+    #: a weight buffer the caller gave load_from_file_with_mem (its device address), else 0
+    weight_ptr: int = 0
+    work_ptr: int = 0
 
     @property
     def dynamic_index(self) -> int | None:
-        return len(self.om.layout.inputs) if self.om.layout.kind else None
+        return self.om.index_of(InputRole.DYNAMIC_SHAPE)
 
     def busy_elsewhere(self, stream: int | str | None) -> int | str | None:
         """Another stream (or SYNC) on which this model is executing, if any (``stream`` None: any one)."""
@@ -75,10 +108,11 @@ def model_costs(om: SimOm) -> tuple[int, int]:
     return work, len(om.onnx)
 
 
-def encode_gear(kind: str, gear: tuple[int, ...], capacity: int) -> bytes:
-    """The bytes set_dynamic_* writes into the dynamic tensor (uint64 when there is room, like GE)."""
-    wide = capacity >= 8 * len(gear)
-    return struct.pack(f"<{len(gear)}{'Q' if wide else 'I'}", *gear)
+def encode_gear(values: tuple[int, ...], capacity: int) -> bytes:
+    """The bytes set_dynamic_* writes into the dynamic tensor: each value as uint32, or uint64
+    when the buffer has room for that (ge_executor.cc 424, 548-582)."""
+    wide = capacity >= 8 * len(values)
+    return struct.pack(f"<{len(values)}{'Q' if wide else 'I'}", *values)
 
 
 def decode_gear(data: bytes, count: int) -> tuple[int, ...]:
@@ -102,37 +136,56 @@ def gear_of(model: LoadedModel, dynamic_bytes: bytes) -> int:
         ) from None
 
 
-def run_session(model: LoadedModel, gear: int, inputs: list[bytes]) -> list[np.ndarray]:
-    """Run the ONNX model at ``gear`` on the given input bytes; check the output shapes."""
-    layout = model.om.layout
+@dataclass(frozen=True)
+class Run:
+    """What one execution runs: the gear, each client input's shape and bytes, the AIPP values."""
+
+    gear: int
+    shapes: dict[str, Shape]
+    data: dict[str, bytes]
+    #: client input -> (head, per-batch configs) read from its dynamic-AIPP parameter block
+    dynamic_aipp: dict[str, tuple[AippConfig, list[AippConfig]]] = field(default_factory=dict)
+
+
+def run_session(model: LoadedModel, run: Run) -> list[np.ndarray]:
+    """Run the ONNX model on ``run``'s inputs (AIPP applied); check the output shapes."""
+    om, layout = model.om, model.om.layout
     feeds = {}
-    for tensor, shape, data in zip(layout.inputs, layout.input_shapes(gear).values(), inputs):
+    for tensor in layout.inputs:
+        entry = om.client_input(tensor.name)
+        shape = run.shapes[tensor.name]
+        if tensor.aipp is not None and entry.network is not None:
+            batch = shape[0]
+            head, per_batch = run.dynamic_aipp.get(tensor.name, (tensor.aipp, None))
+            feeds[tensor.name] = transform(head, run.data[tensor.name], batch, entry.network, per_batch)
+            continue
         if not tensor.data_type.triton:
             raise AclFail(
                 MODEL_EXECUTE, f"input {tensor.name!r} has type {tensor.data_type.name}, which the simulator cannot run"
             )
-        feeds[tensor.name] = np.frombuffer(data, numpy_dtype(tensor.data_type.triton)).reshape(shape)
+        feeds[tensor.name] = np.frombuffer(run.data[tensor.name], numpy_dtype(tensor.data_type.triton)).reshape(shape)
     try:
         results = model.session.run([t.name for t in layout.outputs], feeds)
     except Exception as exc:  # ONNX Runtime raises several private exception types
         raise AclFail(
-            MODEL_EXECUTE, f"model {model.model_id} at {layout.gear_label(gear)}: ONNX Runtime failed: {exc}"
+            MODEL_EXECUTE, f"model {model.model_id} at {layout.gear_label(run.gear)}: ONNX Runtime failed: {exc}"
         ) from None
-    for tensor, want, result in zip(layout.outputs, layout.output_shapes(gear), results):
-        if tuple(result.shape) != want:
-            raise AclFail(
-                MODEL_EXECUTE,
-                f"output {tensor.name!r} came out {list(result.shape)}, "
-                f"the model declares {list(want)} at {layout.gear_label(gear)}",
-            )
+    if layout.kind != "range":
+        for tensor, want, result in zip(layout.outputs, layout.output_shapes(run.gear), results):
+            if tuple(result.shape) != want:
+                raise AclFail(
+                    MODEL_EXECUTE,
+                    f"output {tensor.name!r} came out {format_shape(tuple(result.shape))}, "
+                    f"the model declares {format_shape(want)} at {layout.gear_label(run.gear)}",
+                )
     return [np.ascontiguousarray(r) for r in results]
 
 
-def modelled_seconds(model: LoadedModel, gear: int, device_ms: float, row_ms: float) -> float:
+def modelled_seconds(run: Run, device_ms: float, row_ms: float) -> float:
     """Device time one execution takes: fixed ms plus ms per row of the batch axis."""
     if not device_ms and not row_ms:
         return 0.0
-    first = next(iter(model.om.layout.input_shapes(gear).values()), ())
+    first = next(iter(run.shapes.values()), ())
     rows = first[0] if first else 1
     return (device_ms + row_ms * rows) / 1000.0
 

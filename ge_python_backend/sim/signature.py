@@ -31,7 +31,7 @@ class AclFail(Exception):
 class Signature:
     """How one function parses its arguments and shapes its result.
 
-    ``fmt`` uses PyArg_ParseTuple letters (k K I i H s f O, ``|`` before optional ones).
+    ``fmt`` uses PyArg_ParseTuple letters (k K I i H h b B s f O, ``|`` before optional ones).
     ``outputs`` holds the value of each output returned on failure (ret follows them);
     ``None`` means the function returns only ``ret``. ``value`` marks a function that returns
     one plain value and no ret at all (``fail_value`` on failure).
@@ -76,9 +76,16 @@ def convert(letter: str, value: Any, fn: str, position: int) -> Any:
         return value & _MASK64
     if letter == "I":
         return _integer(value, fn, position) & _MASK32
-    if letter in "iH":
+    if letter == "B":  # unsigned char, no overflow check (the value is masked)
+        return _integer(value, fn, position) & 0xFF
+    if letter in "iHhb":
         number = _integer(value, fn, position)
-        low, high = (-(1 << 31), (1 << 31) - 1) if letter == "i" else (0, 0xFFFF)
+        low, high = {
+            "i": (-(1 << 31), (1 << 31) - 1),
+            "H": (0, 0xFFFF),
+            "h": (-(1 << 15), (1 << 15) - 1),
+            "b": (0, 0xFF),
+        }[letter]
         if not low <= number <= high:
             raise OverflowError(f"{fn}() argument {position}: {number} is out of range for format {letter!r}")
         return number

@@ -10,6 +10,7 @@ import threading
 
 from ge_python_backend.sim.api import TopApi, UtilApi
 from ge_python_backend.sim.api_mdl import MdlApi
+from ge_python_backend.sim.api_prof import ProfApi
 from ge_python_backend.sim.api_rt import RtApi
 from ge_python_backend.sim.state import SimConfig, SimState
 
@@ -27,6 +28,7 @@ def build_module(sim: SimState) -> TopApi:
     module = TopApi(sim)
     module.rt = RtApi(sim)
     module.mdl = MdlApi(sim)
+    module.prof = ProfApi(sim)
     module.util = UtilApi(sim)
     return module
 

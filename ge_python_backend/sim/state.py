@@ -15,12 +15,13 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ge_python_backend.ascend.constants import RET_CODES, ret_code
+from ge_python_backend.sim.dfx import DumpState, ProfilingState
 from ge_python_backend.sim.faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultPlan, FaultState
-from ge_python_backend.sim.memory import DeviceMemory, HostMemory, is_device_address, read_host, write_host
-from ge_python_backend.sim.models import DataBuffer, Dataset, LoadedModel, ModelDesc
+from ge_python_backend.sim.memory import DeviceMemory, HostMemory, read_host, write_host
+from ge_python_backend.sim.models import AippSet, DataBuffer, Dataset, LoadedModel, ModelDesc, TensorDesc
 from ge_python_backend.sim.signature import AclFail, Signature, shape_result
 from ge_python_backend.sim.streams import Event, Stream
 
@@ -39,6 +40,9 @@ INVALID_MODEL = ret_code("ACL_ERROR_INVALID_MODEL_ID")
 _HANDLE_BASE = 0x5A00_0000_0000
 
 
+RunMode = Literal["host", "device"]
+
+
 @dataclass
 class SimConfig:
     """Simulated hardware and modelled device time (a functional model, not a performance one)."""
@@ -53,6 +57,14 @@ class SimConfig:
     #: return for a gear kind the model lacks: 0 answers "no gears" (ret 0, count 0, as pyacl.md §4.3
     #: infers); any other code makes them fail with that code instead (a runtime may do either).
     absent_gears_ret: int = 0
+    #: where the application runs: "host" (a PCIe card, ACL_HOST) or "device" (ACL_DEVICE: Atlas
+    #: 200/500, 310P open form), where malloc_host is device memory and not 64-byte aligned
+    run_mode: RunMode = "host"
+    #: what acl.get_soc_name answers; its stream and event limits apply (ascend/limits.py)
+    soc_name: str = "Ascend310P3"
+    #: memcpy_async wants both addresses 64-byte aligned (CANN 8.5/9.0 aclrtMemcpyAsync.md 44-45;
+    #: 9.1 and later only for on-chip copies): 0 turns the rule off
+    memcpy_alignment: int = 64
 
 
 @dataclass
@@ -84,6 +96,8 @@ class SimState:
         self.sessions: dict[str, Any] = {}
         self._clear_state()
         self.initialized = False
+        #: acl.finalize ran (a second one is 100037)
+        self.finalized = False
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -92,12 +106,18 @@ class SimState:
         self.contexts: dict[int, Context] = {}
         self.streams: dict[int, Stream] = {}
         self.events: dict[int, Event] = {}
-        self.device_memory = DeviceMemory()
+        self.device_memory = DeviceMemory(addressable=self.config.run_mode == "device")
         self.host_memory = HostMemory()
         self.models: dict[int, LoadedModel] = {}
         self.descs: dict[int, ModelDesc] = {}
         self.datasets: dict[int, Dataset] = {}
         self.buffers: dict[int, DataBuffer] = {}
+        #: tensor descs the caller created (create_tensor_desc), and the copies datasets own
+        self.tensor_descs: dict[int, TensorDesc] = {}
+        self.dataset_descs: dict[int, TensorDesc] = {}
+        self.aipps: dict[int, AippSet] = {}
+        self.dumps = DumpState()
+        self.profiling = ProfilingState()
 
     def configure(
         self,
@@ -108,11 +128,22 @@ class SimState:
         device_count: int | None = None,
         device_memory: int | None = None,
         absent_gears_ret: int | None = None,
+        run_mode: RunMode | None = None,
+        soc_name: str | None = None,
+        memcpy_alignment: int | None = None,
     ) -> None:
-        """Change the simulated hardware. ``faults`` installs a new plan (fresh counters, device back)."""
+        """Change the simulated hardware. ``faults`` installs a new plan (fresh counters, device back);
+        the run mode changes only while no memory is allocated."""
         if absent_gears_ret is not None and absent_gears_ret not in RET_CODES:
-            raise ValueError(f"absent_gears_ret {absent_gears_ret} is not a code listed in pyacl.md")
+            raise ValueError(f"absent_gears_ret {absent_gears_ret} is not a code the CANN headers define")
+        if run_mode is not None and run_mode not in ("host", "device"):
+            raise ValueError(f"run_mode {run_mode!r}: expected 'host' or 'device'")
         with self.lock:
+            if run_mode is not None and run_mode != self.config.run_mode:
+                if self.device_memory.live or self.host_memory.live:
+                    raise ValueError("the run mode cannot change while device or host memory is allocated")
+                self.config.run_mode = run_mode
+                self.device_memory = DeviceMemory(addressable=run_mode == "device")
             if faults is not None:
                 plan = FaultPlan.parse(faults) if isinstance(faults, str) else faults
                 self.faults = FaultState(plan)
@@ -122,6 +153,8 @@ class SimState:
                 ("device_count", device_count),
                 ("device_memory", device_memory),
                 ("absent_gears_ret", absent_gears_ret),
+                ("soc_name", soc_name),
+                ("memcpy_alignment", memcpy_alignment),
             ):
                 if value is not None:
                     setattr(self.config, name, value)
@@ -137,6 +170,7 @@ class SimState:
             streams = list(self.streams.values())
             self._clear_state()
             self.initialized = False
+            self.finalized = True
         if leftovers:
             LOG.warning("acl.finalize (simulated) with %d live resource(s): %s", len(leftovers), "; ".join(leftovers))
             self.set_error(f"acl.finalize: {len(leftovers)} resource(s) were still alive: {'; '.join(leftovers)}")
@@ -297,6 +331,22 @@ class SimState:
         del table[handle]
         return found
 
+    def tensor_desc(self, handle: int) -> TensorDesc:
+        """A tensor desc the caller created, or a dataset's copy (get_dataset_tensor_desc)."""
+        found = self.tensor_descs.get(handle) or self.dataset_descs.get(handle)
+        if found is None:
+            raise AclFail(INVALID_PARAM, f"tensor desc {handle:#x} does not exist (never created or destroyed)")
+        return found
+
+    def set_dataset_desc(self, dataset: Dataset, index: int, desc: TensorDesc | None) -> None:
+        """Give ``dataset`` its own copy of ``desc`` at ``index`` (None: none), dropping the old copy."""
+        old = dataset.descs.pop(index, None)
+        if old is not None:
+            self.dataset_descs.pop(old.handle, None)
+        if desc is not None:
+            copy = TensorDesc(self.new_handle(), desc.data_type, desc.dims, desc.format, desc.name)
+            dataset.descs[index] = self.dataset_descs[copy.handle] = copy
+
     def owned_by(self, context: int) -> list[str]:
         """The streams, events and loaded models that belong to ``context``."""
         return (
@@ -308,29 +358,53 @@ class SimState:
     # --- memory ---------------------------------------------------------------------------------
 
     def device_used(self, device: int) -> int:
-        models = sum(m.work_size + m.weight_size for m in self.models.values() if m.device == device)
+        """Device bytes in use: allocations, plus the work and weight memory the runtime holds for
+        models loaded without memory of their own (load_from_file_with_mem's buffers are allocations)."""
+        models = sum(
+            (0 if m.work_ptr else m.work_size) + (0 if m.weight_ptr else m.weight_size)
+            for m in self.models.values()
+            if m.device == device
+        )
         return self.device_memory.used(device) + models
+
+    def memory_users(self, addr: int) -> list[LoadedModel]:
+        """Loaded models whose work or weight memory is the block at ``addr``."""
+        return [m for m in self.models.values() if addr in (m.weight_ptr, m.work_ptr)]
+
+    def streams_in_use(self, device: int) -> int:
+        """Streams of ``device``: its default stream, those created and one per loaded model."""
+        contexts = {c.handle for c in self.contexts.values() if c.device == device}
+        created = sum(1 for s in self.streams.values() if s.context in contexts)
+        models = sum(1 for m in self.models.values() if m.device == device)
+        return (device in self.devices) + created + models
+
+    def events_in_use(self, device: int) -> int:
+        contexts = {c.handle for c in self.contexts.values() if c.device == device}
+        return sum(1 for e in self.events.values() if e.context in contexts)
+
+    def is_device(self, addr: int) -> bool:
+        return self.device_memory.contains(addr)
 
     def read(self, addr: int, count: int, device: bool, what: str) -> bytes:
         """``count`` bytes at ``addr`` of device memory or (any) host memory."""
         if device:
-            if not is_device_address(addr):
+            if not self.is_device(addr):
                 raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is host memory, device memory was expected")
             block, offset = self.device_memory.locate(addr, count, what)
             return bytes(block.data[offset : offset + count])
-        if is_device_address(addr):
+        if self.is_device(addr):
             raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is device memory, host memory was expected")
         self.host_memory.check_not_freed(addr, count, what)
         return read_host(addr, count)
 
     def write(self, addr: int, data: bytes, device: bool, what: str) -> None:
         if device:
-            if not is_device_address(addr):
+            if not self.is_device(addr):
                 raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is host memory, device memory was expected")
             block, offset = self.device_memory.locate(addr, len(data), what)
             block.data[offset : offset + len(data)] = data
             return
-        if is_device_address(addr):
+        if self.is_device(addr):
             raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is device memory, host memory was expected")
         self.host_memory.check_not_freed(addr, len(data), what)
         write_host(addr, data)
@@ -338,10 +412,10 @@ class SimState:
     def check_range(self, addr: int, count: int, device: bool, what: str) -> None:
         """At call time: the range exists (device) or is not device memory (host)."""
         if device:
-            if not is_device_address(addr):
+            if not self.is_device(addr):
                 raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is host memory, device memory was expected")
             self.device_memory.locate(addr, count, what)
-        elif is_device_address(addr):
+        elif self.is_device(addr):
             raise AclFail(INVALID_PARAM, f"{what}: {addr:#x} is device memory, host memory was expected")
         elif addr == 0:
             raise AclFail(INVALID_PARAM, f"{what}: NULL host address")
@@ -366,4 +440,11 @@ class SimState:
             found += [f"model desc {d.handle:#x}" for d in self.descs.values()]
             found += [f"dataset {d.handle:#x} ({len(d.buffers)} buffer(s))" for d in self.datasets.values()]
             found += [f"data buffer {b.handle:#x} (address {b.addr:#x}, {b.size} bytes)" for b in self.buffers.values()]
+            found += [f"tensor desc {d.handle:#x} ({list(d.dims)})" for d in self.tensor_descs.values()]
+            found += [f"AIPP set {a.handle:#x} ({len(a.batches)} image(s))" for a in self.aipps.values()]
+            found += [f"profiling config {h:#x}" for h in self.profiling.configs]
+            if self.profiling.folder is not None:
+                found.append(f"profiling session in {self.profiling.folder} (acl.prof.init without finalize)")
+            if self.dumps.initialized:
+                found.append("dump session (acl.mdl.init_dump without finalize_dump)")
             return found

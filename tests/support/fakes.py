@@ -28,7 +28,7 @@ class _DoublingSlot(Slot):
             self._buffers[key] = np.empty(key[1:], np.float32)
         return self._buffers[key]
 
-    def inputs(self, shapes):
+    def inputs(self, shapes, settings=None):
         self._staged = {name: self._buffer((name,) + tuple(shape)) for name, shape in shapes.items()}
         return self._staged
 

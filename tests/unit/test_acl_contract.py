@@ -1,17 +1,18 @@
-"""The engine and the simulator against the pyACL contract, with a table written from pyacl.md.
+"""The engine and the simulator against the pyACL binding's own source.
 
-CONTRACT lists, for each pyACL function, its PyArg_ParseTuple format (which gives the number of
-positional arguments) and the names of its results as pyacl.md writes them: ``("ret",)`` for a
-function returning only ret, one name for a plain value, ``(outputs..., "ret")`` for a tuple.
-It is copied from pyacl.md §2-§6 by hand. The engine's source is scanned with ``ast`` for every
-call through the acl module object, so the engine cannot drift from pyacl.md (argument count,
-keywords, how the result is unpacked, ret last); the simulator's declared signatures are
-checked against the same table.
+``tests/support/pyacl_binding.json`` lists every function of CANN's pyACL binding (hicann/runtime
+``python/pyACL/``, commit 134e2edb), read from its C++ source: the PyArg_ParseTuple format (which
+gives the positional arguments), what it returns (ret only; one plain value; N outputs then ret)
+and the file and line of the wrapper. The engine's source is scanned with ``ast`` for every call
+through the acl module object, so the engine cannot drift from the binding (argument count,
+keywords, how the result is unpacked, ret last); the simulator's declared signatures are checked
+against the same table.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -20,95 +21,23 @@ import ge_python_backend.engines.acl as acl_package
 from ge_python_backend.sim import Simulator
 from ge_python_backend.sim.api import signatures
 
-#: function -> (format, result names). From pyacl.md, not from the simulator. Formats that
-#: pyacl.md quotes are used as quoted; the others follow its §1.2/§1.8 rules: handles, pointers,
-#: sizes and indexes "k", model_id "I", device ids "i", batch/height/width "K"; a dict or a bytes
-#: object (checked after parsing, ValueError) is "O", a path or tensor name "s".
-CONTRACT: dict[str, tuple[str, tuple[str, ...]]] = {
-    # §2 top level
-    "acl.init": ("|s", ("ret",)),
-    "acl.finalize": ("", ("ret",)),
-    "acl.get_recent_err_msg": ("", ("msg",)),
-    "acl.get_version": ("", ("major", "minor", "patch", "ret")),
-    "acl.get_soc_name": ("", ("name",)),
-    "acl.create_data_buffer": ("kk", ("buf",)),
-    "acl.destroy_data_buffer": ("k", ("ret",)),
-    "acl.get_data_buffer_addr": ("k", ("addr",)),
-    "acl.get_data_buffer_size": ("k", ("size",)),
-    "acl.get_data_buffer_size_v2": ("k", ("size",)),
-    "acl.update_data_buffer": ("kkk", ("ret",)),
-    "acl.data_type_size": ("i", ("n",)),
-    # §3 runtime
-    "acl.rt.set_device": ("i", ("ret",)),
-    "acl.rt.reset_device": ("i", ("ret",)),
-    "acl.rt.get_device": ("", ("device_id", "ret")),
-    "acl.rt.get_device_count": ("", ("count", "ret")),
-    "acl.rt.get_run_mode": ("", ("run_mode", "ret")),
-    "acl.rt.create_context": ("i", ("context", "ret")),
-    "acl.rt.destroy_context": ("k", ("ret",)),
-    "acl.rt.set_context": ("k", ("ret",)),
-    "acl.rt.get_context": ("", ("context", "ret")),
-    "acl.rt.create_stream": ("", ("stream", "ret")),
-    "acl.rt.destroy_stream": ("k", ("ret",)),
-    "acl.rt.synchronize_stream": ("k", ("ret",)),
-    "acl.rt.synchronize_stream_with_timeout": ("ki", ("ret",)),
-    "acl.rt.synchronize_device": ("", ("ret",)),
-    "acl.rt.malloc": ("ki", ("dev_ptr", "ret")),
-    "acl.rt.free": ("k", ("ret",)),
-    "acl.rt.malloc_host": ("k", ("host_ptr", "ret")),
-    "acl.rt.free_host": ("k", ("ret",)),
-    "acl.rt.memset": ("kkik", ("ret",)),
-    "acl.rt.memset_async": ("kkikk", ("ret",)),
-    "acl.rt.memcpy": ("kkkki", ("ret",)),
-    "acl.rt.memcpy_async": ("kkkkik", ("ret",)),
-    "acl.rt.get_mem_info": ("i", ("free", "total", "ret")),
-    "acl.rt.create_event": ("", ("event", "ret")),
-    "acl.rt.record_event": ("kk", ("ret",)),
-    "acl.rt.synchronize_event": ("k", ("ret",)),
-    "acl.rt.destroy_event": ("k", ("ret",)),
-    "acl.rt.event_elapsed_time": ("kk", ("ms", "ret")),
-    # §4 model
-    "acl.mdl.load_from_file": ("s", ("model_id", "ret")),
-    "acl.mdl.load_from_mem": ("kk", ("model_id", "ret")),
-    "acl.mdl.query_size": ("s", ("work_size", "weight_size", "ret")),
-    "acl.mdl.unload": ("I", ("ret",)),
-    "acl.mdl.create_desc": ("", ("model_desc",)),
-    "acl.mdl.get_desc": ("kI", ("ret",)),
-    "acl.mdl.destroy_desc": ("k", ("ret",)),
-    "acl.mdl.get_num_inputs": ("k", ("n",)),
-    "acl.mdl.get_num_outputs": ("k", ("n",)),
-    "acl.mdl.get_input_size_by_index": ("kk", ("size",)),
-    "acl.mdl.get_output_size_by_index": ("kk", ("size",)),
-    "acl.mdl.get_input_dims": ("kk", ("dims", "ret")),
-    "acl.mdl.get_input_dims_v2": ("kk", ("dims", "ret")),
-    "acl.mdl.get_output_dims": ("kk", ("dims", "ret")),
-    "acl.mdl.get_cur_output_dims": ("kk", ("dims", "ret")),
-    "acl.mdl.get_input_name_by_index": ("kk", ("name",)),
-    "acl.mdl.get_output_name_by_index": ("kk", ("name",)),
-    "acl.mdl.get_input_index_by_name": ("ks", ("index", "ret")),
-    "acl.mdl.get_output_index_by_name": ("ks", ("index", "ret")),
-    "acl.mdl.get_input_format": ("kk", ("fmt",)),
-    "acl.mdl.get_output_format": ("kk", ("fmt",)),
-    "acl.mdl.get_input_data_type": ("kk", ("dt",)),
-    "acl.mdl.get_output_data_type": ("kk", ("dt",)),
-    "acl.mdl.get_dynamic_batch": ("k", ("batch_info", "ret")),
-    "acl.mdl.get_dynamic_hw": ("kk", ("hw_info", "ret")),
-    "acl.mdl.set_dynamic_batch_size": ("IkkK", ("ret",)),
-    "acl.mdl.set_dynamic_hw_size": ("IkkKK", ("ret",)),
-    "acl.mdl.get_input_dynamic_gear_count": ("kk", ("gear_count", "ret")),
-    "acl.mdl.get_input_dynamic_dims": ("kkk", ("dims_list", "ret")),
-    "acl.mdl.set_input_dynamic_dims": ("IkkO", ("ret",)),
-    "acl.mdl.create_dataset": ("", ("dataset",)),
-    "acl.mdl.destroy_dataset": ("k", ("ret",)),
-    "acl.mdl.add_dataset_buffer": ("kk", ("dataset", "ret")),
-    "acl.mdl.get_dataset_buffer": ("kk", ("data_buffer",)),
-    "acl.mdl.get_dataset_num_buffers": ("k", ("n",)),
-    "acl.mdl.execute": ("Ikk", ("ret",)),
-    "acl.mdl.execute_async": ("Ikkk", ("ret",)),
-    # §6 util
-    "acl.util.ptr_to_bytes": ("kk", ("b",)),
-    "acl.util.bytes_to_ptr": ("O", ("ptr",)),
-}
+_TABLE = json.loads((Path(__file__).parents[1] / "support" / "pyacl_binding.json").read_text())["functions"]
+
+
+def _names(entry: dict) -> tuple[str, ...]:
+    """Result names for messages: ("ret",), one value's name, or (outputs..., "ret")."""
+    if entry["result"] == "ret":
+        return ("ret",)
+    if entry["result"] in ("value", "none"):
+        name = entry["names"][0]
+        return ("value",) if name in ("ret", "None") else (name,)
+    return tuple(entry["names"][:-1]) + ("ret",)
+
+
+#: function -> (format, result names), from the binding's source.
+CONTRACT: dict[str, tuple[str, tuple[str, ...]]] = {name: (e["format"], _names(e)) for name, e in _TABLE.items()}
+#: function -> "ret" | "value" | "none" | "N+ret"
+RESULTS: dict[str, str] = {name: e["result"] for name, e in _TABLE.items()}
 
 
 def arity(fmt: str) -> tuple[int, int]:
@@ -159,7 +88,7 @@ def _target_name(node: ast.AST) -> str | None:
 def call_problems(function: str, call: ast.Call, parent: ast.AST) -> list[str]:
     """How one call breaks the contract: arguments, and how its result is unpacked (empty when it does not)."""
     if function not in CONTRACT:
-        return [f"{function} is not a pyACL function in pyacl.md"]
+        return [f"{function} is not a function of the pyACL binding"]
     fmt, results = CONTRACT[function]
     low, high = arity(fmt)
     spelled = f"{', '.join(results)} = {function}(...)"
@@ -171,7 +100,11 @@ def call_problems(function: str, call: ast.Call, parent: ast.AST) -> list[str]:
     elif not low <= len(call.args) <= high:
         problems.append(f"{function} takes {low}..{high} arguments, {len(call.args)} given")
     if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and parent.value is call):
-        return problems + [f"the result of {function} must be assigned: {spelled}"]
+        if isinstance(parent, ast.Expr) and "ret" in results:
+            return problems + [f"the ret of {function} is discarded: {spelled}"]
+        if len(results) > 1:  # a tuple passed on whole is unpacked nowhere this test can see
+            return problems + [f"the result of {function} must be unpacked where it is called: {spelled}"]
+        return problems  # one value, used in an expression (e.g. check(acl, acl.rt.free(p), ...))
     target = parent.targets[0]
     names = (
         [_target_name(t) for t in target.elts] if isinstance(target, (ast.Tuple, ast.List)) else [_target_name(target)]
@@ -223,11 +156,11 @@ def test_the_scan_finds_the_engine_calls():
 @pytest.mark.parametrize(
     "file, function, call, parent", ENGINE_CALLS, ids=[f"{f}:{c.lineno}:{fn}" for f, fn, c, _ in ENGINE_CALLS]
 )
-def test_engine_calls_follow_pyacl_md(file, function, call, parent):
+def test_engine_calls_follow_the_binding(file, function, call, parent):
     assert call_problems(function, call, parent) == [], f"{file}:{call.lineno}"
 
 
-def test_the_scan_accepts_the_calls_pyacl_md_writes():
+def test_the_scan_accepts_the_calls_the_binding_takes():
     assert (
         scan(
             "model_id, ret = acl.mdl.load_from_file(path)\n"
@@ -249,12 +182,13 @@ def test_the_scan_accepts_the_calls_pyacl_md_writes():
         ("ret, _ = acl.mdl.load_from_file(path)", "'ret' is unpacked from position 1"),
         ("model_id, desc = acl.mdl.load_from_file(path)", "found 'desc'"),
         ("model_id = acl.mdl.load_from_file(path)", "returns 2 value(s), unpacked into 1"),
-        ("ret = acl.mdl.get_num_inputs(desc)", "returns n, not ret"),
+        ("ret = acl.mdl.get_num_inputs(desc)", "returns value, not ret"),
         ("context, ret = acl.rt.create_context(device_id=0)", "positional arguments only"),
         ("ptr, ret = acl.rt.malloc(size)", "takes 2..2 arguments, 1 given"),
         ("ptr, ret = acl.rt.malloc(*args)", "not with *"),
-        ("check(acl, acl.rt.free(ptr))", "must be assigned"),
-        ("ret = acl.rt.nope()", "not a pyACL function"),
+        ("acl.rt.free(ptr)", "the ret of acl.rt.free is discarded"),
+        ("use(acl.rt.malloc(size, 0))", "must be unpacked where it is called"),
+        ("ret = acl.rt.nope()", "not a function of the pyACL binding"),
     ],
 )
 def test_the_scan_reports_each_misuse(source, problem):
@@ -262,30 +196,27 @@ def test_the_scan_reports_each_misuse(source, problem):
     assert any(problem in p for p in found), found
 
 
-def _result_kind(results: tuple[str, ...]) -> str:
-    if len(results) > 1:
-        return f"{len(results) - 1} output(s) + ret"
-    return "ret" if results == ("ret",) else "value"
-
-
-def test_simulator_signatures_agree_with_the_table():
+def test_simulator_signatures_agree_with_the_binding():
     declared = signatures(Simulator().acl)
     engine_functions = {function for _, function, _, _ in ENGINE_CALLS}
     assert engine_functions <= set(declared), "the simulator lacks functions the engine calls"
     for function, signature in declared.items():
-        assert function in CONTRACT, f"the simulator defines {function}, which pyacl.md does not list"
-        fmt, results = CONTRACT[function]
-        assert signature.fmt == fmt, f"{function}: the simulator parses {signature.fmt!r}, pyacl.md says {fmt!r}"
+        assert function in CONTRACT, f"the simulator defines {function}, which the pyACL binding does not have"
+        fmt = CONTRACT[function][0]
+        assert signature.fmt == fmt, f"{function}: the simulator parses {signature.fmt!r}, the binding {fmt!r}"
         if signature.value:
             kind = "value"
         elif signature.outputs is None:
             kind = "ret"
         else:
-            kind = f"{len(signature.outputs)} output(s) + ret"
-        assert kind == _result_kind(results), function
+            kind = f"{len(signature.outputs)}+ret"
+        assert kind == RESULTS[function].replace("none", "value"), function
 
 
-@pytest.mark.parametrize("function", sorted(CONTRACT))
+SIMULATED = sorted(signatures(Simulator().acl))
+
+
+@pytest.mark.parametrize("function", SIMULATED)
 def test_simulator_refuses_keywords_and_wrong_counts(function):
     acl = Simulator().acl
     target = acl

@@ -28,7 +28,7 @@ def description(path):
     """The JSON description of a sim-OM, read with the layout from the format's docstring."""
     data = path.read_bytes()
     magic, version, json_len, onnx_len = struct.unpack_from("<8sIIQ", data)
-    assert (magic, version) == (b"GESIMOM\x00", 1)
+    assert (magic, version) == (b"GESIMOM\x00", 2)
     assert len(data) == 24 + json_len + onnx_len
     return json.loads(data[24 : 24 + json_len])
 
@@ -40,6 +40,7 @@ def test_batch_gears_add_the_dynamic_input_last(onnx_files, tmp_path):
     assert [i["name"] for i in text["inputs"]] == ["x", "ascend_mbatch_shape_data"]
     assert text["inputs"][1] == {
         "name": "ascend_mbatch_shape_data",
+        "role": "dynamic_shape",
         "dtype": "INT32",
         "format": "ND",
         "dims": [1],
@@ -98,7 +99,7 @@ def test_dynamic_dims_take_one_value_per_free_axis(onnx_files, tmp_path):
         ({"batch_gears": [1, 1], "input_shapes": "a:-1,3;b:-1,3"}, "repeat"),
         ({"dynamic_dims": "1,2;3", "input_shapes": "a:-1,-1;b:-1,-1"}, "4 -1 axes"),
         ({"batch_gears": [2], "input_shapes": "a:-1,3;c:-1,3"}, "does not have"),
-        ({"dynamic_dims": "1,2,1,3", "input_shapes": "a:-1,-1;b:-1,-1"}, "ONNX Runtime cannot run"),
+        ({"dynamic_dims": "1,2,1,3;2,2,2,2", "input_shapes": "a:-1,-1;b:-1,-1"}, "ONNX Runtime cannot run"),
     ],
 )
 def test_bad_requests_are_refused_with_the_reason(onnx_files, tmp_path, kwargs, message):
@@ -131,4 +132,4 @@ def test_cli_writes_an_om_that_reads_back(onnx_files, tmp_path, capsys):
 def test_cli_reports_errors_in_one_line(onnx_files, tmp_path, capsys):
     code = main(["sim-compile", str(onnx_files["conv"]), "--dynamic-image-size", "8,x", "-o", str(tmp_path / "x.om")])
     assert code == 2
-    assert "dynamic image size" in capsys.readouterr().err
+    assert "--dynamic_image_size: '8,x' is not" in capsys.readouterr().err

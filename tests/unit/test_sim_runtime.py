@@ -158,7 +158,9 @@ def test_static_model_has_no_dynamic_input(acl, om_files):
     rig = Rig(acl, om_files["static"])
     assert not rig.dynamic
     assert acl.mdl.get_dynamic_batch(rig.desc) == ({"batchCount": 0, "batch": []}, 0)
-    assert acl.mdl.set_dynamic_batch_size(rig.model_id, rig.inputs, 1, 2) == 100019
+    # GE never answers 100019 (ACL_ERROR_MODEL_NOT_DYNAMIC): 2 is not a gear of a static model (ge_executor.cc 375-423)
+    assert acl.mdl.set_dynamic_batch_size(rig.model_id, rig.inputs, 0, 2) == 145013
+    assert acl.mdl.set_input_dynamic_dims(rig.model_id, rig.inputs, 0, {"dimCount": 1, "dims": [2]}) == 145012
 
 
 def test_gear_lookups_of_a_kind_the_model_lacks_answer_empty_or_fail_as_configured(sim, acl, om_files):
@@ -225,9 +227,10 @@ def test_events_measure_stream_work(acl):
 def test_init_finalize_codes(sim, tmp_path):
     acl = sim.acl
     assert acl.rt.malloc(16, 0) == (0, 100001)
-    assert acl.init(str(tmp_path / "missing.json")) == 100000
+    assert acl.init(str(tmp_path / "missing.json")) == 100003  # ACL_ERROR_INVALID_FILE (acl_rt_impl_base.cpp 154-182)
     assert "acl.init" in acl.get_recent_err_msg()
     assert acl.get_recent_err_msg() is None  # read once
+    assert acl.finalize() == 0  # no finalize ran before: the teardown runs (aclFinalizeFlag starts false, acl.cpp 42)
     assert acl.finalize() == 100037
     assert acl.init() == 0
     assert acl.init() == 100002
@@ -463,15 +466,26 @@ def test_malloc_takes_a_policy_with_optional_bandwidth_flags(acl):
     assert acl.rt.malloc(16, 2 | 0x1000)[1] == 0  # NORMAL_ONLY | ACL_MEM_TYPE_HIGH_BAND_WIDTH
 
 
-def test_async_copy_needs_pinned_host_memory(acl):
+def test_async_copies_take_aligned_addresses_and_any_host_memory(acl):
+    """64-byte aligned source and destination (CANN 8.5/9.0 aclrtMemcpyAsync.md 44-45): else 107008.
+    Host memory not from malloc_host is accepted and the call returns once the copy is done
+    (11-03_memory_copy_and_set.md 136-140)."""
     stream, _ = acl.rt.create_stream()
-    dev, _ = acl.rt.malloc(16, 0)
-    plain = np.zeros(4, np.float32)
-    assert acl.rt.memcpy_async(dev, 16, plain.ctypes.data, 16, H2D, stream) == 100000
-    assert "malloc_host" in acl.get_recent_err_msg()
-    assert acl.rt.memcpy(dev, 16, plain.ctypes.data, 16, H2D) == 0  # synchronous copies may use any host memory
+    dev, _ = acl.rt.malloc(64, 0)
+    backing = np.zeros(32, np.float32)
+    start = (-backing.ctypes.data) % 64 // 4
+    plain = backing[start : start + 4]
+    plain[:] = [1.0, 2.0, 3.0, 4.0]
+    assert acl.rt.memcpy_async(dev, 64, plain.ctypes.data + 4, 12, H2D, stream) == 107008
+    assert "not 64-byte aligned" in acl.get_recent_err_msg()
+    assert acl.rt.memcpy_async(dev + 16, 48, plain.ctypes.data, 16, H2D, stream) == 107008
+    assert acl.rt.memcpy_async(dev, 64, plain.ctypes.data, 16, H2D, stream) == 0
+    back = np.zeros(4, np.float32)
+    assert acl.rt.memcpy(back.ctypes.data, 16, dev, 16, D2H) == 0  # no synchronize: the copy is done
+    assert back.tolist() == [1.0, 2.0, 3.0, 4.0]
     host, _ = acl.rt.malloc_host(8)
-    assert acl.rt.memcpy_async(dev, 16, host, 16, H2D, stream) == 100000  # past the pinned block
+    assert acl.rt.memcpy_async(dev, 64, host, 16, H2D, stream) == 100000  # past the pinned block
+    assert acl.rt.free_host(host) == 0 and acl.rt.free(dev) == 0 and acl.rt.destroy_stream(stream) == 0
 
 
 def test_batch_that_is_not_a_gear_is_refused(acl, om_files):
@@ -553,7 +567,9 @@ def test_dynamic_input_buffer_and_dims_arguments_are_checked(acl, om_files):
     dims = Rig(acl, om_files["dims"])
     assert acl.mdl.set_input_dynamic_dims(dims.model_id, dims.inputs, dims.dyn_index, {"dims": [1]}) == 100000
     assert acl.mdl.get_input_dynamic_gear_count(dims.desc, -1) == (2, 0)
-    assert acl.mdl.get_input_dynamic_dims(dims.desc, -1, 3) == (None, 100000)
+    gears, ret = acl.mdl.get_input_dynamic_dims(dims.desc, -1, 3)  # more than the model's 2: zeroed past them
+    assert (ret, len(gears), gears[2]) == (0, 3, {"name": "", "dimCount": 0, "dims": []})
+    assert acl.mdl.get_input_dynamic_dims(dims.desc, -1, 1) == (None, 100000)
 
 
 def test_a_damaged_sim_om_is_refused(acl, om_files, tmp_path):
