@@ -17,8 +17,9 @@ allocated per call once a shape has been seen.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -43,8 +44,9 @@ class Slot(ABC):
     last_times: PhaseTimes
 
     @abstractmethod
-    def inputs(self, shapes: Shapes) -> dict[str, np.ndarray]:
-        """Writable C-contiguous arrays of exactly ``shapes`` (every model input) for the next run."""
+    def inputs(self, shapes: Shapes, settings: Hashable = None) -> dict[str, np.ndarray]:
+        """Writable C-contiguous arrays of exactly ``shapes`` (every model input) for the next run;
+        ``settings`` are the batch's engine settings (``Engine.batch_settings``)."""
 
     @abstractmethod
     def run(self) -> dict[str, np.ndarray]:
@@ -69,6 +71,19 @@ class Engine(ABC):
     @abstractmethod
     def slots(self) -> tuple[Slot, ...]:
         """The execution contexts; at least one."""
+
+    def batch_settings(self, parameters: Mapping[str, Any], shapes: Shapes) -> Hashable:
+        """Engine settings a request asks for through its parameters (e.g. dynamic-AIPP values):
+        requests whose settings differ never share a batch. InputError names a bad parameter.
+        Default: none."""
+        return None
+
+    def after_batch(self) -> None:  # noqa: B027 - optional: most engines keep no per-batch state
+        """Called once after each batch runs (acl: counts batches of a profiling window)."""
+
+    def device_memory(self) -> tuple[int, int] | None:
+        """(free, total) bytes of the engine's device memory, or None when it has none to report."""
+        return None
 
     def bind_thread(self) -> None:  # noqa: B027 - optional: most engines need no per-thread setup
         """Prepare the calling thread to run slots (acl: make the engine's context current)."""

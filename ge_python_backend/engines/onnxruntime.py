@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +163,7 @@ class _OrtSlot(Slot):
         self._buffers: OrderedDict[tuple[str, tuple[int, ...]], np.ndarray] = OrderedDict()
         self._staged: dict[str, np.ndarray] = {}
 
-    def inputs(self, shapes: Shapes) -> dict[str, np.ndarray]:
+    def inputs(self, shapes: Shapes, settings: Hashable = None) -> dict[str, np.ndarray]:
         staged = {}
         for spec in self._spec.inputs:
             shape = tuple(shapes[spec.name])
@@ -225,7 +225,8 @@ class OnnxRuntimeEngine(Engine):
 
 
 def open_engine(
-    model_path: Path, *, info: EngineInfo, device_id: int, slots: int, options: Mapping[str, Any]
+    model_path: Path, *, info: EngineInfo, device_id: int, slots: int, options: Mapping[str, Any], peers: int = 1
 ) -> OnnxRuntimeEngine:
-    """Open ``model_path`` on ONNX Runtime with ``slots`` slots (``info``: its registry entry)."""
+    """Open ``model_path`` on ONNX Runtime with ``slots`` slots (``info``: its registry entry; ``peers``
+    does not matter to ORT)."""
     return OnnxRuntimeEngine(model_path, device_id=device_id, slots=slots, options=options)

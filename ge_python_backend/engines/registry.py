@@ -62,8 +62,9 @@ class EngineInfo:
     """One engine.
 
     ``module`` implements it: it defines ``PARAMETERS`` and
-    ``open_engine(model_path, *, info, device_id, slots, options)``, and may define
-    ``available(info) -> (bool, reason)`` for ``engine: auto``.
+    ``open_engine(model_path, *, info, device_id, slots, options, peers)`` (``peers``: the model's
+    instances on that device), and may define ``available(info, options) -> (bool, reason)`` for
+    ``engine: auto``.
     """
 
     name: str
@@ -225,7 +226,9 @@ def auto_candidates(version_dir: Path, model_file: str = "") -> AutoCandidates:
     return AutoCandidates(tuple(found), tuple(notes), tuple(looked_for))
 
 
-def resolve_auto(version_dir: Path, log: Callable[[str], None], model_file: str = "") -> EngineInfo:
+def resolve_auto(
+    version_dir: Path, log: Callable[[str], None], model_file: str = "", options: Mapping[str, Any] | None = None
+) -> EngineInfo:
     """Pick an engine for ``engine: auto``: an NPU engine when its file is present and it is
     available here (pyACL imports, a device answers), else the next one whose file is present.
     The choice and the reasons are logged."""
@@ -234,7 +237,7 @@ def resolve_auto(version_dir: Path, log: Callable[[str], None], model_file: str 
     for info, path in candidates.found:
         runs_as = stand_in(info)
         check = getattr(runs_as.implementation(), "available", None)
-        available, reason = check(runs_as) if check else (True, "")
+        available, reason = check(runs_as, options or {}) if check else (True, "")
         if available:
             because = f"{path.name} present" + (f"; {reason}" if reason else "")
             because += "".join(f"; not {r}" for r in reasons)
@@ -274,8 +277,11 @@ def stand_in(info: EngineInfo) -> EngineInfo:
     return info
 
 
-def open_engine(name: str, model_path: Path, *, device_id: int, slots: int, options: Mapping[str, Any]) -> Engine:
-    """Load ``model_path`` on engine ``name`` with ``slots`` execution contexts.
+def open_engine(
+    name: str, model_path: Path, *, device_id: int, slots: int, options: Mapping[str, Any], peers: int = 1
+) -> Engine:
+    """Load ``model_path`` on engine ``name`` with ``slots`` execution contexts; ``peers`` instances
+    of the model share the device.
 
     ``options`` are the engine parameters the config sets; each engine takes its own, and the
     exclusive parameters of another engine (the simulator's) are refused.
@@ -294,4 +300,6 @@ def open_engine(name: str, model_path: Path, *, device_id: int, slots: int, opti
     own = {key: value for key, value in options.items() if key in own_names}
     if info.prepare is not None:
         info.prepare(own)
-    return info.implementation().open_engine(model_path, info=info, device_id=device_id, slots=slots, options=own)
+    return info.implementation().open_engine(
+        model_path, info=info, device_id=device_id, slots=slots, options=own, peers=peers
+    )

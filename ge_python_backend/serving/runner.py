@@ -142,7 +142,10 @@ class Runner:
         for index, t in enumerate(tracked):
             info = t.request.info
             try:
-                items[index] = prepared = self._validator.prepare(t.request.inputs, info)
+                prepared = self._validator.prepare(t.request.inputs, info)
+                shapes = {n: a.shape for n, a in (*prepared.batched.items(), *prepared.shared.items())}
+                prepared.settings = self._engine.batch_settings(info.parameters, shapes)
+                items[index] = prepared
                 t.rows = prepared.rows
             except InputError as exc:
                 t.fail(exc, FailureKind.INPUT)
@@ -153,7 +156,7 @@ class Runner:
 
     def _groups(self, items: dict[int, Prepared]) -> Iterator[tuple[list[int], dict[str, tuple[int, ...]]]]:
         """(members, non-batch shapes) of requests that may share chunks: equal non-batch
-        shapes and equal values of unbatched inputs."""
+        shapes, equal values of unbatched inputs and equal engine settings."""
         if not self._batching:
             for index, item in items.items():
                 yield [index], self._non_batch_shapes(item)
@@ -162,8 +165,8 @@ class Runner:
         for index, item in items.items():
             shapes = tuple(sorted(self._non_batch_shapes(item).items()))
             shared = tuple((n, v.dtype.str, v.shape, _value_key(v)) for n, v in sorted(item.shared.items()))
-            groups.setdefault((shapes, shared), []).append(index)
-        for (shapes, _), members in groups.items():
+            groups.setdefault((shapes, shared, item.settings), []).append(index)
+        for (shapes, _, _), members in groups.items():
             yield members, dict(shapes)
 
     def _non_batch_shapes(self, item: Prepared) -> dict[str, tuple[int, ...]]:
@@ -187,10 +190,11 @@ class Runner:
 
     def _stage(self, slot: Slot, chunk: Chunk, items: Mapping[int, Prepared]) -> None:
         """Gather ``chunk`` into ``slot``'s input buffers (unbatched inputs: the shared value)."""
-        shared = items[chunk.parts[0].item].shared
+        first = items[chunk.parts[0].item]
+        shared = first.shared
         shapes = {n: self._layout.engine_shape(n, s) for n, s in chunk.shapes.items()}
         shapes.update((n, v.shape) for n, v in shared.items())
-        buffers = slot.inputs(shapes)
+        buffers = slot.inputs(shapes, first.settings)
         for name, value in shared.items():
             np.copyto(buffers[name], value, casting="no")
         batch_first = {n: self._layout.to_batch_first(n, buffers[n]) for n in chunk.shapes}
@@ -254,6 +258,7 @@ class Runner:
                 LOG.exception("the engine raised on slot %d", slot.index)
                 self._fail_chunk(chunk, tracked, EngineError(f"engine failed: {type(exc).__name__}: {exc}"))
                 return
+            self._engine.after_batch()
             times = slot.last_times
             self._observer.phase(Phase.HOST_TO_DEVICE, times.host_to_device)
             self._observer.phase(Phase.EXECUTE, times.execute)

@@ -7,7 +7,7 @@ tensors into batched ones (batch axis first) and unbatched ones (one value per r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +22,13 @@ from ge_python_backend.specs import ModelSpec, TensorSpec, dtype_name, format_sh
 
 @dataclass
 class Prepared:
-    """A validated request: batch-first arrays of batched inputs, values of unbatched ones."""
+    """A validated request: batch-first arrays of batched inputs, values of unbatched ones, and
+    the engine settings its parameters ask for (``Engine.batch_settings``)."""
 
     rows: int
     batched: dict[str, np.ndarray]
     shared: dict[str, np.ndarray]
+    settings: Hashable = None
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.batched[name]

@@ -135,7 +135,7 @@ class GEModel:
     def _open(self) -> None:
         settings = self.settings
         if settings.engine == AUTO:
-            info = resolve_auto(settings.version_dir, self.log_info, settings.model_file)
+            info = resolve_auto(settings.version_dir, self.log_info, settings.model_file, settings.engine_options)
         else:
             info = engine(settings.engine)
         path = info.model_path(settings.version_dir, settings.model_file)
@@ -143,7 +143,12 @@ class GEModel:
             problem = "is a directory, not a file" if path.is_dir() else "does not exist"
             raise ConfigError(f"model file {path} {problem} (parameter model_file, engine {info.name})")
         self.engine = self._engine = open_engine(
-            info.name, path, device_id=settings.device_id, slots=settings.slots, options=settings.engine_options
+            info.name,
+            path,
+            device_id=settings.device_id,
+            slots=settings.slots,
+            options=settings.engine_options,
+            peers=settings.instances_on_device,
         )
         settings.layout.check(self.engine.spec)  # names the state/unbatched tensors the model lacks
         self._check_io()

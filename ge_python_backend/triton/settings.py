@@ -128,6 +128,8 @@ class ModelSettings:
     model_file: str
     device_id: int
     slots: int
+    #: instances of this model on ``device_id`` (this one included): what the device limits are checked for
+    instances_on_device: int
     response_mode: ResponseMode
     reject_nonfinite: bool
     log_verbosity: int
@@ -173,6 +175,14 @@ def instance_index(instance_name: str) -> int:
     """The index Triton appends to an instance name (``<group>_<index>``); 0 if absent."""
     match = re.search(r"_(\d+)$", instance_name)
     return int(match.group(1)) if match else 0
+
+
+def _instances_on(device_ids: tuple[int, ...], index: int, config: Mapping[str, Any]) -> int:
+    """How many of the model's instances (every instance_group's count) share this instance's device."""
+    groups: list[Mapping[str, Any]] = list(config.get("instance_group") or ()) or [{}]
+    total = sum(int(group.get("count", 1)) for group in groups)
+    mine = device_ids[index % len(device_ids)]
+    return max(1, sum(1 for i in range(total) if device_ids[i % len(device_ids)] == mine))
 
 
 def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter] = ()) -> ModelSettings:
@@ -223,6 +233,7 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         model_file=values["model_file"],
         device_id=device_ids[index % len(device_ids)],
         slots=values["streams"],
+        instances_on_device=_instances_on(device_ids, index, config),
         response_mode=values["response_mode"],
         reject_nonfinite=values["reject_nonfinite"],
         log_verbosity=values["log_verbosity"],

@@ -43,9 +43,9 @@ def built(tmp_path_factory):
     rr.model(repo, om, "exec_fault", {"acl_sim_faults": "execute_async:3"})
     rr.model(repo, om, "memcpy_fault", {"acl_sim_faults": "memcpy_async:5"})
     rr.model(repo, om, "device_lost", {"acl_sim_faults": "execute_async:4=lost"})
-    rr.model(repo, om, "malloc_fault", {"acl_sim_faults": "malloc:7"}, streams=2)
+    rr.model(repo, om, "malloc_fault", {"acl_sim_faults": "malloc:10"}, streams=2)
     rr.model(repo, om, "malloc_host_fault", {"acl_sim_faults": "malloc_host:5"}, streams=2)
-    rr.model(repo, om, "load_fault", {"acl_sim_faults": "load_from_file:2"}, streams=2)
+    rr.model(repo, om, "load_fault", {"acl_sim_faults": "load_from_file_with_mem:2"}, streams=2)
     folder = rr.model(repo, om, "om_truncated", streams=2)
     (folder / "1" / "model.om").write_bytes(om.read_bytes()[:200])
     folder = rr.model(repo, om, "om_bad_onnx", streams=2)
@@ -211,18 +211,22 @@ def test_device_lost_takes_the_model_out_of_service_until_it_is_reloaded(server,
     [
         (
             "malloc_fault",
-            "acl.rt.malloc returned 207001 ACL_ERROR_RT_MEMORY_ALLOCATION (device memory allocation failed) "
-            "while allocating output 'logits' (96 bytes) of slot 1",
+            "acl.rt.malloc returned 207001 ACL_ERROR_RT_MEMORY_ALLOCATION (memory allocation error, only used by "
+            "out of memory) while allocating 96 bytes for output 'logits' of slot 1",
         ),
         ("malloc_host_fault", "acl.rt.malloc_host returned 200000 ACL_ERROR_BAD_ALLOC"),
         (
             "load_fault",
-            "acl.mdl.load_from_file returned 545001 ACL_ERROR_GE_LOAD_MODEL (model load failed) while loading",
+            "acl.mdl.load_from_file_with_mem returned 545001 ACL_ERROR_GE_LOAD_MODEL (model load failed) while loading",
         ),
-        ("om_truncated", "acl.mdl.query_size returned 100013 ACL_ERROR_PARSE_MODEL (model could not be parsed)"),
+        (
+            "om_truncated",
+            "acl.mdl.load_from_file returned 100013 ACL_ERROR_PARSE_MODEL (model could not be parsed) while loading",
+        ),
         (
             "om_bad_onnx",
-            "acl.mdl.load_from_file returned 100013 ACL_ERROR_PARSE_MODEL (model could not be parsed) while loading",
+            "acl.mdl.load_from_file_with_mem returned 100013 ACL_ERROR_PARSE_MODEL (model could not be parsed) "
+            "while loading",
         ),
     ],
 )

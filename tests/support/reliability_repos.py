@@ -71,7 +71,7 @@ def broken_models(repo: Path, sources: Sources) -> dict[str, str]:
     folder = model(repo, sources.linear_om, "om_corrupt")
     om = folder / "1" / "model.om"
     om.write_bytes(om.read_bytes()[:200])
-    expected["om_corrupt"] = "acl.mdl.query_size returned 100013 ACL_ERROR_PARSE_MODEL"
+    expected["om_corrupt"] = "acl.mdl.load_from_file returned 100013 ACL_ERROR_PARSE_MODEL"
 
     folder = model(repo, sources.linear_om, "om_garbled")
     om = folder / "1" / "model.om"

@@ -86,7 +86,7 @@ def test_hooks_turn_bytes_into_tensors_and_logits_into_label_strings(tmp_path):
 @pytest.mark.parametrize(
     "parameter, value, message",
     [
-        ("bogus", "1", "unknown parameter 'bogus' (value '1'); accepted parameters: acl_sim_device_ms, "),
+        ("bogus", "1", "unknown parameter 'bogus' (value '1'); accepted parameters: acl_dump_config, acl_json, "),
         ("streams", "0", "parameter 'streams' has value '0' (must be >= 1); accepted: an integer from 1 to 64"),
         ("engine", "tpu", "parameter 'engine' has value 'tpu'; accepted: auto | onnxruntime | acl | acl-sim"),
         ("model_file", "nope.onnx", "model file"),

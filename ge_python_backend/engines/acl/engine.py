@@ -5,86 +5,294 @@ simulator's for ``acl-sim`` (registered by ``ge_python_backend.sim``). pyACL is 
 when an engine opens.
 
 Each slot loads its own copy of the model (one model_id must never execute on two streams at
-once) and owns a stream, device buffers of the largest gear, pinned host staging buffers,
-prebuilt datasets and timing events; nothing is allocated on the execute path.
+once) over its own work memory and one weight buffer all copies share, with a stream, device
+buffers of the largest gear, staging memory and (optionally) timing events; nothing is allocated
+on the execute path. At load the engine also applies an acl.json, data dump and a profiling
+window when the config asks for them.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
-from ge_python_backend.engines.acl.slot import AclSlot
-from ge_python_backend.engines.base import Engine, Slot
+from ge_python_backend.ascend.acljson import problems, read_acl_json
+from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, request_overrides
+from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPolicy
+from ge_python_backend.ascend.layout import Shape
+from ge_python_backend.ascend.limits import device_limits
+from ge_python_backend.engines.acl.options import PARAMETERS, AclOptions, ProfilingPlan
+from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, check_handle, log_failure
+from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
+from ge_python_backend.engines.base import Engine, Shapes, Slot
 from ge_python_backend.engines.registry import EngineInfo
-from ge_python_backend.errors import ConfigError
-from ge_python_backend.params import Parameter
+from ge_python_backend.errors import ConfigError, InputError
 
-#: Parameters of the acl engine family (acl and acl-sim).
-PARAMETERS: tuple[Parameter, ...] = ()
+LOG = logging.getLogger(__name__)
+
+__all__ = ["PARAMETERS", "AclEngine", "available", "open_engine"]
+
+#: aclrtMemAttr ACL_HBM_MEM: falls back to DDR on devices without HBM (11-01_device_memory_malloc_and_free.md 687-737)
+ACL_HBM_MEM = 1
+#: streams and events a slot uses besides the model's own: its stream, and four timing events
+SLOT_STREAMS, SLOT_EVENTS = 1, 4
+#: a request parameter that starts an on-demand profiling window: TOKEN or TOKEN:BATCHES
+PROFILE_PARAMETER = "acl_profile"
+_DEFAULT_ON_DEMAND_BATCHES = 100
 
 
 class AclEngine(Engine):
     """An .om model on one device, with ``slots`` model copies that can run concurrently."""
 
-    def __init__(self, model_path: str | Path, *, acl: Any, name: str = "acl", device_id: int = 0, slots: int = 1):
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        acl: Any,
+        name: str = "acl",
+        device_id: int = 0,
+        slots: int = 1,
+        options: AclOptions | None = None,
+        peers: int = 1,
+    ):
         if slots < 1:
             raise ConfigError(f"streams (slots) must be >= 1, got {slots}")
         self.name = name
         self._acl = acl
         self._device_id = device_id
+        self._options = options or AclOptions()
         self._runtime = AclRuntime.of(acl)
         self._lock = threading.Lock()
         self._started = False
         self._context = 0
         self._slots: list[AclSlot] = []
+        self._weights = 0
         self._model_bytes = (0, 0)
+        self._dumping = False
+        self._profiling: _ProfilingWindow | None = None
         path = str(model_path)
         try:
-            self._runtime.start(self, device_id)
+            self._runtime.start(self, device_id, self._options.acl_json)
             self._started = True
             context, ret = acl.rt.create_context(device_id)
             check(acl, ret, "acl.rt.create_context", f"opening device {device_id}")
             self._context = context
-            work, weight, ret = acl.mdl.query_size(path)
-            check(acl, ret, "acl.mdl.query_size", f"reading {path}")
-            self._model_bytes = (work, weight)
-            first = AclSlot(0, acl, path, None)
+            self.device_mode = self._runtime.run_mode() == ACL_DEVICE
+            self._check_limits(slots, peers)
+            self._start_dump()
+            self._profiling = self._start_profiling()
+            setup = self._slot_setup(path)
+            first = AclSlot(0, acl, setup, None)
             self._slots.append(first)
-            self._slots.extend(AclSlot(i, acl, path, first.plan) for i in range(1, slots))
+            self._slots.extend(AclSlot(i, acl, setup, first.plan) for i in range(1, slots))
         except BaseException:
             self.close()
             raise
         self.layout = first.plan.layout
         soc = acl.get_soc_name()
         self.spec = self.layout.spec("acl", {"engine": self.name, "device_id": str(device_id), "soc_name": soc or ""})
+        self._aipp_defaults = self._aipp_defaults_by_image()
+        if self._profiling is not None:
+            self._profiling.loaded()
+
+    # -- load ----------------------------------------------------------------------------------
+
+    def _check_limits(self, slots: int, peers: int) -> None:
+        """Refuse a config that asks for more streams or events than the device has (counted
+        per model copy: its slot's stream and the model's own, plus the timing events), naming
+        the limit, the count and the parameter to lower (06_stream_management.md 81-96,
+        07_event_management.md 81-107)."""
+        limits = device_limits(self._acl.get_soc_name())
+        if limits is None:
+            return
+        copies = slots * peers
+        events = SLOT_EVENTS if self._options.timing_events else 0
+        need_streams = 1 + copies * (SLOT_STREAMS + 1)  # the default stream; per copy its stream and the model's
+        need_events = copies * events
+        where = f"{peers} instance(s) x {slots} stream(s) on device {self._device_id} ({limits.family})"
+        if need_streams > limits.streams:
+            raise ConfigError(
+                f"{where} need {need_streams} streams (each model copy its own stream and the model's, and the "
+                f"default stream); the device has {limits.streams}: lower parameter 'streams' or the instance count"
+            )
+        if need_events > limits.events:
+            raise ConfigError(
+                f"{where} need {need_events} timing events ({events} per copy); the device has {limits.events}: "
+                "lower parameter 'streams' or the instance count, or set acl_timing_events false"
+            )
+
+    def _slot_setup(self, path: str) -> SlotSetup:
+        """Sizes and the shared weight buffer: S copies cost S x (work + I/O) + 1 x weights
+        (aclmdlLoadFromFileWithMem.md 45-48; aclmdlQuerySize.md: not for models without fixed shapes)."""
+        acl, options = self._acl, self._options
+        work, weight, ret = acl.mdl.query_size(path)
+        weights = None
+        if ret != ACL_SUCCESS:
+            LOG.info(
+                "acl.mdl.query_size does not apply to %s (%s): every copy loads its own weights",
+                path,
+                AclError("acl.mdl.query_size", ret, None),
+            )
+            work = weight = 0
+        elif options.share_weights and weight:
+            ptr, ret = acl.rt.malloc(weight, MallocPolicy.HUGE_FIRST)
+            check(acl, ret, "acl.rt.malloc", f"allocating {weight} bytes for the shared weights")
+            self._weights = ptr
+            weights = (ptr, weight)
+        self._model_bytes = (work, weight)
+        return SlotSetup(
+            path, self.device_mode, options.timing_events, weights, work if weights else 0, options.max_shapes
+        )
+
+    def _aipp_defaults_by_image(self) -> dict[str, AippConfig]:
+        """The aipp_config file's blocks by image input: related_input_rank counts the model's own
+        inputs, as in ATC's --insert_op_conf (config_file_template.md); each must name a dynamic-AIPP image."""
+        inputs = self.layout.inputs
+        found = {}
+        for config in self._options.aipp:
+            rank = config.related_input_rank
+            if rank >= len(inputs) or not inputs[rank].dynamic_aipp:
+                images = [f"{i} ({t.name})" for i, t in enumerate(inputs) if t.dynamic_aipp] or ["none"]
+                raise ConfigError(
+                    f"parameter 'aipp_config': related_input_rank {rank} is not an input with dynamic "
+                    f"AIPP; the model's are: {', '.join(images)}"
+                )
+            found[inputs[rank].name] = config
+        return found
+
+    def _start_dump(self) -> None:
+        """Data dump for the models loaded from now on: init_dump, set_dump, then load
+        (18_dump_configuration.md 53-89, 147-159)."""
+        path = self._options.dump_config
+        if path is None:
+            return
+        acl = self._acl
+        check(acl, acl.mdl.init_dump(), "acl.mdl.init_dump")
+        self._dumping = True
+        check(acl, acl.mdl.set_dump(str(path)), "acl.mdl.set_dump", f"reading {path}")
+
+    def _start_profiling(self) -> _ProfilingWindow | None:
+        plan = self._options.profiling
+        if plan is None:
+            return None
+        self._runtime.start_profiling(plan.folder)
+        LOG.info("profiling into %s; for msprof: msprof --dynamic=on --pid=%d", plan.folder, os.getpid())
+        return _ProfilingWindow(self._acl, self._runtime, plan, self._device_id)
+
+    # -- serving ---------------------------------------------------------------------------
 
     @property
     def slots(self) -> tuple[Slot, ...]:
         return tuple(self._slots)
 
     def bind_thread(self) -> None:
-        """Make this engine's context current in the calling thread (pyacl.md §8.2)."""
+        """Make this engine's context current in the calling thread (set_context is per thread)."""
         acl = self._acl
         ret = acl.rt.set_context(self._context)
         check(acl, ret, "acl.rt.set_context", "binding a thread to the engine's context")
 
+    def batch_settings(self, parameters: Mapping[str, Any], shapes: Shapes) -> Hashable:
+        """A request's settings: each dynamic-AIPP image's config (the aipp_config file's values, then
+        request parameters named like aipp_op fields), checked as set_input_aipp checks it; and the
+        on-demand profiling trigger. Requests with equal settings share a batch."""
+        if PROFILE_PARAMETER in parameters:
+            self._profile_on_demand(str(parameters[PROFILE_PARAMETER]))
+        found: list[tuple[str, AippConfig]] = []
+        for tensor in self.layout.inputs:
+            if not tensor.dynamic_aipp:
+                continue
+            try:
+                overrides = request_overrides(parameters, self._aipp_defaults.get(tensor.name, AippConfig()))
+            except ConfigError as exc:
+                raise InputError(str(exc)) from None
+            shape = tuple(shapes[tensor.name])
+            config = dynamic_aipp_config(
+                overrides.applied_to(self._aipp_defaults.get(tensor.name, AippConfig())), shape
+            )
+            self._check_aipp(tensor.name, config, shape)
+            found.append((tensor.name, config))
+        return tuple(found) or None
+
+    def _check_aipp(self, name: str, config: AippConfig, shape: Shape) -> None:
+        """What set_input_aipp refuses, as an input error: the images must fit the buffer
+        (max_src_image_size) and the AIPP output must be the network's H x W (acl_aipp.cpp 107-312;
+        aipp_param_check.cpp 28-395)."""
+        plan = self._slots[0].plan
+        network = plan.aipp_networks.get(name)
+        found = []
+        if network is not None:
+            batch = aipp_batch(plan, name, shape)
+            found = AippConfig(**{**config.__dict__, "aipp_mode": AippMode.STATIC}).problems(
+                (batch, network[1], network[2], network[3])
+            )
+        tensor = self.layout.input(name)
+        fmt = config.input_format
+        if fmt is not None:
+            size = fmt.byte_size(aipp_batch(plan, name, shape), config.src_image_size_h, config.src_image_size_w)
+            if size > tensor.size:
+                found.append(
+                    f"{size} bytes of {fmt.name} images, above the {tensor.size} (max_src_image_size) the model takes"
+                )
+        if found:
+            raise InputError(
+                f"input {name!r}: the dynamic AIPP cannot run this request: "
+                + "; ".join(found)
+                + f" (request parameters named like aipp_op fields set it: {', '.join(REQUEST_FIELDS[:8])}, ...)"
+            )
+
+    def _profile_on_demand(self, value: str) -> None:
+        token, _, count = value.partition(":")
+        window = self._profiling
+        if window is None or token not in window.plan.tokens:
+            raise InputError(
+                f"request parameter {PROFILE_PARAMETER!r}: profiling on demand is not allowed with "
+                "that token (the model's acl_profiling_tokens)"
+            )
+        try:
+            batches = int(count) if count else _DEFAULT_ON_DEMAND_BATCHES
+        except ValueError:
+            raise InputError(f"request parameter {PROFILE_PARAMETER!r}: {value!r} is not TOKEN[:BATCHES]") from None
+        window.request(batches)
+
+    def after_batch(self) -> None:
+        if self._profiling is not None:
+            self._profiling.batch_done()
+
+    def device_memory(self) -> tuple[int, int] | None:
+        """(free, total) of the device's memory (get_mem_info; free excludes system-reserved memory)."""
+        acl = self._acl
+        free, total, ret = acl.rt.get_mem_info(ACL_HBM_MEM)
+        if ret != ACL_SUCCESS:
+            return None
+        return int(free), int(total)
+
+    # -- teardown --------------------------------------------------------------------------
+
     def close(self) -> None:
-        """Release slots, context and device (pyacl.md §10); safe from any thread, idempotent."""
+        """Release slots, weights, dump, profiling, context and device; safe from any thread, idempotent."""
         with self._lock:
             acl = self._acl
             if self._context:
-                ret = acl.rt.set_context(self._context)
-                log_failure(acl, ret, "acl.rt.set_context")
+                log_failure(acl, acl.rt.set_context(self._context), "acl.rt.set_context")
+            if self._profiling is not None:
+                self._profiling.close()
+                self._profiling = None
+            if self._dumping:  # before unload (18_dump_configuration.md 53-72)
+                log_failure(acl, acl.mdl.finalize_dump(), "acl.mdl.finalize_dump")
+                self._dumping = False
             for slot in reversed(self._slots):
                 slot.release()
             self._slots = []
+            if self._weights:  # after every copy using it is unloaded
+                log_failure(acl, acl.rt.free(self._weights), "acl.rt.free")
+                self._weights = 0
             if self._context:
-                ret = acl.rt.destroy_context(self._context)
-                log_failure(acl, ret, "acl.rt.destroy_context")
+                log_failure(acl, acl.rt.destroy_context(self._context), "acl.rt.destroy_context")
                 self._context = 0
             if self._started:
                 self._started = False
@@ -95,14 +303,84 @@ class AclEngine(Engine):
         if not count:
             return f"{self.name} engine (closed)"
         work, weight = self._model_bytes
-        buffers = self._slots[0].device_bytes
-        per_slot = work + weight + buffers
+        buffers = self._slots[0].device_bytes - (work if self._weights else 0)
+        mode = "device run mode: no host staging, no copies" if self.device_mode else "host run mode"
+        if self._weights:
+            total = count * (work + buffers) + weight
+            memory = (
+                f"device memory {_size_text(total)} = {count} x (work {_size_text(work)} + I/O buffers "
+                f"{_size_text(buffers)}) + 1 x weights {_size_text(weight)} (shared)"
+            )
+        else:
+            total = count * (work + weight + buffers)
+            memory = (
+                f"device memory {_size_text(total)} = {count} x (work {_size_text(work)} + weights "
+                f"{_size_text(weight)} + I/O buffers {_size_text(buffers)})"
+            )
         return (
-            f"{self.name} engine on device {self._device_id}: {count} slot(s), each a model copy with its own "
-            f"stream; device memory {_size_text(per_slot * count)} = {count} x (work {_size_text(work)} + weights "
-            f"{_size_text(weight)} + I/O buffers {_size_text(buffers)}); pinned host memory "
-            f"{_size_text(self._slots[0].host_bytes * count)}"
+            f"{self.name} engine on device {self._device_id} ({mode}): {count} slot(s), each a model copy with "
+            f"its own stream; {memory}; pinned host memory {_size_text(self._slots[0].host_bytes * count)}"
         )
+
+
+class _ProfilingWindow:
+    """An acl.prof session: started for the first N batches or S seconds after load, or on demand.
+
+    create_config, start, stop and destroy_config follow acl_prof.h 175-230; prof.init (before any
+    model loads) and finalize are the runtime's, once per process."""
+
+    def __init__(self, acl: Any, runtime: AclRuntime, plan: ProfilingPlan, device_id: int) -> None:
+        self._acl = acl
+        self._runtime = runtime
+        self.plan = plan
+        self._device_id = device_id
+        self._config = 0
+        self._left: int | None = None  # batches until stop (None: by time or not running)
+        self._until = 0.0
+        self._lock = threading.Lock()
+
+    def loaded(self) -> None:
+        if self.plan.batches or self.plan.seconds:
+            self._start(self.plan.batches or None, self.plan.seconds)
+
+    def request(self, batches: int) -> None:
+        self._start(batches, 0.0)
+
+    def _start(self, batches: int | None, seconds: float) -> None:
+        with self._lock:
+            if self._config:
+                return  # a window is open: it goes on
+            acl = self._acl
+            config = acl.prof.create_config([self._device_id], self.plan.aicore_metrics, 0, self.plan.data_types)
+            self._config = check_handle(acl, config, "acl.prof.create_config")
+            check(acl, acl.prof.start(self._config), "acl.prof.start", f"profiling into {self.plan.folder}")
+            self._left = batches
+            self._until = time.monotonic() + seconds if seconds else 0.0
+            LOG.info("profiling started (%s)", f"{batches} batches" if batches else f"{seconds:g} s")
+
+    def batch_done(self) -> None:
+        with self._lock:
+            if not self._config:
+                return
+            if self._left is not None:
+                self._left -= 1
+            done = (self._left is not None and self._left <= 0) or (self._until and time.monotonic() >= self._until)
+        if done:
+            self._stop()
+
+    def _stop(self) -> None:
+        with self._lock:
+            if not self._config:
+                return
+            acl = self._acl
+            log_failure(acl, acl.prof.stop(self._config), "acl.prof.stop")
+            log_failure(acl, acl.prof.destroy_config(self._config), "acl.prof.destroy_config")
+            self._config, self._left, self._until = 0, None, 0.0
+        LOG.info("profiling stopped; results in %s", self.plan.folder)
+
+    def close(self) -> None:
+        self._stop()
+        self._runtime.stop_profiling()
 
 
 def _size_text(nbytes: int) -> str:
@@ -112,17 +390,48 @@ def _size_text(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
+def prepare_options(options: Mapping[str, Any], model_path: Path) -> AclOptions:
+    """The engine's options, with acl.json and the dump config checked against the keys CANN reads
+    (a mistake is a load error naming the key) and their output folders created and writable."""
+    parsed = AclOptions.read(options, model_path.parent)
+    for name, path, sections in (("acl_json", parsed.acl_json, None), ("acl_dump_config", parsed.dump_config, "dump")):
+        if path is None:
+            continue
+        config = read_acl_json(path)
+        found = [p for p in problems(config) if sections is None or p.key.startswith(sections)]
+        if found:
+            raise ConfigError(f"parameter {name!r}: {path}: " + "; ".join(str(p) for p in found))
+        for key, folder in config.output_folders():
+            _writable(folder, f"parameter {name!r}: {path}: {key}")
+    if parsed.profiling is not None:
+        _writable(parsed.profiling.folder, "parameter 'acl_profiling_dir'")
+    return parsed
+
+
+def _writable(folder: Path, what: str) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot create {folder}: {exc.strerror or exc}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what}: {folder} is not writable")
+
+
 def open_engine(
-    model_path: Path, *, info: EngineInfo, device_id: int, slots: int, options: Mapping[str, Any]
+    model_path: Path, *, info: EngineInfo, device_id: int, slots: int, options: Mapping[str, Any], peers: int = 1
 ) -> AclEngine:
     """Open ``model_path`` with ``slots`` streams on ``device_id``, on the pyACL ``info`` names."""
-    return AclEngine(model_path, acl=info.load_pyacl(), name=info.name, device_id=device_id, slots=slots)
+    parsed = prepare_options(options, Path(model_path))
+    return AclEngine(
+        model_path, acl=info.load_pyacl(), name=info.name, device_id=device_id, slots=slots, options=parsed, peers=peers
+    )
 
 
-def available(info: EngineInfo) -> tuple[bool, str]:
+def available(info: EngineInfo, options: Mapping[str, Any] | None = None) -> tuple[bool, str]:
     """Whether ``info`` can run here (its pyACL imports and sees a device), and why (not)."""
     try:
-        count = AclRuntime.of(info.load_pyacl()).device_count()
+        acl_json = AclOptions.read(options or {}, Path(".")).acl_json
+        count = AclRuntime.of(info.load_pyacl()).device_count(acl_json)
     except (ConfigError, AclError) as exc:
         return False, str(exc).split(". ")[0]
     if count < 1:

@@ -15,6 +15,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from ge_python_backend.ascend.constants import ACL_SUCCESS, DEVICE_FATAL_RETS, describe_ret, ret_code
@@ -116,8 +117,11 @@ class AclRuntime:
         self._acl = acl
         self._lock = threading.RLock()
         self._initialized = False
+        #: the acl.json the process was initialised with (CANN reads it only at the first acl.init)
+        self._config: Path | None = None
         self._devices: Counter[int] = Counter()
         self._engines: list[Closable] = []
+        self._profiling_users = 0
 
     @classmethod
     def of(cls, acl: Any) -> AclRuntime:
@@ -127,39 +131,74 @@ class AclRuntime:
                 runtime = cls._instances[id(acl)] = cls(acl)
             return runtime
 
-    def _ensure_initialized(self) -> None:
+    def _ensure_initialized(self, config: Path | None) -> None:
         if not self._initialized:
-            self._init()
+            self._init(config)
             atexit.register(self.finalize_at_exit)
+        elif config is not None and config != self._config:
+            # A second acl.init returns 100002 without reading its file (hicann/runtime acl.cpp 387-392).
+            first = self._config or "no acl.json"
+            raise ConfigError(
+                f"acl.json {config} cannot take effect: pyACL was already initialised in this process with {first}, "
+                "and CANN reads acl.json only at the first acl.init; give every model of a process the same acl_json"
+            )
 
-    def device_count(self) -> int:
+    def device_count(self, config: Path | None = None) -> int:
         """Devices pyACL sees (initialising pyACL once for the process if needed)."""
         with self._lock:
-            self._ensure_initialized()
+            self._ensure_initialized(config)
             count, ret = self._acl.rt.get_device_count()
         check(self._acl, ret, "acl.rt.get_device_count")
         return count
 
-    def start(self, engine: Closable, device_id: int) -> None:
-        """Initialise pyACL if needed, set ``device_id`` if no engine has yet, and track ``engine``."""
+    def run_mode(self) -> int:
+        """ACL_DEVICE (0): the application runs on the device (Atlas 200/500, 310P open form), where host
+        memory is device memory; ACL_HOST (1): a PCIe card in a host (acl_rt.h 105-108)."""
+        acl = self._acl
+        mode, ret = acl.rt.get_run_mode()
+        check(acl, ret, "acl.rt.get_run_mode")
+        return int(mode)
+
+    def start_profiling(self, folder: Path) -> None:
+        """``acl.prof.init`` once per process, before any model loads (19-01_data_profiling_apis.md 19-24)."""
         acl = self._acl
         with self._lock:
-            self._ensure_initialized()
+            if self._profiling_users == 0:
+                ret = acl.prof.init(str(folder))
+                check(acl, ret, "acl.prof.init", f"starting profiling into {folder}")
+            self._profiling_users += 1
+
+    def stop_profiling(self) -> None:
+        acl = self._acl
+        with self._lock:
+            if self._profiling_users <= 0:
+                return
+            self._profiling_users -= 1
+            if self._profiling_users == 0:
+                log_failure(acl, acl.prof.finalize(), "acl.prof.finalize")
+
+    def start(self, engine: Closable, device_id: int, config: Path | None = None) -> None:
+        """Initialise pyACL if needed (with ``config``, an acl.json), set ``device_id`` if no engine
+        has yet, and track ``engine``."""
+        acl = self._acl
+        with self._lock:
+            self._ensure_initialized(config)
             if self._devices[device_id] == 0:
                 ret = acl.rt.set_device(device_id)
                 if ret == UNINITIALIZED:  # pyACL was finalized behind our back (e.g. a test reset the simulator)
-                    self._init()
+                    self._init(self._config)
                     ret = acl.rt.set_device(device_id)
                 check(acl, ret, "acl.rt.set_device", f"opening device {device_id}")
             self._devices[device_id] += 1
             self._engines.append(engine)
 
-    def _init(self) -> None:
+    def _init(self, config: Path | None) -> None:
         acl = self._acl
-        ret = acl.init()
+        ret = acl.init(str(config)) if config is not None else acl.init()
         if ret != REPEAT_INITIALIZE:
-            check(acl, ret, "acl.init")
+            check(acl, ret, "acl.init", f"reading {config}" if config is not None else "")
         self._initialized = True
+        self._config = config
 
     def stop(self, engine: Closable, device_id: int) -> None:
         """Forget ``engine``; reset ``device_id`` when no engine uses it any more."""

@@ -214,6 +214,27 @@ def _scrape(url: str | None) -> metrics.Scrape | None:
         return None
 
 
+#: how long to wait for Triton's counters to catch up with the answers the client already has
+_SETTLE_S = 2.0
+
+
+def _settled_scrape(target: Target, before: metrics.Scrape | None, sent: int) -> metrics.Scrape | None:
+    """The scrape after a window, once Triton counts every request the client saw answered: the
+    Python backend may send an answer before the server records the request's statistics."""
+    deadline = time.monotonic() + _SETTLE_S
+    while True:
+        after = _scrape(target.metrics_url)
+        if after is None or before is None or time.monotonic() >= deadline:
+            return after
+        counted = sum(
+            after.value(name, model=target.model) - before.value(name, model=target.model)
+            for name in ("nv_inference_request_success", "nv_inference_request_failure")
+        )
+        if counted >= sent:
+            return after
+        time.sleep(0.05)
+
+
 async def _sweep(target: Target, sweep: Sweep, progress: Progress, on_point: Callable[[Point], None]) -> list[Point]:
     loop = asyncio.get_running_loop()
     points: list[Point] = []
@@ -231,7 +252,8 @@ async def _sweep(target: Target, sweep: Sweep, progress: Progress, on_point: Cal
                 cpu_before = _cpu(target.server_pid)
                 window = await _measure(infer, sweep, level, sweep.duration_s)
                 cpu_after = _cpu(target.server_pid)
-                after = await loop.run_in_executor(None, _scrape, target.metrics_url)
+                sent = len(window.latencies) + len(window.errors)
+                after = await loop.run_in_executor(None, _settled_scrape, target, before, sent)
             finally:
                 ticker.cancel()
             server = metrics.breakdown(before, after, target.model, sweep.metrics_prefix) if before and after else {}

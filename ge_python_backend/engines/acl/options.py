@@ -1,0 +1,217 @@
+"""The acl engine's parameters (engines ``acl`` and ``acl-sim``), parsed once into ``AclOptions``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ge_python_backend.ascend.aipp import AippConfig, parse_aipp_config
+from ge_python_backend.ascend.layout import Shape
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.params import Parameter, parse_bool, parse_float, parse_int, parse_list
+
+#: ACL_PROF_* data types (hicann/runtime include/external/acl/acl_prof.h 26-43), by name without the prefix
+PROFILING_TYPES = {
+    "ACL_API": 0x0001,
+    "TASK_TIME": 0x0002,
+    "AICORE_METRICS": 0x0004,
+    "AICPU": 0x0008,
+    "L2CACHE": 0x0010,
+    "HCCL_TRACE": 0x0020,
+    "TRAINING_TRACE": 0x0040,
+    "MSPROFTX": 0x0080,
+    "RUNTIME_API": 0x0100,
+    "GE_API_L0": 0x0200,
+    "TASK_TIME_L0": 0x0800,
+    "TASK_MEMORY": 0x1000,
+    "TASK_TIME_L2": 0x2000,
+    "OP_ATTR": 0x4000,
+    "TASK_TIME_L3": 0x8000,
+    "GE_API_L1": 0x01000000,
+}
+#: aclprofAicoreMetrics (acl_prof.h 55-66)
+AICORE_METRICS = {
+    "ARITHMETIC_UTILIZATION": 0,
+    "PIPE_UTILIZATION": 1,
+    "MEMORY_BANDWIDTH": 2,
+    "L0B_AND_WIDTH": 3,
+    "RESOURCE_CONFLICT_RATIO": 4,
+    "MEMORY_UB": 5,
+    "L2_CACHE": 6,
+    "PIPE_EXECUTE_UTILIZATION": 7,
+    "MEMORY_ACCESS": 8,
+    "NONE": 0xFF,
+}
+
+
+def _choices(table: Mapping[str, int]):
+    def parse(raw: str) -> str:
+        if raw not in table:
+            raise ValueError("")
+        return raw
+
+    return parse
+
+
+def parse_max_shapes(text: str) -> dict[str, Shape]:
+    """``"x:8,3,512,512;y:8,1000"`` -> {"x": (8, 3, 512, 512), "y": (8, 1000)}."""
+    shapes: dict[str, Shape] = {}
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        name, sep, dims = part.rpartition(":")
+        if not sep or not name:
+            raise ValueError(f"{part!r} is not NAME:D0,D1,...")
+        values = tuple(int(d) for d in dims.split(","))
+        if any(v <= 0 for v in values):
+            raise ValueError(f"{name!r}: every size must be > 0")
+        shapes[name] = values
+    return shapes
+
+
+PARAMETERS = (
+    Parameter(
+        "acl_json",
+        str,
+        "",
+        "an acl.json file in the version folder (or an absolute path)",
+        "passed to acl.init; its dump and profiler sections are checked against the keys CANN reads",
+    ),
+    Parameter(
+        "acl_dump_config",
+        str,
+        "",
+        "a JSON file with a 'dump' section (acl.json syntax), in the version folder or absolute",
+        "turn on data dump for this model at load (acl.mdl.init_dump / set_dump / finalize_dump)",
+    ),
+    Parameter(
+        "acl_profiling_dir",
+        str,
+        "",
+        "a folder for profiling results (created if missing)",
+        "profile through acl.prof (a window after load, or on demand with acl_profiling_tokens)",
+    ),
+    Parameter("acl_profiling_batches", parse_int(0), 0, "an integer >= 0", "profile the first N batches after load"),
+    Parameter("acl_profiling_seconds", parse_float(0.0), 0.0, "seconds >= 0", "profile the first S seconds after load"),
+    Parameter(
+        "acl_profiling_types",
+        parse_list(_choices(PROFILING_TYPES)),
+        ("ACL_API", "TASK_TIME"),
+        "comma-separated ACL_PROF_* names without the prefix: " + ", ".join(PROFILING_TYPES),
+        "what acl.prof collects",
+    ),
+    Parameter(
+        "acl_profiling_aicore_metrics",
+        _choices(AICORE_METRICS),
+        "PIPE_UTILIZATION",
+        ", ".join(AICORE_METRICS),
+        "AI Core metrics (with type AICORE_METRICS)",
+    ),
+    Parameter(
+        "acl_profiling_tokens",
+        parse_list(str),
+        (),
+        "comma-separated tokens",
+        "allow a request with parameter acl_profile=TOKEN[:BATCHES] to start a profiling window",
+    ),
+    Parameter(
+        "acl_timing_events",
+        parse_bool,
+        None,
+        "true or false (default: true when GEModel's metrics are on)",
+        "time copies and execution with device events (4 events per stream)",
+    ),
+    Parameter(
+        "acl_share_weights",
+        parse_bool,
+        True,
+        "true or false",
+        "load every stream's model copy over one weight buffer (load_from_file_with_mem)",
+    ),
+    Parameter(
+        "acl_max_shapes",
+        parse_max_shapes,
+        {},
+        "NAME:D0,D1,...;... (largest shapes of shape-range inputs and outputs)",
+        "buffer sizes of a shape-range model's tensors whose ranges have no upper bound",
+    ),
+    Parameter(
+        "aipp_config",
+        str,
+        "",
+        "an AIPP config in ATC's aipp_op syntax, in the version folder (or an absolute path)",
+        "dynamic AIPP: the values used unless a request's parameters set them",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class ProfilingPlan:
+    folder: Path
+    batches: int
+    seconds: float
+    data_types: int
+    aicore_metrics: int
+    tokens: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AclOptions:
+    """Typed acl engine options; relative files are in the model's version folder."""
+
+    acl_json: Path | None = None
+    dump_config: Path | None = None
+    profiling: ProfilingPlan | None = None
+    timing_events: bool = True
+    share_weights: bool = True
+    max_shapes: Mapping[str, Shape] = field(default_factory=dict)
+    aipp: tuple[AippConfig, ...] = ()
+
+    @classmethod
+    def read(cls, options: Mapping[str, Any], version_dir: Path) -> AclOptions:
+        values = {p.name: p.default for p in PARAMETERS} | dict(options)
+
+        def path(name: str) -> Path | None:
+            text = values[name]
+            if not text:
+                return None
+            found = Path(text)
+            return found if found.is_absolute() else version_dir / found
+
+        aipp_file = path("aipp_config")
+        aipp: tuple[AippConfig, ...] = ()
+        if aipp_file is not None:
+            try:
+                aipp = parse_aipp_config(aipp_file.read_text(encoding="utf-8"), str(aipp_file))
+            except OSError as exc:
+                raise ConfigError(f"parameter 'aipp_config': {aipp_file}: {exc.strerror or exc}") from None
+        profiling = None
+        folder = path("acl_profiling_dir")
+        if folder is not None:
+            types = 0
+            for name in values["acl_profiling_types"]:
+                types |= PROFILING_TYPES[name]
+            profiling = ProfilingPlan(
+                folder,
+                values["acl_profiling_batches"],
+                values["acl_profiling_seconds"],
+                types,
+                AICORE_METRICS[values["acl_profiling_aicore_metrics"]],
+                tuple(values["acl_profiling_tokens"]),
+            )
+        elif values["acl_profiling_batches"] or values["acl_profiling_seconds"] or values["acl_profiling_tokens"]:
+            raise ConfigError(
+                "parameters acl_profiling_batches/seconds/tokens need acl_profiling_dir (where results go)"
+            )
+        timing = values["acl_timing_events"]
+        return cls(
+            acl_json=path("acl_json"),
+            dump_config=path("acl_dump_config"),
+            profiling=profiling,
+            timing_events=True if timing is None else timing,
+            share_weights=values["acl_share_weights"],
+            max_shapes=dict(values["acl_max_shapes"]),
+            aipp=aipp,
+        )
