@@ -157,7 +157,16 @@ class ImageClassifier:
         return (
             f"image classifier: {IMAGE} -> {self.image.describe()}, {len(self.labels)} labels, "
             f"top {self.top_k} of {self.scores_output!r}{' after softmax' if self.softmax else ''}"
+            f"{self._normalization()}"
         )
+
+    def _normalization(self) -> str:
+        device = self.image.device_preprocessing
+        if device is None:
+            return f"; pixels normalised with mean {self.mean.tolist()} and std {self.std.tolist()}"
+        if device.normalizes:
+            return "; parameters mean and std skipped: the device's AIPP normalises"
+        return "; parameters mean and std skipped: the pixels go to the device's AIPP, which does not normalise them"
 
 
 def _scores_output(spec: ModelSpec, name: str):

@@ -11,7 +11,9 @@ A request carries one image per element of a BYTES tensor (Triton ``TYPE_STRING`
 An element of exactly the raw size is always read as raw pixels. Elements above
 ``max_input_bytes`` are refused before anything is decoded. Pixels are then normalised as
 ``(pixel / 255 - mean) / std`` per channel and laid out as the engine's NCHW or NHWC input in
-its FP32 or FP16 type.
+its FP32 or FP16 type — unless the model input has a static AIPP (an Ascend .om compiled with
+ATC's --insert_op_conf): then the device converts and normalises, and the uint8 NHWC pixels go
+to it as they are.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ge_python_backend.errors import ConfigError, InputError
-from ge_python_backend.specs import TensorSpec, format_shape
+from ge_python_backend.specs import DevicePreprocessing, TensorSpec, format_shape
 
 LAYOUTS = ("NCHW", "NHWC")
 _SIGNATURES = {b"\x89PNG\r\n\x1a\n": "PNG", b"\xff\xd8\xff": "JPEG"}
@@ -39,6 +41,8 @@ class ImageInput:
     width: int
     channels: int
     dtype: str
+    #: a static AIPP takes the uint8 pixels: how it transforms them (None: normalised on the host)
+    device_preprocessing: DevicePreprocessing | None = None
 
     @property
     def raw_size(self) -> int:
@@ -46,7 +50,10 @@ class ImageInput:
         return self.height * self.width * self.channels
 
     def describe(self) -> str:
-        return f"{self.name}: {self.dtype} {self.layout} {self.height}x{self.width}x{self.channels}"
+        text = f"{self.name}: {self.dtype} {self.layout} {self.height}x{self.width}x{self.channels}"
+        if self.device_preprocessing is not None:
+            text += f" to the device's {self.device_preprocessing.describe()}"
+        return text
 
 
 def image_input(tensor: TensorSpec, layout: str = "auto") -> ImageInput:
@@ -57,6 +64,8 @@ def image_input(tensor: TensorSpec, layout: str = "auto") -> ImageInput:
         raise ConfigError(
             f"model input {tensor.name!r} has shape {format_shape(shape)}; an image input needs rank 4 (NCHW or NHWC)"
         )
+    if tensor.preprocessing is not None:
+        return _aipp_image(tensor)
     if tensor.dtype not in _FLOAT_TYPES:
         raise ConfigError(
             f"model input {tensor.name!r} is {tensor.dtype or tensor.native_type}; an image input must be FP32 or FP16"
@@ -77,6 +86,26 @@ def image_input(tensor: TensorSpec, layout: str = "auto") -> ImageInput:
             "1 (grey) or 3 (RGB)"
         )
     return ImageInput(tensor.name, layout, height, width, channels, tensor.dtype)
+
+
+def _aipp_image(tensor: TensorSpec) -> ImageInput:
+    """An input behind a static AIPP takes uint8 NHWC pixels of the source size in its pixel format;
+    RGB888_U8 and YUV400_U8 are the ones an RGB or grey image is already in."""
+    aipp = tensor.preprocessing
+    assert aipp is not None
+    if aipp.kind != "aipp-static":
+        raise ConfigError(
+            f"model input {tensor.name!r} has a dynamic AIPP (set per request): the image size and format are the "
+            "client's; use the generic template and send the pixels with their AIPP request parameters"
+        )
+    channels = {"RGB888_U8": 3, "YUV400_U8": 1}.get(aipp.pixel_format)
+    if channels is None:
+        raise ConfigError(
+            f"model input {tensor.name!r} takes {aipp.pixel_format} images (static AIPP); the classifier sends RGB or "
+            "grey pixels: recompile with input_format RGB888_U8 or YUV400_U8, or use the generic template"
+        )
+    _, height, width, _ = tensor.shape
+    return ImageInput(tensor.name, "NHWC", height, width, channels, "UINT8", aipp)
 
 
 def _guess_layout(tensor: TensorSpec) -> str:
@@ -150,7 +179,9 @@ def channel_values(values: tuple[float, ...], channels: int, what: str) -> np.nd
 
 def normalize(pixels: np.ndarray, image: ImageInput, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     """uint8 ``[count, height, width, channels]`` -> ``(pixel / 255 - mean) / std`` in the
-    engine's layout and data type."""
+    engine's layout and data type; the pixels themselves for a device-side AIPP."""
+    if image.device_preprocessing is not None:
+        return pixels
     values = (pixels.astype(np.float32) / np.float32(255.0) - mean) / std
     if image.layout == "NCHW":
         values = values.transpose(0, 3, 1, 2)

@@ -132,6 +132,12 @@ class GEModel:
     def log_error(self, message: str) -> None:
         pb_utils.Logger.log_error(message)
 
+    def _engine_options(self) -> dict[str, Any]:
+        """The config's engine parameters; device timing events only when metrics report them."""
+        options = dict(self.settings.engine_options)
+        options.setdefault("acl_timing_events", self.settings.metrics)
+        return options
+
     def _open(self) -> None:
         settings = self.settings
         if settings.engine == AUTO:
@@ -147,7 +153,7 @@ class GEModel:
             path,
             device_id=settings.device_id,
             slots=settings.slots,
-            options=settings.engine_options,
+            options=self._engine_options(),
             peers=settings.instances_on_device,
         )
         settings.layout.check(self.engine.spec)  # names the state/unbatched tensors the model lacks
