@@ -60,8 +60,9 @@ CORE_PARAMETERS = (
         parse_enum(ResponseMode),
         ResponseMode.AUTO,
         "auto, sender or return",
-        "answer through response senders (overlap batches) or return answers from execute (least IPC); "
-        "auto: sender for NPU engines or streams > 1, else return",
+        "return answers from execute, or answer through response senders (overlaps batches; Triton 24.06+; "
+        "in 24.10 requests pending in senders are never answered if the stub process dies); "
+        "auto: the engine's default, return for every built-in engine",
     ),
     Parameter(
         "reject_nonfinite",

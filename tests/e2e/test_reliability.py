@@ -44,7 +44,9 @@ def built(tmp_path_factory):
     rr.model(repo, sources.linear, "guarded", {"reject_nonfinite": "true"})
     rr.model(repo, sources.pair, "pair", max_batch_size=0)
     rr.classifier(repo, sources, "classifier")
-    rr.model(repo, sources.linear_om, METRICS_MODEL, {"reject_nonfinite": "true", "log_verbosity": "2"})
+    rr.model(
+        repo, sources.linear_om, METRICS_MODEL, {"reject_nonfinite": "true", "log_verbosity": "2"}, instance_count=1
+    )
     broken = rr.broken_models(repo, sources)
     return repo, sources, broken
 
