@@ -241,7 +241,23 @@ class GEModel:
         except Exception as exc:  # e.g. BF16 tensors have no numpy view
             deliver(_response(None, InputError(f"could not read the request's inputs: {exc}")))
             return None
+        if self._padding(info, inputs):
+            deliver(pb_utils.InferenceResponse([]))  # Triton discards a padding slot's response
+            return None
         return Request(info, inputs, lambda outputs, error: deliver(_response(outputs, error)))
+
+    def _padding(self, info: RequestInfo, inputs: Mapping[str, np.ndarray]) -> bool:
+        """A slot the direct sequence batcher fills without a request: READY false, correlation
+        ID 0, inputs copied uninitialised from another request (core r24.10
+        sequence_batch_scheduler.cc:1738-1767, infer_request.cc:604-611). Triton's sequence
+        batcher refuses a real request without a correlation ID ("must specify a non-zero or non-empty
+        correlation ID", SequenceBatchScheduler::Enqueue), so ID 0 marks one too."""
+        if not self.settings.sequence_batching:
+            return False
+        ready = self.settings.ready_control
+        if ready is not None and ready.name in inputs and not ready.ready(inputs[ready.name]):
+            return True
+        return info.correlation_id in (0, "")
 
     def _release(self) -> None:
         if self._runner is not None:
