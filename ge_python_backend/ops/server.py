@@ -55,11 +55,17 @@ def find_tritonserver() -> TritonInstall:
         raise ServerError(
             "no tritonserver on PATH and nvidia-pytriton is not installed: pip install 'ge-python-backend[server]'"
         ) from None
-    tree = Path(pytriton.__file__).parent / "tritonserver"
+    return pytriton_install(Path(pytriton.__file__).parent.parent)
+
+
+def pytriton_install(root: Path) -> TritonInstall:
+    """The tritonserver inside an nvidia-pytriton wheel installed (or unpacked) in ``root``,
+    e.g. 0.7.0: tritonserver 2.51.0 (Triton 24.10); 0.5.3: 2.43.0 (Triton 24.02)."""
+    tree = Path(root) / "pytriton" / "tritonserver"
     binary = tree / "bin" / "tritonserver"
     if not binary.is_file():
-        raise ServerError(f"nvidia-pytriton is installed but {binary} is missing")
-    return TritonInstall(binary, tree / "backends", tree.parent.parent / "nvidia_pytriton.libs")
+        raise ServerError(f"no tritonserver from nvidia-pytriton in {root} ({binary} is missing)")
+    return TritonInstall(binary, tree / "backends", Path(root) / "nvidia_pytriton.libs")
 
 
 def _link(source: Path, target: Path) -> None:
@@ -128,6 +134,7 @@ class TritonServer:
         env: dict[str, str] | None = None,
         startup_timeout: float = 180.0,
         workspace: Path | None = None,
+        install: TritonInstall | None = None,
     ) -> None:
         self.model_repository = Path(model_repository).resolve()
         self.address = address
@@ -141,6 +148,7 @@ class TritonServer:
         self.extra_args = tuple(extra_args)
         self.env = dict(env or {})
         self.startup_timeout = startup_timeout
+        self.install = install
         self._own_workspace = workspace is None
         self.workspace = Path(workspace or tempfile.mkdtemp(prefix="ge-triton-"))
         self.log_path = self.workspace / "tritonserver.log"
@@ -194,7 +202,7 @@ class TritonServer:
     def start(self) -> TritonServer:
         if not self.model_repository.is_dir():
             raise ServerError(f"model repository {self.model_repository} is not a folder")
-        install = find_tritonserver()
+        install = self.install or find_tritonserver()
         backends = prepare_backends(install, self.workspace)
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(
