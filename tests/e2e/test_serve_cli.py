@@ -197,11 +197,13 @@ def test_sighup_ends_serve_and_tritonserver_and_http_inference_off_refuses_the_c
         assert json.loads(response.read())["error"] == (
             f"This API is restricted, expecting header '{HTTP_INFERENCE_OFF_HEADER}'"
         )
+        connection.close()
         client = grpcclient.InferenceServerClient(f"127.0.0.1:{serve.ports[1]}")
         assert client.is_server_live() and client.is_model_ready("linear")
         x = grpcclient.InferInput("x", [1, 4], "FP32")
         x.set_data_from_numpy(np.ones((1, 4), np.float32))
         assert client.infer("linear", [x]).as_numpy("probs").shape == (1, 3)
+        client.close()
         triton = serve.tritonserver()
         rest = serve.end(signal.SIGHUP)
         assert serve.process.returncode == 0 and "stopping tritonserver (SIGHUP)" in rest

@@ -50,7 +50,9 @@ def built(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(built):
-    with TritonServer(built[0], model_control_mode="explicit") as running:
+    # A dead stub's model never finishes unloading (its response factories leak): shutdown waits
+    # --exit-timeout-secs for it.
+    with TritonServer(built[0], model_control_mode="explicit", extra_args=["--exit-timeout-secs=3"]) as running:
         yield running
 
 
@@ -153,6 +155,7 @@ def heartbeat_ages(server, model: str) -> dict[str, float]:
 def test_every_request_in_flight_when_the_stub_dies_is_answered_within_seconds(server, session, model):
     client = httpclient.InferenceServerClient(server.http_address)
     client.load_model(model)
+    backend_failures = metrics.fetch(server.metrics_url).value("nv_inference_request_failure", model=model)
     with Load(server, model, session) as load:
         load.wait_for("ok", 50)
         assert max(heartbeat_ages(server, model).values()) < 3
@@ -170,7 +173,12 @@ def test_every_request_in_flight_when_the_stub_dies_is_answered_within_seconds(s
     assert all(r[1] - max(r[0], killed_at) < ANSWER_WITHIN_S for r in late)
     errors = {r[2] for r in late if r[2] != "ok"}
     assert errors and all(e.startswith("error: Stub process ") and e.endswith(" is not healthy.") for e in errors)
-    # The dead stub's series stay exported with their last values; its heartbeat stops.
+    # Triton counts each of them as a failure of the model (reason BACKEND) ...
+    failed = sum(r[2] != "ok" for r in load.records)
+    found = metrics.fetch(server.metrics_url)
+    assert found.value("nv_inference_request_failure", model=model) - backend_failures == failed
+    assert found.value("nv_inference_request_failure", model=model, reason="BACKEND") - backend_failures == failed
+    # ... while the dead stub's series stay exported with their last values; its heartbeat stops.
     assert metrics.fetch(server.metrics_url).value("ge_engine_healthy", model=model) == killed
     time.sleep(1.5)
     assert min(heartbeat_ages(server, model).values()) > 2.5
