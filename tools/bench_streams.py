@@ -50,8 +50,16 @@ def build_repository(workdir: Path, device_ms: float, row_ms: float) -> Path:
         shutil.rmtree(repo)
     for streams in STREAMS:
         name = f"sim_s{streams}"
-        folder = generate(om_file, repo, GenerateOptions(name=name, engine="acl-sim", streams=streams)).model_dir
-        set_parameters(folder / "config.pbtxt", acl_sim_device_ms=f"{device_ms:g}", acl_sim_row_ms=f"{row_ms:g}")
+        options = GenerateOptions(name=name, engine="acl-sim", streams=streams, instance_count=1)
+        folder = generate(om_file, repo, options).model_dir
+        # Slots overlap across executes only with answers through response senders, an opt-in since
+        # answers are returned from execute by default (README, Reliability: the stub-death risk).
+        set_parameters(
+            folder / "config.pbtxt",
+            acl_sim_device_ms=f"{device_ms:g}",
+            acl_sim_row_ms=f"{row_ms:g}",
+            response_mode="sender",
+        )
     return repo
 
 

@@ -19,7 +19,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "check": ("check", "validate a model repository offline: every problem with its file, exit 1 if any error"),
     "atc-cmd": ("atc_cmd", "print the ATC command that compiles an .onnx into an .om matching a Triton config"),
     "install-backend": ("install_backend", 'install the Python-based backend "ge" into a Triton backends folder'),
-    "serve": ("serve", "run tritonserver on a model repository until Ctrl-C"),
+    "serve": ("serve", "run tritonserver on a model repository until Ctrl-C (or SIGTERM, SIGHUP)"),
     "bench": ("bench", "measure throughput and latency of a served model: concurrency sweep or fixed rates"),
     "deploy": ("deploy", "write Kubernetes manifests and an image build context to serve a repository on Ascend nodes"),
     "sim-compile": ("sim_compile", "compile an .onnx file into a simulated .om for engine acl-sim (no CANN needed)"),

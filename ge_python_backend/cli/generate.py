@@ -9,6 +9,7 @@ from ge_python_backend.cli.arguments import device_list, int_list, setting, stat
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.generate import (
     DEFAULT_MAX_QUEUE_SIZE,
+    DEFAULT_NPU_INSTANCES,
     DEFAULT_QUEUE_TIMEOUT_US,
     GenerateOptions,
     generate,
@@ -45,9 +46,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch-size", type=int, help="override the largest batch the model implies")
     parser.add_argument("--preferred-batch-sizes", type=int_list, help="override dynamic_batching preferred sizes")
     parser.add_argument("--max-queue-delay-us", type=int, default=500, help="dynamic batching queue delay")
-    parser.add_argument("--instances", type=int, default=1, help="instance_group count (KIND_CPU)")
+    parser.add_argument(
+        "--instances",
+        type=int,
+        help=f"instance_group count (KIND_CPU; default {DEFAULT_NPU_INSTANCES} for NPU engines, whose overlap comes "
+        "from several instances, else 1)",
+    )
     parser.add_argument("--device-ids", type=device_list, default=(0,), help="NPU ids, instances spread round-robin")
-    parser.add_argument("--streams", type=int, default=1, help="execution slots per instance")
+    parser.add_argument(
+        "--streams",
+        type=int,
+        default=1,
+        help="execution slots per instance (answers are returned from execute, so the slots share one execute's "
+        "batches; use --instances for overlap)",
+    )
     parser.add_argument("--warmup", action="store_true", help="add a zero-data model_warmup entry")
     parser.add_argument(
         "--max-queue-size",

@@ -1,22 +1,71 @@
-"""ge-triton serve: run tritonserver (PATH or bundled) on a model repository until Ctrl-C."""
+"""ge-triton serve: run tritonserver (PATH or bundled) on a model repository until a signal stops it."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import signal
-import threading
 from pathlib import Path
+from types import FrameType
 
-from ge_python_backend.ops.server import TritonServer
+from ge_python_backend.ops.server import TritonServer, arguments_in_force
+
+#: Each ends serve, and with it tritonserver and the temporary folder.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(BaseException):
+    """A stop signal arrived (BaseException: no ``except Exception`` on the way swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.name = signal.Signals(signum).name
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("repository", type=Path, help="model repository folder")
-    parser.add_argument("--address", default="127.0.0.1", help="listen address (default: loopback only)")
-    parser.add_argument("--http-port", type=int, default=8000)
-    parser.add_argument("--grpc-port", type=int, default=8001)
-    parser.add_argument("--metrics-port", type=int, default=8002)
-    parser.add_argument("--log-verbose", type=int, default=0)
+    parser.add_argument(
+        "--address", default="127.0.0.1", help="listen address of every endpoint (default: 127.0.0.1, loopback only)"
+    )
+    parser.add_argument(
+        "--http-port",
+        type=int,
+        metavar="PORT",
+        default=8000,
+        help="HTTP/REST port: inference, health, metadata, model control (default: 8000)",
+    )
+    parser.add_argument(
+        "--grpc-port",
+        type=int,
+        metavar="PORT",
+        default=8001,
+        help="gRPC port: inference, health, metadata, model control (default: 8001)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        default=8002,
+        help="Prometheus metrics port, path /metrics: Triton's nv_* and GEModel's ge_* series (default: 8002)",
+    )
+    parser.add_argument(
+        "--log-verbose",
+        type=int,
+        metavar="LEVEL",
+        default=0,
+        help="tritonserver's verbose log level; 1 or more also shows GEModel's verbose lines (config parameter "
+        "log_verbosity) (default: 0, off)",
+    )
+    parser.add_argument(
+        "--http-inference",
+        choices=("on", "off"),
+        help="HTTP inference (infer, generate). tritonserver 2.51 aborts on one small JSON request that declares a "
+        "huge shape, so the default is on for a loopback --address and off otherwise; off answers 403 and keeps "
+        "health, metadata and model control on HTTP. gRPC is not affected",
+    )
+    parser.add_argument(
+        "--log-file", type=Path, help="keep tritonserver's log here (default: in the temporary folder, removed at exit)"
+    )
     parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for readiness")
     parser.add_argument(
         "--server-arg",
@@ -24,39 +73,75 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ARG",
-        help="one more tritonserver argument, e.g. --server-arg=--log-info=false (repeatable)",
+        help="one more tritonserver argument, e.g. --server-arg=--exit-on-error=true (repeatable; it wins over "
+        "serve's own)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    server = TritonServer(
-        args.repository,
-        address=args.address,
-        http_port=args.http_port,
-        grpc_port=args.grpc_port,
-        metrics_port=args.metrics_port,
-        log_verbose=args.log_verbose,
-        extra_args=args.server_args,
-        startup_timeout=args.startup_timeout,
-    )
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    print(f"starting tritonserver on {args.repository} (log: {server.log_path})", flush=True)
-    server.start()
-    process = server.process
-    assert process is not None  # set by a start() that returned; cleared only by stop()
+    handlers = {signum: signal.signal(signum, _stop) for signum in STOP_SIGNALS}
+    server: TritonServer | None = None
     try:
-        print(f"ready  HTTP    http://{server.http_address}", flush=True)
-        print(f"       gRPC    {server.grpc_address}", flush=True)
-        print(f"       metrics {server.metrics_url}", flush=True)
-        print("Ctrl-C stops the server.", flush=True)
-        while not stop.wait(0.5):
-            if process.poll() is not None:
-                print(f"tritonserver exited with code {process.returncode}:\n{server.log_tail()}")
-                return 1
-    except KeyboardInterrupt:
-        pass
+        server = TritonServer(
+            args.repository,
+            address=args.address,
+            http_port=args.http_port,
+            grpc_port=args.grpc_port,
+            metrics_port=args.metrics_port,
+            exit_on_error=False,  # the models that load are served; the others are listed with the reason
+            log_verbose=args.log_verbose,
+            extra_args=args.server_args,
+            startup_timeout=args.startup_timeout,
+            http_inference=_http_inference(args),
+            log_path=args.log_file,
+            stop_with_parent=True,
+        )
+        print(f"starting tritonserver on {args.repository} (log: {server.log_path})", flush=True)
+        server.start()
+        _print_ready(server)
+        process = server.process
+        assert process is not None  # set by a start() that returned; cleared only by stop()
+        code = process.wait()
+        print(f"tritonserver exited with code {code}: {server.failures()}", flush=True)
+        return 1
+    except Stopped as stop:
+        print(f"stopping tritonserver ({stop.name})", flush=True)
+        return 0
     finally:
-        print("stopping tritonserver", flush=True)
-        server.stop()
-    return 0
+        if server is not None:
+            server.close()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    for each in STOP_SIGNALS:  # one stop at a time: the cleanup must not be cut short
+        signal.signal(each, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
+def _http_inference(args: argparse.Namespace) -> bool:
+    if args.http_inference is not None:
+        return bool(args.http_inference == "on")
+    if "http-restricted-api" in arguments_in_force(args.server_args):
+        return True  # the user restricts HTTP APIs; two restrictions of one API would clash
+    address = args.address.strip("[]")
+    try:
+        return address == "localhost" or ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _print_ready(server: TritonServer) -> None:
+    print(f"ready  HTTP    http://{server.http_address}", flush=True)
+    print(f"       gRPC    {server.grpc_address}", flush=True)
+    print(f"       metrics {server.metrics_url}", flush=True)
+    if not server.http_inference:
+        print("       HTTP inference is off (--http-inference): send inference over gRPC", flush=True)
+    states = {"READY": "ready", "UNAVAILABLE": "FAILED"}
+    for model in server.models:
+        if model.state:
+            label = states.get(model.state, model.state)
+            reason = f": {model.reason}" if model.reason and not model.ready else ""
+            print(f"model  {label:7} {model.name} (version {model.version}){reason}", flush=True)
+    print("Ctrl-C stops the server.", flush=True)

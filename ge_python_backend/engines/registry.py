@@ -57,6 +57,17 @@ class ResponseMode(Choice):
     RETURN = "return"
 
 
+#: What ``response_mode: auto`` means, for every engine unless its EngineInfo says otherwise.
+#: ``return``: in Triton 24.10 a request whose answer waits in a response sender is never
+#: answered once the stub process dies (python_backend r24.10 has no code path that fails
+#: pending senders: ``python_be.cc`` ``RespondErrorToAllRequests`` serves only requests still
+#: inside ``execute``), and kill + reload cycles in sender mode aborted tritonserver
+#: (``boost::interprocess::lock_exception``); answers returned from ``execute`` end with "Stub
+#: process ... is not healthy" within seconds (README, Reliability). NPU engines get their
+#: overlap from several instances instead (``repository/generate.py``: DEFAULT_NPU_INSTANCES).
+DEFAULT_RESPONSE_MODE = ResponseMode.RETURN
+
+
 @dataclass(frozen=True)
 class EngineInfo:
     """One engine.
@@ -73,9 +84,9 @@ class EngineInfo:
     default_file: str
     #: drives an NPU (or stands in for one): instance groups must be KIND_CPU, device ids are NPU ids
     npu: bool
-    #: the response mode that suits it with one slot (several slots always answer through senders)
-    response_mode: ResponseMode
     summary: str
+    #: what ``response_mode: auto`` resolves to for this engine
+    response_mode: ResponseMode = DEFAULT_RESPONSE_MODE
     #: "module:function" returning the pyACL module an acl-family engine drives
     pyacl: str = ""
     #: parameters of this engine besides those of ``module``
@@ -114,7 +125,6 @@ BUILTIN_ENGINES = (
         model_kind=ModelKind.ONNX,
         default_file="model.onnx",
         npu=False,
-        response_mode=ResponseMode.RETURN,
         summary="an .onnx file on ONNX Runtime (CPU, GPU, or ORT's CANN provider)",
     ),
     EngineInfo(
@@ -123,7 +133,6 @@ BUILTIN_ENGINES = (
         model_kind=ModelKind.OM,
         default_file="model.om",
         npu=True,
-        response_mode=ResponseMode.SENDER,
         summary="a CANN .om on an Ascend NPU through pyACL",
         pyacl="ge_python_backend.engines.acl.runtime:import_pyacl",
     ),

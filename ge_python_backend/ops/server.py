@@ -12,7 +12,11 @@ backend with the stub for the running interpreter (the wheel ships the stubs apa
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import json
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ge_python_backend.errors import GEError
+from ge_python_backend.ops import ports
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, write_ge_backend
 
 
@@ -55,11 +60,17 @@ def find_tritonserver() -> TritonInstall:
         raise ServerError(
             "no tritonserver on PATH and nvidia-pytriton is not installed: pip install 'ge-python-backend[server]'"
         ) from None
-    tree = Path(pytriton.__file__).parent / "tritonserver"
+    return pytriton_install(Path(pytriton.__file__).parent.parent)
+
+
+def pytriton_install(root: Path) -> TritonInstall:
+    """The tritonserver inside an nvidia-pytriton wheel installed (or unpacked) in ``root``,
+    e.g. 0.7.0: tritonserver 2.51.0 (Triton 24.10); 0.5.3: 2.43.0 (Triton 24.02)."""
+    tree = Path(root) / "pytriton" / "tritonserver"
     binary = tree / "bin" / "tritonserver"
     if not binary.is_file():
-        raise ServerError(f"nvidia-pytriton is installed but {binary} is missing")
-    return TritonInstall(binary, tree / "backends", tree.parent.parent / "nvidia_pytriton.libs")
+        raise ServerError(f"no tritonserver from nvidia-pytriton in {root} ({binary} is missing)")
+    return TritonInstall(binary, tree / "backends", Path(root) / "nvidia_pytriton.libs")
 
 
 def _link(source: Path, target: Path) -> None:
@@ -109,8 +120,70 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+#: Header that ``http_inference=False`` makes tritonserver demand on HTTP inference requests (its
+#: value is random, so none carries it); the 403 answer names it, telling the client what to do.
+HTTP_INFERENCE_OFF_HEADER = "ge-http-inference-off-use-grpc"
+
+_LOG_PREFIX = re.compile(r"^[EWI]\d{4} [\d:.]+\s+\d+ [^\]]+\] ")
+#: error lines every start on a host without a GPU logs
+_HARMLESS = ("CudaDriverHelper has not been initialized",)
+
+
+def arguments_in_force(args: Sequence[str]) -> dict[str, list[str]]:
+    """Each ``--name`` of a tritonserver command line with its values in order (``--name=value``
+    or ``--name value``). tritonserver takes the last value of an option (lists such as
+    ``--load-model`` take all)."""
+    values: dict[str, list[str]] = {}
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg.startswith("--"):
+            name, equals, value = arg[2:].partition("=")
+            if not equals and index + 1 < len(args) and not args[index + 1].startswith("--"):
+                index += 1
+                value = args[index]
+            values.setdefault(name, []).append(value)
+        index += 1
+    return values
+
+
+def _true(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One of tritonserver's listening endpoints, as the command line in force sets it."""
+
+    name: str  # "HTTP", "gRPC", "metrics"
+    option: str  # the option prefix: --http-port, --allow-http ...
+    host: str
+    port: int
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """One model version as tritonserver's repository index reports it."""
+
+    name: str
+    version: str
+    state: str  # READY, UNAVAILABLE, LOADING, UNLOADING, or "" (not loaded, explicit mode)
+    reason: str  # Triton's reason, first line (load errors carry the traceback after it)
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "READY"
+
+
 class TritonServer:
-    """One tritonserver process on loopback with free ports; always stopped on exit."""
+    """One tritonserver process (loopback and free ports by default); always stopped on exit.
+
+    ``extra_args`` are appended to the command line, so they win where they repeat an option
+    (tritonserver takes the last value): ports, addresses, ``--exit-on-error`` and
+    ``--model-control-mode`` are read back from the whole command line, and readiness is judged
+    by what is in force.
+    """
 
     def __init__(
         self,
@@ -128,47 +201,78 @@ class TritonServer:
         env: dict[str, str] | None = None,
         startup_timeout: float = 180.0,
         workspace: Path | None = None,
+        install: TritonInstall | None = None,
+        http_inference: bool = True,
+        log_path: Path | None = None,
+        stop_with_parent: bool = False,
     ) -> None:
         self.model_repository = Path(model_repository).resolve()
         self.address = address
-        self.http_port = http_port or free_port(address)
-        self.grpc_port = grpc_port or free_port(address)
-        self.metrics_port = metrics_port or free_port(address)
-        self.model_control_mode = model_control_mode
         self.load_models = tuple(load_models)
-        self.exit_on_error = exit_on_error
         self.log_verbose = log_verbose
         self.extra_args = tuple(extra_args)
         self.env = dict(env or {})
         self.startup_timeout = startup_timeout
+        self.install = install
+        self.http_inference = http_inference
+        self.stop_with_parent = stop_with_parent
         self._own_workspace = workspace is None
         self.workspace = Path(workspace or tempfile.mkdtemp(prefix="ge-triton-"))
-        self.log_path = self.workspace / "tritonserver.log"
+        self.log_path = Path(log_path) if log_path is not None else self.workspace / "tritonserver.log"
         self.process: subprocess.Popen | None = None
+        #: the models and their states once the server is ready (``wait_ready``)
+        self.models: list[ModelState] = []
+        self._ready = False
+        forced = arguments_in_force(self.extra_args)
+
+        def last(name: str, default: str) -> str:
+            return forced[name][-1] if forced.get(name) else default
+
+        self.model_control_mode = last("model-control-mode", model_control_mode)
+        self.exit_on_error = _true(last("exit-on-error", str(exit_on_error)))
+        ports = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
+        self.endpoints = tuple(
+            Endpoint(
+                name,
+                option,
+                last(f"{option}-address", address),
+                int(last(f"{option}-port", str(ports[option] or free_port(address)))),
+                _true(last(f"allow-{option}", "true")),
+            )
+            for name, option in (("HTTP", "http"), ("gRPC", "grpc"), ("metrics", "metrics"))
+        )
+        self._http, self._grpc, self._metrics = self.endpoints
+        self.http_port, self.grpc_port, self.metrics_port = (e.port for e in self.endpoints)
+        if not self._http.enabled:
+            raise ServerError(
+                "--allow-http=false: the server's readiness is checked over HTTP; keep HTTP on and refuse "
+                "HTTP inference instead (ge-triton serve --http-inference off)"
+            )
 
     @property
     def http_address(self) -> str:
-        return f"{self.address}:{self.http_port}"
+        return f"{_connect_host(self._http.host)}:{self._http.port}"
 
     @property
     def grpc_address(self) -> str:
-        return f"{self.address}:{self.grpc_port}"
+        return f"{_connect_host(self._grpc.host)}:{self._grpc.port}"
 
     @property
     def metrics_url(self) -> str:
-        return f"http://{self.address}:{self.metrics_port}/metrics"
+        return f"http://{_connect_host(self._metrics.host)}:{self._metrics.port}/metrics"
 
     def command(self, install: TritonInstall, backends: Path) -> list[str]:
+        http, grpc, metrics = self.endpoints
         args = [
             str(install.binary),
             f"--model-repository={self.model_repository}",
             f"--backend-directory={backends}",
             f"--http-address={self.address}",
-            f"--http-port={self.http_port}",
+            f"--http-port={http.port}",
             f"--grpc-address={self.address}",
-            f"--grpc-port={self.grpc_port}",
+            f"--grpc-port={grpc.port}",
             f"--metrics-address={self.address}",
-            f"--metrics-port={self.metrics_port}",
+            f"--metrics-port={metrics.port}",
             f"--model-control-mode={self.model_control_mode}",
             f"--exit-on-error={'true' if self.exit_on_error else 'false'}",
             f"--log-verbose={self.log_verbose}",
@@ -176,6 +280,12 @@ class TritonServer:
             "--backend-config=python,shm-default-byte-size=16777216",
             "--backend-config=python,shm-growth-byte-size=16777216",
         ]
+        if not self.http_inference:
+            # tritonserver 2.51 has no bound on what an HTTP JSON input may declare: a tiny request
+            # with shape [1,3,100000,100000] makes it allocate 120 GB and abort (std::bad_alloc,
+            # server r24.10 http_server.cc ParseJsonTritonIO; --http-max-input-size came in r25.06).
+            # Restricted APIs are refused (403) before the body is read.
+            args.append(f"--http-restricted-api=inference:{HTTP_INFERENCE_OFF_HEADER}={secrets.token_hex(16)}")
         args += [f"--load-model={name}" for name in self.load_models]
         return args + list(self.extra_args)
 
@@ -191,22 +301,35 @@ class TritonServer:
         env.update(self.env)
         return env
 
+    def check_ports(self) -> None:
+        """ServerError naming the first enabled endpoint whose port something already listens on."""
+        for endpoint in self.endpoints:
+            if endpoint.enabled and ports.in_use(endpoint.host, endpoint.port):
+                held = ", ".join(ports.holders(endpoint.port))
+                raise ServerError(
+                    f"{endpoint.name} port {endpoint.port} on {endpoint.host} is in use"
+                    + (f" by {held}" if held else "")
+                    + f"; stop that server or choose another port (--{endpoint.option}-port)"
+                )
+
     def start(self) -> TritonServer:
+        """Start tritonserver and wait until it is ready (``wait_ready``); stopped on any failure."""
         if not self.model_repository.is_dir():
             raise ServerError(f"model repository {self.model_repository} is not a folder")
-        install = find_tritonserver()
+        self.check_ports()
+        install = self.install or find_tritonserver()
         backends = prepare_backends(install, self.workspace)
-        log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            self.command(install, backends),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=self._environment(install),
-            cwd=self.workspace,
-            start_new_session=True,
-        )
-        log.close()
         try:
+            with self.log_path.open("wb") as log:
+                self.process = subprocess.Popen(
+                    self.command(install, backends),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self._environment(install),
+                    cwd=self.workspace,
+                    start_new_session=True,
+                    preexec_fn=_terminate_with_parent if self.stop_with_parent else None,
+                )
             self.wait_ready()
         except BaseException:
             self.stop()
@@ -222,33 +345,64 @@ class TritonServer:
         except (urllib.error.URLError, OSError):
             return 0
 
-    def wait_ready(self) -> None:
-        """Wait until the server is ready (every model loaded), or only live when it may run
-        with models that failed (``exit_on_error=False``) or in explicit control mode."""
+    def wait_ready(self) -> list[ModelState]:
+        """Wait until the server answers from its own sockets and no model is loading; return
+        (and keep in ``models``) every model's state.
+
+        tritonserver opens its endpoints after the start-up loads. With ``--exit-on-error=true``
+        (its default) a model that fails to load makes it exit, which raises here with the
+        reasons from its log; with ``false`` it serves the others, and ``models`` says which
+        are up and why the others are not (/v2/health/ready stays 400 then).
+        """
         process = self.process
         if process is None:
             raise ServerError("tritonserver is not running: wait_ready needs start() first")
-        need_ready = self.exit_on_error and self.model_control_mode == "none"
         deadline = time.monotonic() + self.startup_timeout
+        ours = False
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise ServerError(
-                    f"tritonserver exited with code {process.returncode} while starting:\n{self.log_tail()}"
-                )
-            status = self._get("/v2/health/ready" if need_ready else "/v2/health/live")
-            if status == 200 and (need_ready or not self._models_loading()):
-                return
+                code = process.returncode
+                raise ServerError(f"tritonserver exited with code {code} while starting: {self.failures()}")
+            if self._get("/v2/health/live") == 200:
+                if not ours:
+                    self._check_ours(process.pid)
+                    ours = True
+                states = self.model_states()
+                if states is not None and not any(s.state in ("LOADING", "UNLOADING") for s in states):
+                    self.models = states
+                    self._ready = True
+                    return states
             time.sleep(0.2)
-        raise ServerError(f"tritonserver not ready after {self.startup_timeout:.0f} s:\n{self.log_tail()}")
+        raise ServerError(f"tritonserver not ready after {self.startup_timeout:.0f} s: {self.failures()}")
 
-    def _models_loading(self) -> bool:
+    def _check_ours(self, pid: int) -> None:
+        """ServerError when another process holds one of the enabled ports (it answered for us)."""
+        for endpoint in self.endpoints:
+            sockets = ports.listening_sockets(endpoint.port) if endpoint.enabled else None
+            if sockets is not None and not ports.holds(pid, sockets):
+                held = ", ".join(ports.holders(endpoint.port)) or "another process"
+                raise ServerError(
+                    f"{endpoint.name} port {endpoint.port} answers, but {held} holds it, not this tritonserver "
+                    f"(pid {pid}); choose another port (--{endpoint.option}-port)"
+                )
+
+    def model_states(self) -> list[ModelState] | None:
+        """Every model of the repository index; None if the server does not answer."""
         request = urllib.request.Request(f"http://{self.http_address}/v2/repository/index", data=b"{}", method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=2) as response:
-                text = response.read().decode()
-        except (urllib.error.URLError, OSError):
-            return True
-        return '"LOADING"' in text or '"UNLOADING"' in text
+            with urllib.request.urlopen(request, timeout=5) as response:
+                index = json.loads(response.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+        return [
+            ModelState(
+                entry.get("name", ""),
+                entry.get("version", ""),
+                entry.get("state", ""),
+                entry.get("reason", "").split("\n")[0].strip(),
+            )
+            for entry in index
+        ]
 
     def log_text(self) -> str:
         try:
@@ -259,9 +413,26 @@ class TritonServer:
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop the server (SIGINT, then SIGKILL of its process group); idempotent."""
+    def failures(self) -> str:
+        """tritonserver's error lines (one line each, tracebacks cut), else the log's last lines."""
+        found: list[str] = []
+        for line in self.log_text().splitlines():
+            if not (line.startswith("E") and _LOG_PREFIX.match(line)) and not line.startswith("error:"):
+                continue
+            text = _LOG_PREFIX.sub("", line).strip().strip('"').split("\\n")[0].strip()
+            if text and text not in found and not text.startswith(_HARMLESS):
+                found.append(text)
+        return "\n  " + "\n  ".join(found) if found else "\n" + self.log_tail(20)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the server (SIGINT, then SIGKILL of its process group); idempotent.
+
+        A ready server gets ``timeout`` (default 30 s) to finish and unload; one still starting
+        gets 3 s: tritonserver takes SIGINT only once its start-up loads are done, and has
+        nothing to finish before that."""
         process, self.process = self.process, None
+        if timeout is None:
+            timeout = 30.0 if self._ready else 3.0
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGINT)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -271,10 +442,28 @@ class TritonServer:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
+    def close(self) -> None:
+        """Stop the server and remove the workspace it made (its log too, unless ``log_path``)."""
+        self.stop()
+        if self._own_workspace:
+            shutil.rmtree(self.workspace, ignore_errors=True)
+
     def __enter__(self) -> TritonServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
-        self.stop()
-        if self._own_workspace and not any(exc):
-            shutil.rmtree(self.workspace, ignore_errors=True)
+        if any(exc):  # keep the workspace (and the log) to look at
+            self.stop()
+        else:
+            self.close()
+
+
+def _connect_host(host: str) -> str:
+    """Where a client on this machine reaches a server bound to ``host``."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}.get(host, host)
+
+
+def _terminate_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it dies, even by SIGKILL
+    (Linux prctl PR_SET_PDEATHSIG; tritonserver shuts down cleanly on SIGTERM)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG

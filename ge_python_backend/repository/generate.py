@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.engines import engine_parameters
+from ge_python_backend.engines import engine, engine_parameters
+from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.config import ModelConfig, format_config, mc, read_config_file
 from ge_python_backend.repository.modelfile import ModelFile, read_model_file
@@ -29,6 +30,11 @@ from ge_python_backend.triton.settings import CORE_PARAMETERS
 
 #: Default largest batch for a model whose batch axis takes any size.
 DEFAULT_DYNAMIC_MAX_BATCH = 8
+#: Instances (instance_group count) of a model on an NPU engine (acl, acl-sim) unless --instances
+#: says otherwise; 1 for the others. Answers are returned from execute (the registry's
+#: DEFAULT_RESPONSE_MODE), so one instance runs one batch at a time and the NPU would idle while
+#: it gathers and answers: a second instance runs its batch meanwhile (one model copy each).
+DEFAULT_NPU_INSTANCES = 2
 #: No queue policy by default: in tritonserver 2.51 any default_queue_policy (or
 #: priority_levels) makes the dynamic batcher stall for ~0.5 s at a time under concurrent load
 #: (measured: a burst of 200 requests took 1.5-5.6 s with a policy vs 0.1-0.2 s without; see
@@ -58,7 +64,8 @@ class GenerateOptions:
     max_batch_size: int | None = None
     preferred_batch_sizes: tuple[int, ...] | None = None
     max_queue_delay_us: int = 500
-    instance_count: int = 1
+    #: None: DEFAULT_NPU_INSTANCES on an NPU engine, else 1
+    instance_count: int | None = None
     device_ids: tuple[int, ...] = (0,)
     streams: int = 1
     warmup: bool = False
@@ -78,7 +85,7 @@ class GenerateOptions:
     def __post_init__(self) -> None:
         for flag, value, low in (
             ("--version", self.version, 1),
-            ("--instances", self.instance_count, 1),
+            ("--instances", 1 if self.instance_count is None else self.instance_count, 1),
             ("--streams", self.streams, 1),
             ("--max-queue-delay-us", self.max_queue_delay_us, 0),
             ("--max-queue-size", self.max_queue_size, 0),
@@ -282,14 +289,21 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
         parse_version_policy(options.version_policy, config)
     group = config.instance_group.add()
     group.kind = mc.ModelInstanceGroup.KIND_CPU
-    group.count = options.instance_count
-    parameters = {"engine": options.engine or model.engine.name, "streams": str(options.streams)}
+    engine_name = options.engine or model.engine.name
+    group.count = options.instance_count or default_instances(engine_name, model)
+    parameters = {"engine": engine_name, "streams": str(options.streams)}
     parameters["device_ids"] = ",".join(str(d) for d in options.device_ids)
     if options.states:
         parameters["sequence_state"] = ",".join(f"{p.input}={p.output}" for p in options.states)
         parameters["sequence_state_batch_axis"] = str(options.state_batch_axis)
     if options.unbatched_inputs:
         parameters["unbatched_inputs"] = ",".join(options.unbatched_inputs)
+    if options.streams > 1:
+        notes.append(
+            f"streams {options.streams}: answers are returned from execute, so the slots run only the batches of one "
+            "execute side by side (requests of different shapes, or more rows than the largest gear); overlap across "
+            "executes comes from --instances"
+        )
     _check_parameters(parameters)
     parameters.update(template.render_data(dict(template.parameters), values, "parameters"))
     for key, value in parameters.items():
@@ -297,6 +311,12 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
     if options.warmup:
         _add_warmup(config, max_batch)
     return config, notes
+
+
+def default_instances(engine_name: str, model: ModelFile) -> int:
+    """The instance count generate writes when --instances is not given."""
+    npu = model.engine.npu if engine_name == AUTO else engine(engine_name).npu
+    return DEFAULT_NPU_INSTANCES if npu else 1
 
 
 def _check_parameters(parameters: Mapping[str, str]) -> None:

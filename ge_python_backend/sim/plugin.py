@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ge_python_backend.engines.registry import EngineInfo, ModelKind, ResponseMode
+from ge_python_backend.engines.registry import EngineInfo, ModelKind
 from ge_python_backend.params import Parameter, parse_float
 from ge_python_backend.sim.faults import FaultPlan
 
@@ -59,7 +59,6 @@ ENGINE = EngineInfo(
     model_kind=ModelKind.SIM_OM,
     default_file="model.om",
     npu=True,
-    response_mode=ResponseMode.SENDER,
     summary="a simulated .om on the pyACL simulator (ONNX Runtime on the CPU)",
     pyacl="ge_python_backend.sim:get_acl",
     parameters=PARAMETERS,

@@ -126,7 +126,8 @@ class ResponseSender:
 
 
 class InferenceRequest:
-    """A request as ``execute`` receives it (constructed by tests)."""
+    """A request as ``execute`` receives it (constructed by tests), or built as a BLS request
+    (``model_name``; GEModel builds one to probe for response senders, never executing it)."""
 
     def __init__(
         self,
@@ -136,7 +137,9 @@ class InferenceRequest:
         correlation_id: int | str = 0,
         flags: int = 0,
         parameters: dict[str, Any] | None = None,
+        model_name: str = "",
     ) -> None:
+        self.model_name = model_name
         self._inputs = list(inputs)
         self._requested = list(requested_output_names)
         self._request_id = request_id

@@ -1,8 +1,19 @@
 """GEModel's own Prometheus metrics, through Triton's ``pb_utils.MetricFamily``.
 
 They appear on tritonserver's metrics endpoint next to Triton's ``nv_*`` metrics, labelled
-``model``, ``version`` and ``instance``. Counters are cumulative, like Triton's own latency
-counters: divide by ``ge_batches`` (or take rates) for averages.
+``model``, ``version``, ``instance`` and ``pid`` (the stub process). Counters are cumulative, like
+Triton's own latency counters: divide by ``ge_batches`` (or take rates) for averages.
+
+``pid`` makes every label set unique per load. On an in-place reload Triton initializes the new
+instance before it finalizes the old one (core r24.10 model_lifecycle.cc:776-826), and a
+MetricFamily series with the labels of a live one is the same prometheus object (prometheus-cpp
+``Family::Add``; core metric_family.cc counts references per family object, :122): the old
+instance's finalize deleted the series the new one was counting, for good, and left the new one
+writing to freed memory (server#8663). With ``pid`` the old series go with the old instance.
+
+``ge_heartbeat_timestamp_seconds`` is set every ``HEARTBEAT_INTERVAL`` while the stub process
+runs. When a stub dies, tritonserver keeps exporting its series with their last values (nothing
+deletes them), so every gauge freezes as it was: the heartbeat's age is the signal.
 
 Each metric update is an IPC round trip from the stub to the server, so nothing is sent on the
 batch path: updates are summed in process and sent by a background thread every
@@ -14,7 +25,9 @@ number of sequences — are sent at once, before the request is answered.
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +37,9 @@ LOG = logging.getLogger(__name__)
 
 FLUSH_INTERVAL = 1.0
 IDLE_FLUSH_GAP = 0.1
+#: at most this long between heartbeats (one each FLUSH_INTERVAL when idle)
+HEARTBEAT_INTERVAL = 1.0
+HEARTBEAT = "ge_heartbeat_timestamp_seconds"
 
 #: name -> (kind, help text, extra label name or None)
 METRICS = {
@@ -35,6 +51,7 @@ METRICS = {
     "ge_batches_in_flight": ("gauge", "Batches currently running on execution slots", None),
     "ge_sequences_active": ("gauge", "Sequences with state held by the model (sequence batching)", None),
     "ge_engine_healthy": ("gauge", "1 while the engine serves; 0 after a fatal failure (reload the model)", None),
+    HEARTBEAT: ("gauge", "Unix time of the instance's last heartbeat, sent every second while its stub runs", None),
 }
 
 
@@ -42,6 +59,7 @@ class TritonMetrics(Observer):
     """An Observer that reports to Triton's metrics endpoint."""
 
     def __init__(self, pb_utils: Any, labels: Mapping[str, str]) -> None:
+        labels = dict(labels, pid=str(os.getpid()))
         kinds = {"counter": pb_utils.MetricFamily.COUNTER, "gauge": pb_utils.MetricFamily.GAUGE}
         self._families = {
             name: pb_utils.MetricFamily(name, help_text, kinds[kind]) for name, (kind, help_text, _) in METRICS.items()
@@ -54,7 +72,12 @@ class TritonMetrics(Observer):
                 metric_labels = dict(labels, **({extra: value} if extra else {}))
                 self._metrics[(name, value)] = self._families[name].Metric(labels=metric_labels)
         self._pending: dict[tuple[str, str], float] = {}
-        self._gauges: dict[str, float] = {"ge_batches_in_flight": 0, "ge_sequences_active": 0, "ge_engine_healthy": 1}
+        self._gauges: dict[str, float] = {
+            "ge_batches_in_flight": 0,
+            "ge_sequences_active": 0,
+            "ge_engine_healthy": 1,
+            HEARTBEAT: time.time(),
+        }
         self._sent_gauges: dict[str, float] = {}
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
@@ -107,6 +130,10 @@ class TritonMetrics(Observer):
         while not self._stop.is_set():
             woken = self._idle.wait(FLUSH_INTERVAL)
             self._idle.clear()
+            now = time.time()
+            with self._lock:
+                if not woken or now - self._gauges[HEARTBEAT] >= HEARTBEAT_INTERVAL:
+                    self._gauges[HEARTBEAT] = now
             try:
                 self.flush()
                 failed = False

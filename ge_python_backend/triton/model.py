@@ -1,10 +1,11 @@
 """GEModel: a reusable TritonPythonModel. Triton glue only.
 
 It reads each request's tensors and hands them to the ``Runner`` (which batches, runs the
-engine and slices the results back). Answers go through each request's response sender, so
-``execute`` returns as soon as the batch is on a free execution slot, or, when there is nothing
-to overlap, are returned from ``execute`` in one reply (parameter ``response_mode``).
-Subclasses override ``preprocess`` and ``postprocess``.
+engine and slices the results back). Answers are returned from ``execute`` in one reply, or,
+with parameter ``response_mode: sender``, go through each request's response sender, so
+``execute`` returns as soon as the batch is on a free execution slot (overlap, at a risk in
+Triton 24.10: see ``engines.registry.DEFAULT_RESPONSE_MODE``). Subclasses override
+``preprocess`` and ``postprocess``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ge_python_backend.serving.requests import Arrays, Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.specs import format_shape
-from ge_python_backend.triton import logbridge
+from ge_python_backend.triton import capabilities, logbridge
 from ge_python_backend.triton.metrics import TritonMetrics
 from ge_python_backend.triton.settings import ModelSettings, read_settings
 
@@ -65,8 +66,9 @@ class GEModel:
         self._runner: Runner | None = None
         self.metrics: TritonMetrics | None = None
         name = args.get("model_name", "?")
-        logbridge.install(pb_utils, args.get("model_instance_name", ""), verbose=_wants_verbose(args))
         try:
+            capabilities.check_apis(pb_utils)  # before anything calls them
+            logbridge.install(pb_utils, args.get("model_instance_name", ""), verbose=_wants_verbose(args))
             self.settings = read_settings(args, self.extra_parameters)
             self._open()
         except GEError as exc:  # what the user must fix: the message says what
@@ -78,7 +80,9 @@ class GEModel:
             raise pb_utils.TritonModelException(f"model {name!r}: {type(exc).__name__}: {exc}") from None
         self.log_info(
             f"{self.settings.instance_name}: {self.engine.describe()}, device {self.settings.device_id}, "
-            f"max_batch_size {self.settings.max_batch_size}; runs "
+            f"max_batch_size {self.settings.max_batch_size}; answers "
+            + ("through response senders" if self._answer_through_sender else "returned from execute")
+            + "; runs "
             + "; ".join(p.describe() for p in self.runner.profiles)
         )
 
@@ -159,8 +163,16 @@ class GEModel:
         settings.layout.check(self.engine.spec)  # names the state/unbatched tensors the model lacks
         self._check_io()
         mode = settings.response_mode
-        if mode is ResponseMode.AUTO:  # several slots overlap only when execute returns early
-            mode = ResponseMode.SENDER if settings.slots > 1 else engine(self.engine.name).response_mode
+        if mode is ResponseMode.AUTO:
+            mode = engine(self.engine.name).response_mode
+        if mode is ResponseMode.SENDER and not capabilities.response_sender_supported(pb_utils):
+            self.log_warn(
+                f"{settings.instance_name}: response_mode sender needs Triton 24.06 or later (python_backend "
+                f"{capabilities.SENDER_SINCE}: response senders in non-decoupled models); this one has none, so "
+                f"answers are returned from execute. Lost: overlap, execute waits for its batches "
+                f"({settings.slots} slot(s) run only the batches of one execute at a time)"
+            )
+            mode = ResponseMode.RETURN
         self._answer_through_sender = mode is ResponseMode.SENDER
         if settings.metrics:
             self.metrics = TritonMetrics(
@@ -240,7 +252,23 @@ class GEModel:
         except Exception as exc:  # e.g. BF16 tensors have no numpy view
             deliver(_response(None, InputError(f"could not read the request's inputs: {exc}")))
             return None
+        if self._padding(info, inputs):
+            deliver(pb_utils.InferenceResponse([]))  # Triton discards a padding slot's response
+            return None
         return Request(info, inputs, lambda outputs, error: deliver(_response(outputs, error)))
+
+    def _padding(self, info: RequestInfo, inputs: Mapping[str, np.ndarray]) -> bool:
+        """A slot the direct sequence batcher fills without a request: READY false, correlation
+        ID 0, inputs copied uninitialised from another request (core r24.10
+        sequence_batch_scheduler.cc:1738-1767, infer_request.cc:604-611). Triton's sequence
+        batcher refuses a real request without a correlation ID ("must specify a non-zero or non-empty
+        correlation ID", SequenceBatchScheduler::Enqueue), so ID 0 marks one too."""
+        if not self.settings.sequence_batching:
+            return False
+        ready = self.settings.ready_control
+        if ready is not None and ready.name in inputs and not ready.ready(inputs[ready.name]):
+            return True
+        return info.correlation_id in (0, "")
 
     def _release(self) -> None:
         if self._runner is not None:

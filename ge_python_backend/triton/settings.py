@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ge_python_backend.engines import ResponseMode, engine_choices, engine_parameters
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.params import (
@@ -60,8 +62,9 @@ CORE_PARAMETERS = (
         parse_enum(ResponseMode),
         ResponseMode.AUTO,
         "auto, sender or return",
-        "answer through response senders (overlap batches) or return answers from execute (least IPC); "
-        "auto: sender for NPU engines or streams > 1, else return",
+        "return answers from execute, or answer through response senders (overlaps batches; Triton 24.06+; "
+        "in 24.10 requests pending in senders are never answered if the stub process dies); "
+        "auto: the engine's default, return for every built-in engine",
     ),
     Parameter(
         "reject_nonfinite",
@@ -113,6 +116,17 @@ CORE_PARAMETERS = (
 
 
 @dataclass(frozen=True)
+class ReadyControl:
+    """The sequence batcher's CONTROL_SEQUENCE_READY input and the value that means "not ready"."""
+
+    name: str
+    false_value: float | int | bool
+
+    def ready(self, value: Any) -> bool:
+        return not bool(np.all(np.asarray(value) == self.false_value))
+
+
+@dataclass(frozen=True)
 class ModelSettings:
     """What GEModel needs from the model config and the instance it runs as."""
 
@@ -139,6 +153,9 @@ class ModelSettings:
     sequence_state_initial: Mapping[str, float] = field(default_factory=dict)
     sequence_state_batch_axis: int = 0
     sequence_idle_timeout: float = 1.0
+    #: the model config has a sequence_batching section
+    sequence_batching: bool = False
+    ready_control: ReadyControl | None = None
     engine_options: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: the whole model config as Triton passed it (for subclasses)
@@ -169,6 +186,17 @@ def _io_specs(entries: Iterable[Mapping[str, Any]], kind: str) -> tuple[TensorSp
         dims = tuple(int(d) for d in source)
         specs.append(TensorSpec(name, dtype, dims, optional=bool(entry.get("optional", False))))
     return tuple(specs)
+
+
+def _ready_control(config: Mapping[str, Any]) -> ReadyControl | None:
+    for entry in config.get("sequence_batching", {}).get("control_input", ()):
+        for control in entry.get("control", ()):
+            if control.get("kind") != "CONTROL_SEQUENCE_READY":
+                continue
+            for key in ("int32_false_true", "fp32_false_true", "bool_false_true"):
+                if control.get(key):  # Triton's config checks allow exactly one, with two entries
+                    return ReadyControl(entry.get("name", ""), control[key][0])
+    return None
 
 
 def instance_index(instance_name: str) -> int:
@@ -243,6 +271,8 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         sequence_state_initial=values["sequence_state_initial"],
         sequence_state_batch_axis=values["sequence_state_batch_axis"],
         sequence_idle_timeout=idle_ms / 1000,
+        sequence_batching="sequence_batching" in config,
+        ready_control=_ready_control(config),
         engine_options={k: values[k] for k in raw if k in engine_names},  # only what the config sets
         extra={p.name: values[p.name] for p in extra},
         config=config,

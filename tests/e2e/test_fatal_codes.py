@@ -31,7 +31,9 @@ def served(tmp_path_factory):
     repo = root / "repo"
     sources = rr.Sources(root / "sources")
     for code in (*FATAL, *TRANSIENT):
-        rr.model(repo, sources.linear_om, f"fails_{code}", {"acl_sim_faults": f"execute_async:2={code}"})
+        rr.model(
+            repo, sources.linear_om, f"fails_{code}", {"acl_sim_faults": f"execute_async:2={code}"}, instance_count=1
+        )
     with TritonServer(repo) as server:
         yield server, ort.InferenceSession(str(sources.linear))
 

@@ -34,24 +34,29 @@ CYCLES = 10
 DEADLINE = 60.0
 
 
+def one_instance(repo: Path, om: Path, name: str, parameters: dict | None = None, **options) -> Path:
+    """An acl-sim model with one instance: a fault's position counts the calls of one process."""
+    return rr.model(repo, om, name, parameters, instance_count=1, **options)
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("faults")
     repo = root / "repo"
     sources = rr.Sources(root / "sources")
     om = sources.linear_om
-    rr.model(repo, om, "exec_fault", {"acl_sim_faults": "execute_async:3"})
-    rr.model(repo, om, "memcpy_fault", {"acl_sim_faults": "memcpy_async:5"})
-    rr.model(repo, om, "device_lost", {"acl_sim_faults": "execute_async:4=lost"})
-    rr.model(repo, om, "malloc_fault", {"acl_sim_faults": "malloc:10"}, streams=2)
-    rr.model(repo, om, "malloc_host_fault", {"acl_sim_faults": "malloc_host:5"}, streams=2)
-    rr.model(repo, om, "load_fault", {"acl_sim_faults": "load_from_file_with_mem:2"}, streams=2)
-    folder = rr.model(repo, om, "om_truncated", streams=2)
+    one_instance(repo, om, "exec_fault", {"acl_sim_faults": "execute_async:3"})
+    one_instance(repo, om, "memcpy_fault", {"acl_sim_faults": "memcpy_async:5"})
+    one_instance(repo, om, "device_lost", {"acl_sim_faults": "execute_async:4=lost"})
+    one_instance(repo, om, "malloc_fault", {"acl_sim_faults": "malloc:10"}, streams=2)
+    one_instance(repo, om, "malloc_host_fault", {"acl_sim_faults": "malloc_host:5"}, streams=2)
+    one_instance(repo, om, "load_fault", {"acl_sim_faults": "load_from_file_with_mem:2"}, streams=2)
+    folder = one_instance(repo, om, "om_truncated", streams=2)
     (folder / "1" / "model.om").write_bytes(om.read_bytes()[:200])
-    folder = rr.model(repo, om, "om_bad_onnx", streams=2)
+    folder = one_instance(repo, om, "om_bad_onnx", streams=2)
     (folder / "1" / "model.om").write_bytes(om.read_bytes()[:-50] + bytes(50))  # the embedded ONNX model's end
     for name in CYCLED:
-        rr.model(repo, om, name, streams=2)
+        one_instance(repo, om, name, streams=2)
     return repo, sources, root / "ledger.jsonl"
 
 

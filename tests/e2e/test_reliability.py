@@ -17,11 +17,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import grpc
 import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from ge_python_backend.hooks.postprocessing import top_k
@@ -44,7 +46,9 @@ def built(tmp_path_factory):
     rr.model(repo, sources.linear, "guarded", {"reject_nonfinite": "true"})
     rr.model(repo, sources.pair, "pair", max_batch_size=0)
     rr.classifier(repo, sources, "classifier")
-    rr.model(repo, sources.linear_om, METRICS_MODEL, {"reject_nonfinite": "true", "log_verbosity": "2"})
+    rr.model(
+        repo, sources.linear_om, METRICS_MODEL, {"reject_nonfinite": "true", "log_verbosity": "2"}, instance_count=1
+    )
     broken = rr.broken_models(repo, sources)
     return repo, sources, broken
 
@@ -336,6 +340,41 @@ def test_http_binary_data_whose_size_does_not_match_fails_alone(server, built, c
     jobs = [client.async_infer("guarded", **_tensors(httpclient, sent)) for sent, _ in goods]
     got_status, error = _raw_http_infer(server, header, binary, header_length)
     assert got_status == status and message in error, (got_status, error)
+    for job, (_, expected) in zip(jobs, goods):
+        result = job.get_result()
+        check_good(expected, {n: result.as_numpy(n) for n in expected}, None)
+    client.close()
+    assert_healthy(server)
+
+
+#: A tiny request declaring a huge tensor. Over HTTP/JSON tritonserver 2.51 allocates what the
+#: shape declares before it looks at the data and aborts (std::bad_alloc): that protocol is only
+#: tested with HTTP inference off (test_serve_cli). gRPC sizes its buffers from the data it got.
+HUGE = {
+    "guarded": ([1, 3, 100000, 100000], r"unexpected shape for input 'x' for model 'guarded'\. Expected \[-1,4\]"),
+    # a and b alike: the core checks them in no fixed order
+    "pair": (
+        [100000, 100000],
+        "input byte size mismatch for input '[ab]' for model 'pair'\\. Expected 40000000000, got 4",
+    ),
+}
+
+
+@pytest.mark.parametrize("model", list(HUGE))
+def test_a_huge_declared_shape_with_tiny_data_fails_alone_over_grpc(server, built, model):
+    shape, message = HUGE[model]
+    rng = np.random.default_rng(len(model))
+    goods = [GOOD[model](rng, built[1]) for _ in range(10)]
+    client = httpclient.InferenceServerClient(server.http_address, concurrency=10)
+    jobs = [client.async_infer(model, **_tensors(httpclient, sent)) for sent, _ in goods]
+    request = service_pb2.ModelInferRequest(model_name=model)
+    for name in ("x",) if model == "guarded" else ("a", "b"):
+        request.inputs.add(name=name, datatype="FP32", shape=shape)
+        request.raw_input_contents.append(np.ones(1, np.float32).tobytes())
+    with grpc.insecure_channel(server.grpc_address) as channel, pytest.raises(grpc.RpcError) as refused:
+        service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=30)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert re.search(message, refused.value.details()), refused.value.details()
     for job, (_, expected) in zip(jobs, goods):
         result = job.get_result()
         check_good(expected, {n: result.as_numpy(n) for n in expected}, None)

@@ -1,76 +1,253 @@
-"""`ge-triton serve`: prints the endpoints, answers, and stops cleanly on Ctrl-C (SIGINT)."""
+"""`ge-triton serve`: says which models are up and which failed and why, refuses ports in use,
+stops tritonserver and removes its temporary folder on every stop signal, and keeps HTTP
+inference off where asked (tritonserver 2.51 aborts on one small HTTP JSON request)."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from ge_python_backend.ops.server import free_port
+from ge_python_backend.ops.server import HTTP_INFERENCE_OFF_HEADER, free_port
 from ge_python_backend.testing import models
 from tests.support import repos
 
 pytestmark = pytest.mark.e2e
+#: The request that aborts tritonserver 2.51 over HTTP (std::bad_alloc): 1.2e11 bytes declared.
+HUGE_SHAPE = {"inputs": [{"name": "x", "shape": [1, 3, 100000, 100000], "datatype": "FP32", "data": [1.0]}]}
+SLOW_MODEL = """
+import time
 
 
-def test_serve_prints_endpoints_serves_and_stops_on_ctrl_c(tmp_path):
-    repo = tmp_path / "repo"
-    repos.generated(repo, models.linear(tmp_path / "linear.onnx"), "linear")
-    ports = [str(free_port()) for _ in range(3)]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ge_python_backend",
-            "serve",
-            str(repo),
-            "--http-port",
-            ports[0],
-            "--grpc-port",
-            ports[1],
-            "--metrics-port",
-            ports[2],
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        lines = []
-        deadline = time.monotonic() + 180
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(120)
+
+    def execute(self, requests):
+        return []
+"""
+SLOW_CONFIG = """
+name: "slow"
+backend: "python"
+max_batch_size: 0
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+"""
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """linear (serves) and broken (its model file is missing)."""
+    root = tmp_path_factory.mktemp("serve")
+    linear = models.linear(root / "linear.onnx")
+    repo = root / "repo"
+    repos.generated(repo, linear, "linear")
+    (repos.generated(repo, linear, "broken") / "1" / "model.onnx").unlink()
+    return repo
+
+
+class Serve:
+    """``ge-triton serve REPO`` on free ports, its output read line by line."""
+
+    def __init__(self, repo: Path, *args: str) -> None:
+        self.ports = [free_port() for _ in range(3)]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ge_python_backend", "serve", str(repo)]
+            + ["--http-port", str(self.ports[0]), "--grpc-port", str(self.ports[1])]
+            + ["--metrics-port", str(self.ports[2]), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.workspace = Path(re.search(r"\(log: (.+)/tritonserver\.log\)", self.readline()).group(1))
+
+    def readline(self) -> str:
+        line = self.process.stdout.readline()
+        self.lines.append(line)
+        return line
+
+    def until(self, prefix: str, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            line = process.stdout.readline()
-            assert line, "ge-triton serve exited early:\n" + "".join(lines)
-            lines.append(line)
-            if line.startswith("Ctrl-C stops the server"):
-                break
-        text = "".join(lines)
-        assert f"HTTP    http://127.0.0.1:{ports[0]}" in text
-        assert f"gRPC    127.0.0.1:{ports[1]}" in text
-        assert f"metrics http://127.0.0.1:{ports[2]}/metrics" in text
-        client = httpclient.InferenceServerClient(f"127.0.0.1:{ports[0]}")
-        x = httpclient.InferInput("x", [1, 4], "FP32")
+            line = self.readline()
+            assert line, "ge-triton serve exited early:\n" + self.text
+            if line.startswith(prefix):
+                return self.text
+        raise AssertionError(f"no line starting {prefix!r}:\n{self.text}")
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def tritonserver(self) -> int:
+        """The tritonserver process serve started (its child)."""
+        children = (Path("/proc") / str(self.process.pid) / "task" / str(self.process.pid) / "children").read_text()
+        (pid,) = children.split()
+        return int(pid)
+
+    def end(self, signum: int, timeout: float = 60) -> str:
+        """Send ``signum``; wait for serve to exit; return the rest of its output."""
+        self.process.send_signal(signum)
+        rest, _ = self.process.communicate(timeout=timeout)
+        self.lines.append(rest)
+        return rest
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def gone(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def infer_http(port: int) -> np.ndarray:
+    x = httpclient.InferInput("x", [1, 4], "FP32")
+    x.set_data_from_numpy(np.ones((1, 4), np.float32))
+    return httpclient.InferenceServerClient(f"127.0.0.1:{port}").infer("linear", [x]).as_numpy("probs")
+
+
+def test_serve_lists_the_models_up_and_those_that_failed_with_the_reason_and_stops_on_ctrl_c(repo):
+    serve = Serve(repo)
+    try:
+        text = serve.until("Ctrl-C stops the server")
+        assert f"ready  HTTP    http://127.0.0.1:{serve.ports[0]}" in text
+        assert f"gRPC    127.0.0.1:{serve.ports[1]}" in text
+        assert f"metrics http://127.0.0.1:{serve.ports[2]}/metrics" in text
+        assert "model  ready   linear (version 1)\n" in text
+        (failed,) = [line for line in serve.lines if line.startswith("model  FAILED  broken (version 1): ")]
+        assert f"model file {repo / 'broken' / '1' / 'model.onnx'} does not exist" in failed
+        assert "At:" not in text  # Triton's reason, not the traceback after it
+        assert infer_http(serve.ports[0]).shape == (1, 3)
+        triton = serve.tritonserver()
+        rest = serve.end(signal.SIGINT)
+        assert serve.process.returncode == 0, serve.text
+        assert "stopping tritonserver (SIGINT)" in rest
+        assert "Traceback" not in serve.text
+        assert gone(triton) and not serve.workspace.exists()
+    finally:
+        serve.kill()
+    with pytest.raises(ConnectionRefusedError):  # the server is gone
+        socket.create_connection(("127.0.0.1", serve.ports[0]), timeout=5)
+
+
+def test_with_exit_on_error_in_force_a_failed_model_ends_serve_with_its_reason(repo):
+    serve = Serve(repo, "--server-arg=--exit-on-error=true")
+    try:
+        rest, _ = serve.process.communicate(timeout=120)
+        assert serve.process.returncode == 2, rest
+        assert "ge-triton serve: error: tritonserver exited with code 1 while starting:" in rest
+        assert f"model 'broken': model file {repo / 'broken' / '1' / 'model.onnx'} does not exist" in rest
+        assert "failed to load all models" in rest
+        assert "Traceback" not in rest and not serve.workspace.exists()
+    finally:
+        serve.kill()
+
+
+def test_a_port_in_use_is_refused_before_tritonserver_starts(repo):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "ge_python_backend", "serve", str(repo), "--grpc-port", str(taken)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2
+    assert (
+        f"ge-triton serve: error: gRPC port {taken} on 127.0.0.1 is in use by pid {os.getpid()} "
+        "(python" in result.stderr
+    )
+    assert "choose another port (--grpc-port)" in result.stderr
+    workspace = Path(re.search(r"\(log: (.+)/tritonserver\.log\)", result.stdout).group(1))
+    assert not workspace.exists()
+
+
+def test_sighup_ends_serve_and_tritonserver_and_http_inference_off_refuses_the_crash_request(repo):
+    serve = Serve(repo, "--http-inference", "off")
+    try:
+        text = serve.until("Ctrl-C stops the server")
+        assert "HTTP inference is off (--http-inference): send inference over gRPC" in text
+        connection = http.client.HTTPConnection("127.0.0.1", serve.ports[0], timeout=30)
+        connection.request(
+            "POST", "/v2/models/linear/infer", json.dumps(HUGE_SHAPE), {"Content-Type": "application/json"}
+        )
+        response = connection.getresponse()
+        assert response.status == 403
+        assert json.loads(response.read())["error"] == (
+            f"This API is restricted, expecting header '{HTTP_INFERENCE_OFF_HEADER}'"
+        )
+        connection.close()
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{serve.ports[1]}")
+        assert client.is_server_live() and client.is_model_ready("linear")
+        x = grpcclient.InferInput("x", [1, 4], "FP32")
         x.set_data_from_numpy(np.ones((1, 4), np.float32))
         assert client.infer("linear", [x]).as_numpy("probs").shape == (1, 3)
-        process.send_signal(signal.SIGINT)
-        rest, _ = process.communicate(timeout=60)
-        assert process.returncode == 0, text + rest
-        assert "stopping tritonserver" in rest
-        assert "Traceback" not in text + rest
+        client.close()
+        triton = serve.tritonserver()
+        rest = serve.end(signal.SIGHUP)
+        assert serve.process.returncode == 0 and "stopping tritonserver (SIGHUP)" in rest
+        assert gone(triton) and not serve.workspace.exists()
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    with pytest.raises(ConnectionRefusedError):  # the server is gone
-        socket.create_connection(("127.0.0.1", int(ports[0])), timeout=5)
+        serve.kill()
+
+
+def test_sigterm_during_the_startup_wait_stops_everything_at_once(tmp_path):
+    (tmp_path / "repo" / "slow" / "1").mkdir(parents=True)
+    (tmp_path / "repo" / "slow" / "config.pbtxt").write_text(SLOW_CONFIG)
+    (tmp_path / "repo" / "slow" / "1" / "model.py").write_text(SLOW_MODEL)
+    serve = Serve(tmp_path / "repo")
+    try:
+        deadline = time.monotonic() + 60
+        while "loading: slow:1" not in _read(serve.workspace / "tritonserver.log") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        triton = serve.tritonserver()
+        started = time.monotonic()
+        rest = serve.end(signal.SIGTERM, timeout=45)
+        assert time.monotonic() - started < 30
+        assert serve.process.returncode == 0 and "stopping tritonserver (SIGTERM)" in rest
+        assert gone(triton) and not serve.workspace.exists()
+        assert not _processes_mentioning(str(tmp_path / "repo")), "a stub of the loading model is left"
+    finally:
+        serve.kill()
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text.encode() in (entry / "cmdline").read_bytes() and not gone(int(entry.name)):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def test_serve_a_missing_repository_is_one_line_and_exit_2(tmp_path):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import re
 import threading
-import urllib.request
+import time
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
 
+from ge_python_backend.ops.bench import metrics
 from tests.support.clients import infer_many
 
 pytestmark = pytest.mark.e2e
@@ -47,11 +47,10 @@ def run_sequence(address, model, sequence_id, steps, gain, results, errors):
         client.close()
 
 
-def metric(server, name, model) -> float:
-    text = urllib.request.urlopen(server.metrics_url, timeout=5).read().decode()
-    match = re.search(rf'{name}{{[^}}]*model="{model}"[^}}]*}} (\S+)', text)
-    assert match, f"GEModel's {name} metric is missing"
-    return float(match.group(1))
+def metric(server, name, model, **labels) -> float:
+    scrape = metrics.fetch(server.metrics_url)
+    assert any(n == name and ("model", model) in ls for n, ls in scrape.samples), f"GEModel's {name} is missing"
+    return scrape.value(name, model=model, **labels)
 
 
 @pytest.mark.parametrize("model", ["cell_direct", "cell_oldest"])
@@ -82,6 +81,40 @@ def test_interleaved_sequences_match_step_by_step_runs(server, sources, model):
     assert metric(server, "ge_sequences_active", model) == 0  # END freed every sequence's state
     # Steps of concurrent sequences shared engine calls.
     assert metric(server, "ge_batch_rows", model) > metric(server, "ge_batches", model)
+
+
+def test_padding_slots_of_the_direct_batcher_are_skipped_not_counted_as_failures(server, sources):
+    """Triton's direct sequence batcher fills empty slots below the highest busy one with padding
+    requests (READY false, correlation ID 0). 8 sequences x 5 steps, all answered correctly at
+    the client: GEModel counts no failure and exactly the clients' rows."""
+    model = "cell_direct"
+    session = ort.InferenceSession(str(sources["cell"]))
+    rng = np.random.default_rng(8)
+    steps = {2000 + i: [rng.standard_normal((1, 4)).astype(np.float32) for _ in range(5)] for i in range(8)}
+    failures_before = metric(server, "ge_request_failures", model, kind="input")
+    rows_before = metric(server, "ge_batch_rows", model)
+    results = {sid: [] for sid in steps}
+    errors: list[Exception] = []
+    threads = [
+        threading.Thread(target=run_sequence, args=(server.grpc_address, model, sid, steps[sid], 1.0, results, errors))
+        for sid in steps
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors[0]
+    answered = 0
+    for sid, sequence in steps.items():
+        for got, want in zip(results[sid], step_by_step(session, sequence, 1.0), strict=True):
+            np.testing.assert_allclose(got, want, atol=1e-5)
+            answered += 1
+    assert answered == 40
+    deadline = time.monotonic() + 10  # batch counts are sent about 0.1 s after the model goes idle
+    while metric(server, "ge_batch_rows", model) - rows_before < answered and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert metric(server, "ge_batch_rows", model) - rows_before == answered
+    assert metric(server, "ge_request_failures", model, kind="input") == failures_before
 
 
 def test_two_versions_are_loaded_and_addressed_separately(server, sources):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 
 from ge_python_backend.testing import ModelHarness
 from ge_python_backend.testing import fake_pb_utils as pb
+from ge_python_backend.triton import metrics
 from ge_python_backend.triton.model import GEModel
 from tests.support import repos
 
@@ -17,7 +21,9 @@ class TritonPythonModel(GEModel):
 def values(name: str, model: str) -> dict[tuple, float]:
     family = pb.MetricFamily.registry[name]
     return {
-        tuple(sorted((k, v) for k, v in m.labels.items() if k not in ("model", "version", "instance"))): m.value()
+        tuple(
+            sorted((k, v) for k, v in m.labels.items() if k not in ("model", "version", "instance", "pid"))
+        ): m.value()
         for m in family.metrics
         if m.labels["model"] == model
     }
@@ -50,3 +56,18 @@ def test_batches_rows_padding_phases_and_failures_are_counted(tmp_path, onnx_dir
         failures = values("ge_request_failures", "metered")
         assert failures[(("kind", "input"),)] == 1 and failures[(("kind", "engine"),)] == 0
         assert values("ge_engine_healthy", "metered") == {(): 1}
+
+
+def test_every_series_carries_the_stub_pid_and_a_heartbeat_that_advances(tmp_path, onnx_dir):
+    folder = repos.generated(tmp_path / "repo", onnx_dir / "linear.onnx", "beating")
+    with ModelHarness(TritonPythonModel, folder):
+        families = [pb.MetricFamily.registry[name] for name in metrics.METRICS]
+        mine = [m for family in families for m in family.metrics if m.labels["model"] == "beating"]
+        assert {m.labels["pid"] for m in mine} == {str(os.getpid())}
+        (heartbeat,) = [m for m in pb.MetricFamily.registry[metrics.HEARTBEAT].metrics if m in mine]
+        first = heartbeat.value()
+        assert abs(first - time.time()) < 5
+        deadline = time.monotonic() + 5 * metrics.HEARTBEAT_INTERVAL
+        while heartbeat.value() == first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert heartbeat.value() > first

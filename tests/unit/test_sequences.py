@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -177,3 +179,42 @@ def test_a_failed_step_drops_the_sequence_so_nothing_runs_on_stale_state(tmp_pat
     assert not first.has_error()
     assert "has shape [1,3]" in bad.error().message()
     assert "sequence 5 has no state" in after.error().message()
+
+
+READY_CONTROL = """
+  control_input [ {{ name: "READY" control [ {{ kind: CONTROL_SEQUENCE_READY int32_false_true: [ 0, 1 ] }} ] }} ]
+"""
+
+
+@pytest.mark.parametrize("signal", ["ready", "correlation id"])
+def test_padding_slots_get_an_empty_answer_and_count_nowhere(tmp_path, signal):
+    """The direct batcher's padding requests (READY 0, correlation ID 0, uninitialised inputs)
+    are answered empty (Triton discards it) and neither run nor counted as failures."""
+    folder = tmp_path / "cell"
+    models.recurrent_cell(folder / "1" / "model.onnx", layers_first=True, with_gain=True)
+    config = CONFIG.format(strategy="direct")
+    if signal == "ready":
+        config = config.replace("  direct { }\n", "  direct { }\n" + READY_CONTROL.format())
+    (folder / "config.pbtxt").write_text(config)
+    gain = pb.Tensor("gain", np.array([1.0], np.float32))
+    x = pb.Tensor("x", np.ones((1, 4), np.float32))
+    ready, not_ready = (pb.Tensor("READY", np.array([[v]], np.int32)) for v in (1, 0))
+    controls = {"ready": ([ready], [not_ready]), "correlation id": ([], [])}[signal]
+    garbage = pb.Tensor("x", np.full((1, 4), np.nan, np.float32))
+    # each signal alone: with a READY control, READY false marks padding whatever the ID says
+    padding = pb.InferenceRequest([garbage, gain, *controls[1]], correlation_id=9 if signal == "ready" else 0)
+    real = pb.InferenceRequest([x, gain, *controls[0]], correlation_id=7, flags=START)
+    with ModelHarness(TritonPythonModel, folder) as model:
+        empty, answered = model.infer([padding, real])
+        assert not empty.has_error() and empty.output_tensors() == []
+        assert not answered.has_error()
+        model.model.runner.drain()
+        model.model.metrics.flush()
+        counted = {
+            tuple(sorted(m.labels.items())): m.value()
+            for name in ("ge_request_failures", "ge_batch_rows")
+            for m in pb.MetricFamily.registry[name].metrics
+            if m.labels["instance"] == "cell_0_0" and m.labels["pid"] == str(os.getpid())
+        }
+    assert sum(v for labels, v in counted.items() if ("kind", "input") in labels) == 0
+    assert sum(v for labels, v in counted.items() if not any(k == "kind" for k, _ in labels)) == 1
