@@ -93,7 +93,8 @@ class EngineInfo:
     parameters: tuple[Parameter, ...] = ()
     #: applies this engine's own parameters before it opens (e.g. configures the simulator)
     prepare: Callable[[Mapping[str, Any]], None] | None = None
-    #: this engine's own parameters are refused when another engine runs (they would be silently ignored)
+    #: this engine's ``parameters`` (not its module's) are refused when another engine runs (they would be
+    #: silently ignored)
     exclusive_parameters: bool = False
     #: the engine this one can replace, and the environment variable that asks for it
     stands_in_for: str = ""
@@ -300,7 +301,7 @@ def open_engine(
     for other in registered().values():
         if other is info or not other.exclusive_parameters:
             continue
-        stray = sorted(p.name for p in other.own_parameters() if p.name in options and p.name not in own_names)
+        stray = sorted(p.name for p in other.parameters if p.name in options and p.name not in own_names)
         if stray:
             raise ConfigError(
                 f"parameter {stray[0]!r} applies only to engine {other.name!r} ({other.summary}), "
