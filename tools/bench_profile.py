@@ -3,12 +3,16 @@ load generator) and, with py-spy, inside the stub.
 
 Serves the bench_serving repository (``ge`` and ``handwritten`` folders, image_classifier),
 loads one model at one concurrency and prints CPU milliseconds per request by process. With
+``--host`` it serves tools/bench_host.py's repository instead (the tiny Relu model: ``identity``,
+``ort``, or an acl-sim folder such as ``default_d0`` or ``return_s1_i1_d2``) and loads it with
+perf_analyzer (``--perf-analyzer``), since a Python load generator cannot keep up there. With
 ``--py-spy PATH`` it also samples the stub for the same window (wall clock, or only while a
 thread holds the GIL with ``--gil``) and prints the hottest frames; the raw profile is saved.
 py-spy is not a project dependency: install it anywhere, e.g. ``pip install py-spy`` in a
 scratch venv, and pass its path.
 
     .venv/bin/python tools/bench_profile.py ge --concurrency 16 [--py-spy /tmp/prof/bin/py-spy --gil]
+    .venv/bin/python tools/bench_profile.py default_d0 --host --concurrency 16 --py-spy PATH [--gil]
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import argparse
 import collections
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -61,15 +66,75 @@ def hottest(raw: Path, count: int) -> list[str]:
     ]
 
 
+def spy(args, pid: int, raw: Path):
+    """py-spy recording ``pid`` for ``args.duration`` s into ``raw`` (None without --py-spy)."""
+    if not args.py_spy:
+        return None
+    command = [args.py_spy, "record", "--pid", str(pid), "--duration", str(int(args.duration))]
+    command += ["--rate", "250", "--format", "raw", "--output", str(raw)] + (["--gil"] if args.gil else [])
+    command += ["--native"] if args.native else []
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def profile_host(args) -> int:
+    """bench_host's repository, one folder, perf_analyzer as the load; CPU per request and py-spy."""
+    import bench_host
+
+    workdir = args.workdir.resolve()
+    analyzer = bench_host.perf_analyzer_binary(args.perf_analyzer)
+    name = args.model
+    configs = [bench_host.Config("default")] + bench_host.grid(("return", "sender"), (1, 2, 4), (1, 2))
+    wanted = [c for c in configs if name.startswith(c.label + "_d")]
+    device = float(name.rsplit("_d", 1)[1].replace("p", ".")) if wanted else 0.0
+    repo, _ = bench_host.build_repository(workdir, wanted, [device] if device else [])
+    with TritonServer(repo, model_control_mode="explicit", load_models=(name,)) as server:
+        stub = stub_pid(server.process.pid, f"{name}_0_0")
+        bench_host.measure(server, analyzer, name, args.concurrency, 0.5, args.warmup, 15)
+        raw = workdir / f"{name}_c{args.concurrency}{'_gil' if args.gil else ''}.pyspy.txt"
+        started: list = []
+        # the window opens after the quiet-host check (1 s) and 0.5 s of warm-up: py-spy starts then
+        timer = threading.Timer(1.6, lambda: started.append(spy(args, stub, raw)))
+        timer.start()
+        before = (process_cpu(server.process.pid), process_cpu(stub))
+        point = bench_host.measure(server, analyzer, name, args.concurrency, 0.5, args.duration, 0)
+        after = (process_cpu(server.process.pid), process_cpu(stub))
+        timer.join()
+        recorder = started[0] if started else None
+        if recorder is not None:
+            recorder.wait(timeout=args.duration + 60)
+    n = point["requests"]
+    print(
+        f"{name}, concurrency {args.concurrency}: {point['infer_per_s']:.0f} infer/s, "
+        f"avg batch {point['avg_batch']:.2f}"
+    )
+    print("CPU ms per request:")
+    print(f"  tritonserver process        {(after[0] - before[0]) * 1000 / n:6.3f}")
+    print(f"  Python stub {name}_0_0 (of {n:.0f} requests) {(after[1] - before[1]) * 1000 / n:6.3f}")
+    print(f"  server total (all children) {point['server_cpu_ms']:6.3f}")
+    print(f"  perf_analyzer               {point['client_cpu_ms']:6.3f}")
+    if recorder is not None and raw.is_file():
+        print(f"py-spy, stub {'while holding the GIL' if args.gil else 'wall clock'} (own samples):")
+        print("\n".join("  " + line for line in hottest(raw, args.top)))
+        print(f"wrote {raw}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", choices=("ge", "handwritten"))
+    parser.add_argument("model", help="ge or handwritten; with --host a folder of bench_host's repository")
+    parser.add_argument("--host", action="store_true", help="tools/bench_host.py's tiny model, perf_analyzer load")
+    parser.add_argument("--perf-analyzer", default="/tmp/perf_analyzer/perf_analyzer")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--py-spy", help="py-spy binary: also sample the model's stub")
     parser.add_argument("--gil", action="store_true", help="py-spy: only samples where a thread holds the GIL")
+    parser.add_argument("--native", action="store_true", help="py-spy: native (C/C++) frames too")
     parser.add_argument("--top", type=int, default=20)
     common_arguments(parser, duration=8.0, warmup=2.0, workdir="out/bench/profile")
     args = parser.parse_args()
+    if args.host:
+        return profile_host(args)
+    if args.model not in ("ge", "handwritten"):
+        parser.error("model: ge or handwritten (or a bench_host folder with --host)")
     workdir = args.workdir.resolve()
     onnx_file = models.image_classifier(workdir / "classifier.onnx")
     build_repository(onnx_file, workdir / "repo")

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
@@ -152,9 +152,12 @@ def engine_batches(rows: int, profile: Profile) -> tuple[int, ...]:
     return split_rows(rows, profile.batch_sizes)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Part:
-    """Rows ``[source_start, source_start + count)`` of item ``item`` at ``target_start`` of a chunk."""
+    """Rows ``[source_start, source_start + count)`` of item ``item`` at ``target_start`` of a chunk.
+
+    (Not frozen: a batch makes one per request, and a frozen dataclass costs several times more to
+    build. Nothing changes a Part once planned.)"""
 
     item: int
     source_start: int
@@ -162,8 +165,7 @@ class Part:
     target_start: int
 
 
-@dataclass(frozen=True)
-class Chunk:
+class Chunk(NamedTuple):
     """One engine call: ``shapes`` are the full (padded) input shapes; ``rows`` real rows."""
 
     shapes: Mapping[str, tuple[int, ...]]

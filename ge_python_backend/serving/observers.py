@@ -68,13 +68,18 @@ class Observers(Observer):
         self._observers = tuple(observers)
         self._failures: dict[tuple[str, str], list[float]] = {}  # (observer, method) -> [count, last logged]
         self._lock = threading.Lock()
+        # Bound once: the batch path calls these several times per batch.
+        self._bound: dict[str, tuple[tuple[str, Any], ...]] = {
+            method: tuple((type(o).__name__, getattr(o, method)) for o in self._observers)
+            for method in ("batch", "phase", "failure", "in_flight", "sequences", "out_of_service")
+        }
 
     def _each(self, method: str, *args: Any) -> None:
-        for observer in self._observers:
+        for name, call in self._bound[method]:
             try:
-                getattr(observer, method)(*args)
+                call(*args)
             except Exception:
-                self._failed(type(observer).__name__, method)
+                self._failed(name, method)
 
     def _failed(self, observer: str, method: str) -> None:
         now = time.monotonic()

@@ -33,10 +33,12 @@ from ge_python_backend.serving.observers import FailureKind, Observer, Observers
 from ge_python_backend.serving.outputs import OutputSelector
 from ge_python_backend.serving.requests import Arrays, Hook, Request
 from ge_python_backend.serving.sequences import SequenceStates
-from ge_python_backend.serving.tracking import Tracked
+from ge_python_backend.serving.tracking import Answers, Tracked
 from ge_python_backend.serving.validation import Prepared, Validator
 
 LOG = logging.getLogger(__name__)
+#: distinct non-batch shape sets whose profile is remembered
+_PROFILE_CACHE = 1024
 
 
 class Runner:
@@ -49,8 +51,8 @@ class Runner:
         batching: bool,
         max_batch_size: int,
         output_types: Mapping[str, np.dtype],
-        preprocess: Hook,
-        postprocess: Hook,
+        preprocess: Hook | None,
+        postprocess: Hook | None,
         layout: Layout | None = None,
         sequences: SequenceStates | None = None,
         reject_nonfinite: bool = False,
@@ -76,6 +78,10 @@ class Runner:
         self._select = OutputSelector(output_types)
         self._aliasing_outputs = engine.outputs_alias_slot_memory
         self.profiles: tuple[Profile, ...] = profiles_for(self._spec, batching, max_batch_size)
+        #: non-batch shapes -> the profile that runs them (or the InputError saying none does)
+        self._profile_for: dict[tuple, Profile | InputError] = {}
+        #: every batch axis is the first (or there is none): the batch-first views are the arrays
+        self._batch_first = not any(self._layout.axes.values())
         self._free: queue.Queue[Slot] = queue.Queue()
         for slot in engine.slots:
             self._free.put(slot)
@@ -102,24 +108,28 @@ class Runner:
                 self._track(request).fail(self.out_of_service, FailureKind.ENGINE)
             return
         if self._sequences is None:
-            self._submit([self._track(r) for r in requests], wait=wait, kept=wait, other_batches=False)
+            answers = Answers(len(requests)) if wait else None
+            self._submit([self._track(r, answers) for r in requests], answers, kept=wait, other_batches=False)
             return
         self._sequences.expire()
         waves = _waves(requests)
         for wave in waves:
-            self._submit([self._track(r) for r in wave], wait=True, kept=wait, other_batches=len(waves) > 1)
+            answers = Answers(len(wave))
+            self._submit([self._track(r, answers) for r in wave], answers, kept=wait, other_batches=len(waves) > 1)
         self._observer.sequences(len(self._sequences))
 
-    def _track(self, request: Request) -> Tracked:
+    def _track(self, request: Request, answers: Answers | None = None) -> Tracked:
         """A request in flight; a failed step of a sequence drops that sequence's state (its
         next step must start over rather than run on stale state)."""
         if self._sequences is None:
-            return Tracked(request, self._observer)
-        return Tracked(request, self._observer, partial(self._sequences.forget, request.info.correlation_id))
+            return Tracked(request, self._observer, answers=answers)
+        return Tracked(request, self._observer, partial(self._sequences.forget, request.info.correlation_id), answers)
 
-    def _submit(self, tracked: list[Tracked], wait: bool, kept: bool, other_batches: bool) -> None:
-        """``kept``: answers are read after this call returns, so with several batches in the
-        call (here, or ``other_batches`` elsewhere in it) they must own their data."""
+    def _submit(self, tracked: list[Tracked], answers: Answers | None, kept: bool, other_batches: bool) -> None:
+        """Returns once every request is answered when ``answers`` counts them. ``kept``: answers
+        are read after this call returns, so with several batches in the call (here, or
+        ``other_batches`` elsewhere in it) they must own their data."""
+        wait = answers is not None
         try:
             items = self._prepare_all(tracked)
             chunks = [c for members, shapes in self._groups(items) for c in self._plan(members, shapes, tracked)]
@@ -133,9 +143,8 @@ class Runner:
             LOG.exception("internal error while batching %d request(s)", len(tracked))
             for t in tracked:
                 t.fail(GEError(f"internal error while batching: {type(exc).__name__}: {exc}"), FailureKind.INTERNAL)
-        if wait:
-            for t in tracked:
-                t.answered.wait()
+        if answers is not None:
+            answers.wait()
 
     def _prepare_all(self, tracked: list[Tracked]) -> dict[int, Prepared]:
         items = {}
@@ -162,10 +171,21 @@ class Runner:
                 yield [index], self._non_batch_shapes(item)
             return
         groups: dict[tuple, list[int]] = {}
+        cut = 1 if self._validator.has_batch_axis else 0
         for index, item in items.items():
-            shapes = tuple(sorted(self._non_batch_shapes(item).items()))
-            shared = tuple((n, v.dtype.str, v.shape, _value_key(v)) for n, v in sorted(item.shared.items()))
-            groups.setdefault((shapes, shared, item.settings), []).append(index)
+            # the validator fills ``batched`` in the model's input order, so the key needs no sorting
+            shapes = tuple((n, a.shape[cut:]) for n, a in item.batched.items())
+            shared = (
+                tuple((n, v.dtype.str, v.shape, _value_key(v)) for n, v in sorted(item.shared.items()))
+                if item.shared
+                else ()
+            )
+            key = (shapes, shared, item.settings)
+            members = groups.get(key)
+            if members is None:
+                groups[key] = [index]
+            else:
+                members.append(index)
         for (shapes, _, _), members in groups.items():
             yield members, dict(shapes)
 
@@ -175,11 +195,19 @@ class Runner:
 
     def _plan(self, members: list[int], shapes: dict[str, tuple[int, ...]], tracked: list[Tracked]) -> list[Chunk]:
         """The chunks of one group (its requests fail alone when no profile fits them)."""
-        try:
-            profile = choose_profile(self.profiles, shapes)
-        except InputError as exc:
+        key = tuple(shapes.items())
+        profile = self._profile_for.get(key)
+        if profile is None:
+            try:
+                profile = choose_profile(self.profiles, shapes)
+            except InputError as exc:
+                profile = exc
+            if len(self._profile_for) >= _PROFILE_CACHE:
+                self._profile_for.clear()
+            self._profile_for[key] = profile
+        if isinstance(profile, InputError):
             for m in members:
-                tracked[m].fail(exc, FailureKind.INPUT)
+                tracked[m].fail(profile, FailureKind.INPUT)
             return []
         rows = {m: max(tracked[m].rows, 1) for m in members}
         chunks = plan_group(members, rows, shapes, profile)
@@ -282,8 +310,9 @@ class Runner:
             self._idle.notify_all()
 
     def _answer(self, chunk: Chunk, outputs: Arrays, tracked: list[Tracked]) -> None:
+        layout = self._layout
         try:
-            batch_first = {n: self._layout.to_batch_first(n, a) for n, a in outputs.items()}
+            batch_first = outputs if self._batch_first else {n: layout.to_batch_first(n, a) for n, a in outputs.items()}
             pieces = scatter(chunk, batch_first)
         except ValueError as exc:
             self._fail_chunk(chunk, tracked, EngineError(str(exc)))
@@ -294,14 +323,16 @@ class Runner:
                 continue
             complete = t.add_part(part.source_start, part_outputs)
             if complete is not None:
-                self._finish(t, {n: self._layout.from_batch_first(n, a) for n, a in complete.items()})
+                if not self._batch_first:
+                    complete = {n: layout.from_batch_first(n, a) for n, a in complete.items()}
+                self._finish(t, complete)
 
     def _finish(self, t: Tracked, outputs: Arrays) -> None:
         info = t.request.info
         try:
             if self._sequences is not None:
                 self._sequences.capture(info.correlation_id, info.flags, outputs)
-            result = self._postprocess(dict(outputs), info)
+            result = outputs if self._postprocess is None else self._postprocess(dict(outputs), info)
             t.succeed(self._select(result, info))
         except InputError as exc:
             t.fail(exc, FailureKind.POSTPROCESS)

@@ -15,18 +15,65 @@ from ge_python_backend.serving.requests import Arrays, Request
 LOG = logging.getLogger(__name__)
 
 
+class Answers:
+    """Counts the answers of one ``submit`` down: ``wait`` returns once every request it tracks
+    has been handed to ``respond``. One per call, not one event per request (the hot path)."""
+
+    __slots__ = ("_left", "_lock", "_done")
+
+    def __init__(self, count: int) -> None:
+        self._left = count
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        if count <= 0:
+            self._done.set()
+
+    def answered(self) -> None:
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+        if last:
+            self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+
+
+def _nothing() -> None:
+    pass
+
+
 class Tracked:
     """One request until it is answered: exactly one of ``fail`` / ``succeed`` reaches ``respond``."""
 
-    def __init__(self, request: Request, observer: Observer, on_failure: Callable[[], None] = lambda: None) -> None:
+    __slots__ = (
+        "request",
+        "rows",
+        "parts_left",
+        "own_outputs",
+        "outputs",
+        "_answers",
+        "_claimed",
+        "_lock",
+        "_observer",
+        "_on_failure",
+    )
+
+    def __init__(
+        self,
+        request: Request,
+        observer: Observer,
+        on_failure: Callable[[], None] = _nothing,
+        answers: Answers | None = None,
+    ) -> None:
         self.request = request
         self.rows = 0
         self.parts_left = 0
         #: copy outputs out of slot memory (the slot may run again before they are read)
         self.own_outputs = False
         self.outputs: dict[str, np.ndarray] | None = None
-        #: set once the answer has been handed to ``respond`` (not merely decided)
-        self.answered = threading.Event()
+        #: told once the answer has been handed to ``respond`` (not merely decided)
+        self._answers = answers
         self._claimed = False
         self._lock = threading.Lock()
         self._observer = observer
@@ -60,7 +107,8 @@ class Tracked:
         except Exception:  # the client may be gone; nothing else can be done for this request
             LOG.exception("could not send the response of request %r", self.request.info.request_id)
         finally:
-            self.answered.set()
+            if self._answers is not None:
+                self._answers.answered()
 
     def add_part(self, source_start: int, outputs: Arrays) -> Arrays | None:
         """Record one part's outputs; return the request's outputs once every part is in."""

@@ -34,6 +34,10 @@ class Prepared:
         return self.batched[name]
 
 
+#: distinct (input, dtype, shape) keys remembered as accepted (beyond it they are checked each time)
+_ACCEPTED_LIMIT = 4096
+
+
 class Validator:
     """Checks requests against an engine's inputs (see the module docstring)."""
 
@@ -44,7 +48,7 @@ class Validator:
         *,
         batching: bool,
         max_batch_size: int,
-        preprocess: Hook,
+        preprocess: Hook | None,
         sequences: SequenceStates | None,
         reject_nonfinite: bool,
     ) -> None:
@@ -59,27 +63,39 @@ class Validator:
         # Per input, computed once: its batch axis and the shape a request must have.
         self._axes = {tensor.name: layout.axis(tensor.name) for tensor in self._inputs}
         self._client_shapes = {tensor.name: self._client_shape(tensor) for tensor in self._inputs}
+        #: (input, dtype, shape) already found acceptable: the checks depend on nothing else
+        self._accepted: set[tuple[str, np.dtype, tuple[int, ...]]] = set()
+        #: every batch axis is the first (or there is none): to_batch_first changes nothing
+        self._batch_first = not any(layout.axes.values())
 
     def prepare(self, inputs: Mapping[str, np.ndarray], info: RequestInfo) -> Prepared:
-        """The request's engine inputs; InputError naming the tensor when one is wrong."""
-        arrays = self._preprocess(dict(inputs), info)
-        if not isinstance(arrays, Mapping):
-            raise InputError(f"preprocess returned {type(arrays).__name__}; it must return a dict of arrays")
+        """The request's engine inputs; InputError naming the tensor when one is wrong.
+
+        ``preprocess`` None: the inputs as they are (GEModel's default hook, skipped)."""
+        if self._preprocess is None:
+            arrays: Mapping[str, Any] = inputs
+        else:
+            arrays = self._preprocess(dict(inputs), info)
+            if not isinstance(arrays, Mapping):
+                raise InputError(f"preprocess returned {type(arrays).__name__}; it must return a dict of arrays")
         if self._sequences is not None:
             arrays = self._sequences.inject(info.correlation_id, info.flags, dict(arrays))
         prepared = Prepared(0, {}, {})
+        batched = prepared.batched
         for tensor in self._inputs:
             array = self._validated(tensor, arrays)
             if self._axes[tensor.name] is None:
                 prepared.shared[tensor.name] = self._shared_value(tensor, array)
+            elif self._batch_first:
+                batched[tensor.name] = array
             else:
-                prepared.batched[tensor.name] = self._layout.to_batch_first(tensor.name, array)
+                batched[tensor.name] = self._layout.to_batch_first(tensor.name, array)
         if self.has_batch_axis:
-            rows = {name: array.shape[0] for name, array in prepared.batched.items()}
-            if len(set(rows.values())) > 1:
-                listed = ", ".join(f"{n} {r}" for n, r in rows.items())
+            rows = [array.shape[0] for array in batched.values()]
+            if rows.count(rows[0]) != len(rows):
+                listed = ", ".join(f"{n} {a.shape[0]}" for n, a in batched.items())
                 raise InputError(f"inputs disagree on the batch size: {listed}")
-            prepared.rows = next(iter(rows.values()))
+            prepared.rows = rows[0]
             if self._batching and prepared.rows > self._max_batch_size:
                 raise InputError(f"batch size {prepared.rows} is above max_batch_size {self._max_batch_size}")
         return prepared
@@ -88,7 +104,19 @@ class Validator:
         client_shape = self._client_shapes[tensor.name]
         if tensor.name not in arrays or arrays[tensor.name] is None:
             raise InputError(f"missing input {tensor.name!r} ({tensor.dtype} {format_shape(client_shape)})")
-        array = np.asarray(arrays[tensor.name])
+        value = arrays[tensor.name]
+        array = value if type(value) is np.ndarray else np.asarray(value)
+        key = (tensor.name, array.dtype, array.shape)
+        if key not in self._accepted:
+            self._check(tensor, array, client_shape)
+            if len(self._accepted) < _ACCEPTED_LIMIT:
+                self._accepted.add(key)
+        if self._reject_nonfinite and array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise InputError(f"input {tensor.name!r} contains NaN or Inf, which parameter reject_nonfinite forbids")
+        return array
+
+    def _check(self, tensor: TensorSpec, array: np.ndarray, client_shape: tuple[int, ...]) -> None:
+        """Data type, shape and size (what depends only on those)."""
         expected = tensor.numpy_dtype
         if array.dtype != expected and not (tensor.dtype == "BYTES" and array.dtype.kind in "OSU"):
             raise InputError(
@@ -101,9 +129,6 @@ class Validator:
             )
         if array.size == 0:
             raise InputError(f"input {tensor.name!r} is empty (shape {format_shape(array.shape)})")
-        if self._reject_nonfinite and array.dtype.kind == "f" and not np.isfinite(array).all():
-            raise InputError(f"input {tensor.name!r} contains NaN or Inf, which parameter reject_nonfinite forbids")
-        return array
 
     def _client_shape(self, tensor: TensorSpec) -> tuple[int, ...]:
         """The shape a request must have: the batch axis any size (-1) when the model has one;

@@ -184,8 +184,9 @@ class GEModel:
             batching=settings.batching,
             max_batch_size=settings.max_batch_size,
             output_types={o.name: o.numpy_dtype for o in settings.outputs},
-            preprocess=self.preprocess,
-            postprocess=self.postprocess,
+            # the default hooks change nothing: the runner skips them (and the dict copies they get)
+            preprocess=self.preprocess if self._hooked("preprocess") else None,
+            postprocess=self.postprocess if self._hooked("postprocess") else None,
             layout=settings.layout,
             sequences=self._sequence_states(),
             reject_nonfinite=settings.reject_nonfinite,
@@ -220,6 +221,10 @@ class GEModel:
     def _overrides(self, hook: str) -> bool:
         return getattr(type(self), hook) is not getattr(GEModel, hook)
 
+    def _hooked(self, hook: str) -> bool:
+        """``hook`` does something: overridden by the class, or set on this instance."""
+        return self._overrides(hook) or hook in vars(self)
+
     def _check_io(self) -> None:
         """Without hooks, the config must describe the model's own tensors (state tensors are
         the model's business, not the client's)."""
@@ -240,12 +245,13 @@ class GEModel:
     def _request(self, request: Any, deliver: Callable[[Any], None]) -> Request | None:
         """The runner's view of a request; None when its inputs cannot even be read (it is
         answered here and then)."""
+        parameters = request.parameters()
         info = RequestInfo(
-            request_id=request.request_id(),
-            correlation_id=request.correlation_id(),
-            flags=request.flags(),
-            parameters=json.loads(request.parameters() or "{}"),
-            requested_outputs=tuple(request.requested_output_names()),
+            request.request_id(),
+            request.correlation_id(),
+            request.flags(),
+            json.loads(parameters) if parameters and parameters != "{}" else {},
+            tuple(request.requested_output_names()),
         )
         try:
             inputs = {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}

@@ -94,6 +94,7 @@ class AclEngine(Engine):
             self.close()
             raise
         self.layout = first.plan.layout
+        self._dynamic_aipp = any(t.dynamic_aipp for t in self.layout.inputs)
         soc = acl.get_soc_name()
         self.spec = self.layout.spec("acl", {"engine": self.name, "device_id": str(device_id), "soc_name": soc or ""})
         self._aipp_defaults = self._aipp_defaults_by_image()
@@ -200,6 +201,8 @@ class AclEngine(Engine):
         """A request's settings: each dynamic-AIPP image's config (the aipp_config file's values, then
         request parameters named like aipp_op fields), checked as set_input_aipp checks it; and the
         on-demand profiling trigger. Requests with equal settings share a batch."""
+        if not parameters and not self._dynamic_aipp:  # the common case, once per request
+            return None
         if PROFILE_PARAMETER in parameters:
             self._profile_on_demand(str(parameters[PROFILE_PARAMETER]))
         found: list[tuple[str, AippConfig]] = []
