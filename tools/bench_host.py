@@ -61,6 +61,8 @@ ROWS = 8  # the largest gear: rows per full batch
 GEARS = (1, 2, 4, ROWS)
 QUEUE_DELAY_US = 500
 HOST_CONCURRENCY = 16
+#: for (b): every configuration at the same load, enough to fill 8 slots of 8 rows and queue as many
+DEVICE_CONCURRENCY = 128
 SHAPE = (3, 32, 32)
 
 IDENTITY_CONFIG = f"""name: "identity"
@@ -342,13 +344,19 @@ def grid(modes: Sequence[str], streams: Sequence[int], instances: Sequence[int])
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--perf-analyzer", default="/tmp/perf_analyzer/perf_analyzer")
-    parser.add_argument("--window", type=float, default=3.0, help="seconds measured per point")
+    parser.add_argument("--window", type=float, default=2.5, help="seconds measured per point")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before each window")
     parser.add_argument("--quiet-timeout", type=float, default=15.0, help="wait at most this long for a quiet host")
     parser.add_argument("--device-ms", type=lambda s: [float(x) for x in s.split(",")], default=[1.0, 2.0, 4.0, 8.0])
     parser.add_argument("--modes", type=lambda s: s.split(","), default=["return", "sender"])
     parser.add_argument("--streams", type=int_list, default=(1, 2, 4))
     parser.add_argument("--instances", type=int_list, default=(1, 2))
+    parser.add_argument(
+        "--return-instances",
+        type=int_list,
+        default=(4,),
+        help="more return-mode configurations with 1 stream and this many instances",
+    )
     parser.add_argument("--sim-seconds", type=float, default=1.5, help="seconds per batch size for (c)")
     parser.add_argument("--workdir", type=Path, default=Path("out/bench/host"))
     args = parser.parse_args()
@@ -357,6 +365,7 @@ def main() -> int:
     analyzer = perf_analyzer_binary(args.perf_analyzer)
     default = Config("default")
     configs = [default, *grid(args.modes, args.streams, args.instances)]
+    configs += [Config(f"return_s1_i{i}", "return", 1, i) for i in args.return_instances if i not in args.instances]
     repo, om_file = build_repository(workdir, configs, args.device_ms)
     written = config_text(repo / default.folder(0.0))
     print(
@@ -387,23 +396,25 @@ def main() -> int:
     with TritonServer(repo, model_control_mode="explicit", load_models=("identity", "ort")) as server:
         identity_runs.append(point("identity", HOST_CONCURRENCY))
         host["onnxruntime"] = point("ort", HOST_CONCURRENCY)
+        host["onnxruntime"]["identity"] = identity_runs[-1]["infer_per_s"]
         unload_models(server, ["ort"])
         for config in configs:
             names = [config.folder(d) for d in (0.0, *args.device_ms)]
             load_models(server, names)
             slots = (config.streams or int(written["streams"])) * (config.instances or int(written["instances"]))
+            # the baseline right before the configuration's own host ceiling: ratios of neighbours
+            identity_runs.append(point("identity", HOST_CONCURRENCY))
             host[config.label] = point(names[0], HOST_CONCURRENCY)
+            host[config.label]["identity"] = identity_runs[-1]["infer_per_s"]
             efficiency[config.label] = {}
             for device_ms, name in zip(args.device_ms, names[1:]):
-                result = point(name, max(HOST_CONCURRENCY, 2 * ROWS * slots))
+                result = point(name, DEVICE_CONCURRENCY)
                 ceiling = slots * ROWS / (device_ms / 1000.0)
                 result["ceiling"] = ceiling
                 result["efficiency"] = result["infer_per_s"] / ceiling
                 efficiency[config.label][device_ms] = result
             unload_models(server, names)
-        identity_runs.append(point("identity", HOST_CONCURRENCY))
-
-    identity = float(np.mean([r["infer_per_s"] for r in identity_runs]))
+    identity = float(np.median([r["infer_per_s"] for r in identity_runs]))
     report(args, written, cost, identity_runs, identity, host, efficiency, configs)
     document = {
         "cpus": os.cpu_count(),
@@ -440,7 +451,8 @@ def report(args, written, cost, identity_runs, identity, host, efficiency, confi
 
     runs = ", ".join(f"{r['infer_per_s']:.0f}" for r in identity_runs)
     print(
-        f"\n(a) host ceiling at device time 0, concurrency {HOST_CONCURRENCY} (identity: {runs} infer/s, first/last):"
+        f"\n(a) host ceiling at device time 0, concurrency {HOST_CONCURRENCY}; x identity: against the identity "
+        f"model measured right before (identity, in order: {runs} infer/s; median {identity:.0f}):"
     )
     rows = [
         [
@@ -457,16 +469,18 @@ def report(args, written, cost, identity_runs, identity, host, efficiency, confi
             "est. x identity",
         ]
     ]
-    for label, r in [("identity", identity_runs[0])] + list(host.items()):
-        sim = sim_cpu_per_request(cost, r["avg_batch"]) if label not in ("identity", "onnxruntime") else 0.0
+    median_identity = min(identity_runs, key=lambda r: abs(r["infer_per_s"] - identity))
+    for label, r in [("identity (median run)", dict(median_identity, identity=identity))] + list(host.items()):
+        sim = sim_cpu_per_request(cost, r["avg_batch"]) if label in efficiency else 0.0
         total = r["server_cpu_ms"] + r["client_cpu_ms"]
         estimate = r["infer_per_s"] * total / (total - sim) if total > sim else math.nan
         r["sim_cpu_ms_per_request"], r["estimate_without_sim"] = sim, estimate
+        baseline = r.get("identity", identity)
         rows.append(
             [
                 label,
                 f"{r['infer_per_s']:.0f}",
-                f"{r['infer_per_s'] / identity:.2f}",
+                f"{r['infer_per_s'] / baseline:.2f}",
                 f"{r['avg_batch']:.2f}",
                 f"{r['server_cpu_ms']:.3f}",
                 f"{r['client_cpu_ms']:.3f}",
@@ -474,12 +488,15 @@ def report(args, written, cost, identity_runs, identity, host, efficiency, confi
                 f"{r['others_cores']:.2f}",
                 f"{sim:.3f}",
                 f"{estimate:.0f}",
-                f"{estimate / identity:.2f}",
+                f"{estimate / baseline:.2f}",
             ]
         )
     print(format_rows(rows))
 
-    print("\n(b) device-bound efficiency = infer/s / (streams x instances x 8 / device time):")
+    print(
+        "\n(b) device-bound efficiency = infer/s / (streams x instances x 8 / device time), "
+        f"concurrency {DEVICE_CONCURRENCY}:"
+    )
     times = args.device_ms
     rows = [["config (efficiency, infer/s)"] + [f"{d:g} ms" for d in times]]
     for label, by_time in efficiency.items():
@@ -506,8 +523,8 @@ def report(args, written, cost, identity_runs, identity, host, efficiency, confi
         + format_rows(
             [
                 ["ratio", "value", "target", "met"],
-                _target("default host ceiling / identity", host["default"]["infer_per_s"] / identity, 0.75),
-                _target("GEModel onnxruntime / identity", host["onnxruntime"]["infer_per_s"] / identity, 0.85),
+                _target("default host ceiling / identity", _ratio(host["default"]), 0.75),
+                _target("GEModel onnxruntime / identity", _ratio(host["onnxruntime"]), 0.85),
                 _target(
                     f"default device-bound efficiency at {target_ms:g} ms",
                     efficiency["default"][target_ms]["efficiency"],
@@ -517,6 +534,10 @@ def report(args, written, cost, identity_runs, identity, host, efficiency, confi
         )
     )
     print(f"(default: {describe(written)})")
+
+
+def _ratio(point: dict) -> float:
+    return point["infer_per_s"] / point["identity"]
 
 
 def describe(written: dict[str, str]) -> str:
@@ -535,7 +556,7 @@ def plot(path: Path, identity: float, host: dict, efficiency: dict) -> Path:
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), dpi=110)
     labels = list(host)
-    left.barh(labels, [host[k]["infer_per_s"] / identity for k in labels], color="tab:blue")
+    left.barh(labels, [host[k]["infer_per_s"] / host[k]["identity"] for k in labels], color="tab:blue")
     left.axvline(1.0, color="black", linewidth=0.8)
     left.axvline(0.75, color="tab:red", linewidth=0.8, linestyle="--")
     left.set_xlabel("host ceiling (device time 0) / identity model.py")

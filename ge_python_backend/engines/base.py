@@ -78,6 +78,12 @@ class Engine(ABC):
         Default: none."""
         return None
 
+    @property
+    def settings_without_parameters(self) -> bool:
+        """Whether ``batch_settings`` may return anything but None for a request without parameters
+        (the runner skips the call for such requests otherwise). Default: only if overridden."""
+        return type(self).batch_settings is not Engine.batch_settings
+
     def after_batch(self) -> None:  # noqa: B027 - optional: most engines keep no per-batch state
         """Called once after each batch runs (acl: counts batches of a profiling window)."""
 

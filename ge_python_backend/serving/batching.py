@@ -192,18 +192,20 @@ def plan_group(items: Sequence[int], rows: ByIndex[int], shapes: NonBatchShapes,
     resolved = profile.resolve(shapes)
     total = sum(rows[i] for i in items)
     chunks = []
-    queue = [(item, 0, rows[item]) for item in items if rows[item] > 0]
+    pending = [(item, rows[item]) for item in items if rows[item] > 0]
+    next_item, start = 0, 0  # the first row of pending[next_item] not yet planned
     for batch in engine_batches(total, profile):
         parts, filled = [], 0
-        while queue and filled < batch:
-            item, start, left = queue[0]
+        while next_item < len(pending) and filled < batch:
+            item, count = pending[next_item]
+            left = count - start
             take = min(left, batch - filled)
             parts.append(Part(item, start, take, filled))
             filled += take
             if take == left:
-                queue.pop(0)
+                next_item, start = next_item + 1, 0
             else:
-                queue[0] = (item, start + take, left - take)
+                start += take
         chunks.append(Chunk({n: (batch,) + s for n, s in resolved.items()}, tuple(parts), filled))
     return chunks
 

@@ -17,13 +17,22 @@ class OutputSelector:
 
     def __init__(self, output_types: Mapping[str, np.dtype]) -> None:
         self._types = dict(output_types)
+        self._all = tuple(self._types)
 
     def __call__(self, outputs: Mapping[str, Any], info: RequestInfo) -> dict[str, np.ndarray]:
-        wanted = info.requested_outputs or tuple(self._types)
-        missing = [name for name in wanted if name not in outputs]
-        if missing:
-            raise GEError(f"output {missing[0]!r} was requested but the model produced only {sorted(outputs)}")
-        return {name: self._typed(name, outputs[name]) for name in wanted}
+        wanted = info.requested_outputs or self._all
+        types = self._types
+        selected = {}
+        for name in wanted:
+            if name not in outputs:
+                raise GEError(f"output {name!r} was requested but the model produced only {sorted(outputs)}")
+            value = outputs[name]
+            # the common case first: an array already in the config's type
+            if type(value) is np.ndarray and value.dtype == types.get(name, value.dtype):
+                selected[name] = value
+            else:
+                selected[name] = self._typed(name, value)
+        return selected
 
     def _typed(self, name: str, value: Any) -> np.ndarray:
         array = np.asarray(value)

@@ -148,12 +148,14 @@ class Runner:
 
     def _prepare_all(self, tracked: list[Tracked]) -> dict[int, Prepared]:
         items = {}
+        prepare, settings_always = self._validator.prepare, self._engine.settings_without_parameters
         for index, t in enumerate(tracked):
             info = t.request.info
             try:
-                prepared = self._validator.prepare(t.request.inputs, info)
-                shapes = {n: a.shape for n, a in (*prepared.batched.items(), *prepared.shared.items())}
-                prepared.settings = self._engine.batch_settings(info.parameters, shapes)
+                prepared = prepare(t.request.inputs, info)
+                if info.parameters or settings_always:  # else batch_settings is None by contract
+                    shapes = {n: a.shape for n, a in (*prepared.batched.items(), *prepared.shared.items())}
+                    prepared.settings = self._engine.batch_settings(info.parameters, shapes)
                 items[index] = prepared
                 t.rows = prepared.rows
             except InputError as exc:

@@ -107,14 +107,16 @@ def convert(letter: str, value: Any, fn: str, position: int) -> Any:
     raise ValueError(f"unknown format letter {letter!r}")
 
 
-def parse_args(signature: Signature, fn: str, args: tuple, kwargs: dict) -> list[Any]:
+def parse_args(
+    signature: Signature, fn: str, args: tuple, kwargs: dict, parsed: tuple[str, int, int] | None = None
+) -> list[Any]:
+    """``parsed``: (letters, minimum, maximum) of ``signature``, when the caller has them at hand."""
     if kwargs:
         raise TypeError(f"{fn}() takes no keyword arguments")
-    low, high = signature.arity
+    letters, low, high = parsed or (signature.fmt.replace("|", ""), *signature.arity)
     if not low <= len(args) <= high:
         expected = f"exactly {high}" if low == high else f"from {low} to {high}"
         raise TypeError(f"{fn}() takes {expected} argument{'s' if high != 1 else ''} ({len(args)} given)")
-    letters = signature.fmt.replace("|", "")
     return [convert(letter, value, fn, i + 1) for i, (letter, value) in enumerate(zip(letters, args))]
 
 
@@ -135,12 +137,13 @@ def acl_function(
     checks (init, faults, device loss, lock) and records errors.
     """
     signature = Signature(fmt, outputs, value, fail_value, needs_init, locked)
+    parsed = (fmt.replace("|", ""), *signature.arity)  # once, not on every call
 
     def decorate(method: Callable) -> Callable:
         @functools.wraps(method)
         def wrapper(self, *args, **kwargs):
             qualified = f"{self._prefix}.{method.__name__}"
-            converted = parse_args(signature, qualified, args, kwargs)
+            converted = parse_args(signature, qualified, args, kwargs, parsed)
             return self._call(method.__name__, qualified, signature, lambda: method(self, *converted))
 
         # A function object takes the attribute at run time; its declared type (functools' _Wrapped) has none.

@@ -207,14 +207,17 @@ class SimState:
         try:
             if signature.needs_init and not self.initialized:
                 raise AclFail(UNINITIALIZED, "acl.init has not been called (or acl.finalize already ran)")
-            with self.lock:
-                self.calls[short] += 1
-            if short in DEVICE_CALLS:
-                self._device_checks(short)
-            if signature.locked:
+            if signature.locked:  # one lock round for the count, the checks and the body
                 with self.lock:
+                    self.calls[short] += 1
+                    if short in DEVICE_CALLS:
+                        self._device_checks(short)
                     produced = body()
             else:
+                with self.lock:
+                    self.calls[short] += 1
+                if short in DEVICE_CALLS:
+                    self._device_checks(short)
                 produced = body()
             ret = 0
         except AclFail as exc:

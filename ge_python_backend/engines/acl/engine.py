@@ -201,8 +201,6 @@ class AclEngine(Engine):
         """A request's settings: each dynamic-AIPP image's config (the aipp_config file's values, then
         request parameters named like aipp_op fields), checked as set_input_aipp checks it; and the
         on-demand profiling trigger. Requests with equal settings share a batch."""
-        if not parameters and not self._dynamic_aipp:  # the common case, once per request
-            return None
         if PROFILE_PARAMETER in parameters:
             self._profile_on_demand(str(parameters[PROFILE_PARAMETER]))
         found: list[tuple[str, AippConfig]] = []
@@ -220,6 +218,12 @@ class AclEngine(Engine):
             self._check_aipp(tensor.name, config, shape)
             found.append((tensor.name, config))
         return tuple(found) or None
+
+    @property
+    def settings_without_parameters(self) -> bool:
+        """Only dynamic-AIPP inputs have settings a request without parameters still gets (the
+        aipp_config file's values): otherwise the runner need not call batch_settings for it."""
+        return self._dynamic_aipp
 
     def _check_aipp(self, name: str, config: AippConfig, shape: Shape) -> None:
         """What set_input_aipp refuses, as an input error: the images must fit the buffer
