@@ -32,9 +32,15 @@ from ge_python_backend.triton.settings import CORE_PARAMETERS
 DEFAULT_DYNAMIC_MAX_BATCH = 8
 #: Instances (instance_group count) of a model on an NPU engine (acl, acl-sim) unless --instances
 #: says otherwise; 1 for the others. Answers are returned from execute (the registry's
-#: DEFAULT_RESPONSE_MODE), so one instance runs one batch at a time and the NPU would idle while
-#: it gathers and answers: a second instance runs its batch meanwhile (one model copy each).
-DEFAULT_NPU_INSTANCES = 2
+#: DEFAULT_RESPONSE_MODE), so one instance runs one batch at a time and its slot idles while the
+#: host forms, gathers and answers the batch (1.5-3 ms a batch on a 2-core host): other instances
+#: run theirs meanwhile (one model copy each). Measured (tools/bench_host.py, BENCHMARKS.md "Host
+#: path"): with 1-8 ms of device time per batch of 8 (a ResNet-class model on an Ascend card), 4
+#: instances served 1.3-1.9x what 2 did and more than 3; streams add nothing when answers are
+#: returned (one execute runs one batch). Only a model with almost no device time (host-bound)
+#: is faster with 2 (16 % at 0 ms): give it --instances 2, as any model whose four copies would
+#: not fit in device memory.
+DEFAULT_NPU_INSTANCES = 4
 #: No queue policy by default: in tritonserver 2.51 any default_queue_policy (or
 #: priority_levels) makes the dynamic batcher stall for ~0.5 s at a time under concurrent load
 #: (measured: a burst of 200 requests took 1.5-5.6 s with a policy vs 0.1-0.2 s without; see
