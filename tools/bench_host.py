@@ -118,8 +118,11 @@ def config_text(folder: Path) -> dict[str, str]:
     }
 
 
-def build_repository(workdir: Path, configs: Sequence[Config], device_times: Sequence[float]) -> tuple[Path, Path]:
-    """The model repository and the .om file."""
+def build_repository(
+    workdir: Path, configs: Sequence[Config], device_times: Sequence[float], code: Path | None = None
+) -> tuple[Path, Path]:
+    """The model repository and the .om file; ``code``: a checkout whose ge_python_backend the
+    GEModel folders import instead of the installed one (to measure a "before")."""
     onnx_file = relu_model(workdir / "relu.onnx")
     om_file = workdir / "relu.om"
     sim_compile(onnx_file, om_file, batch_gears=GEARS)
@@ -130,7 +133,11 @@ def build_repository(workdir: Path, configs: Sequence[Config], device_times: Seq
     (identity / "1").mkdir(parents=True)
     (identity / "config.pbtxt").write_text(IDENTITY_CONFIG)
     shutil.copyfile(TOOLS / "identity_model.py", identity / "1" / "model.py")
-    generate(onnx_file, repo, GenerateOptions(name="ort", max_batch_size=ROWS, max_queue_delay_us=QUEUE_DELAY_US))
+    folders = [
+        generate(
+            onnx_file, repo, GenerateOptions(name="ort", max_batch_size=ROWS, max_queue_delay_us=QUEUE_DELAY_US)
+        ).model_dir
+    ]
     for config in configs:
         for device_ms in (0.0, *device_times):
             options = GenerateOptions(
@@ -140,10 +147,15 @@ def build_repository(workdir: Path, configs: Sequence[Config], device_times: Seq
                 **({"instance_count": config.instances} if config.instances is not None else {}),
             )
             folder = generate(om_file, repo, options).model_dir
+            folders.append(folder)
             parameters = {"acl_sim_device_ms": f"{device_ms:g}"}
             if config.mode is not None:
                 parameters["response_mode"] = config.mode
             set_parameters(folder / "config.pbtxt", **parameters)
+    if code is not None:  # the stub ignores PYTHONPATH: the model file itself puts the checkout first
+        for folder in folders:
+            model_py = folder / "1" / "model.py"
+            model_py.write_text(f"import sys\nsys.path.insert(0, {str(code.resolve())!r})\n" + model_py.read_text())
     return repo, om_file
 
 
@@ -359,6 +371,12 @@ def main() -> int:
     )
     parser.add_argument("--sim-seconds", type=float, default=1.5, help="seconds per batch size for (c)")
     parser.add_argument("--workdir", type=Path, default=Path("out/bench/host"))
+    parser.add_argument(
+        "--code",
+        type=Path,
+        help="a checkout whose ge_python_backend the GEModel folders run (e.g. the code before a change; "
+        "run the tool with PYTHONPATH=CHECKOUT too, so that generate writes that checkout's defaults)",
+    )
     args = parser.parse_args()
     workdir = args.workdir.resolve()
     started = time.monotonic()
@@ -366,7 +384,7 @@ def main() -> int:
     default = Config("default")
     configs = [default, *grid(args.modes, args.streams, args.instances)]
     configs += [Config(f"return_s1_i{i}", "return", 1, i) for i in args.return_instances if i not in args.instances]
-    repo, om_file = build_repository(workdir, configs, args.device_ms)
+    repo, om_file = build_repository(workdir, configs, args.device_ms, args.code)
     written = config_text(repo / default.folder(0.0))
     print(
         f"{os.cpu_count()} CPUs shared by tritonserver and perf_analyzer; ge-triton generate writes for the .om: "
