@@ -36,11 +36,15 @@ DEFAULT_DYNAMIC_MAX_BATCH = 8
 #: host forms, gathers and answers the batch (1.5-3 ms a batch on a 2-core host): other instances
 #: run theirs meanwhile (one model copy each). Measured (tools/bench_host.py, BENCHMARKS.md "Host
 #: path"): with 1-8 ms of device time per batch of 8 (a ResNet-class model on an Ascend card), 4
-#: instances served 1.3-1.9x what 2 did and more than 3; streams add nothing when answers are
-#: returned (one execute runs one batch). Only a model with almost no device time (host-bound)
-#: is faster with 2 (16 % at 0 ms): give it --instances 2, as any model whose four copies would
-#: not fit in device memory.
+#: instances served 1.1-1.8x what 2 did and more than 3; streams add nothing when answers are
+#: returned (one execute runs one batch).
 DEFAULT_NPU_INSTANCES = 4
+#: ... but a model that computes next to nothing is host-bound (its device time is far below a
+#: millisecond), and there 2 instances served more than 4 (1.25x at 0 ms: four stubs share two
+#: cores). generate cannot run the model, so the file's size stands in for its class of device
+#: time: an .om below this size holds at most ~250,000 FP32 weights.
+HOST_BOUND_MODEL_BYTES = 1 << 20
+HOST_BOUND_NPU_INSTANCES = 2
 #: No queue policy by default: in tritonserver 2.51 any default_queue_policy (or
 #: priority_levels) makes the dynamic batcher stall for ~0.5 s at a time under concurrent load
 #: (measured: a burst of 200 requests took 1.5-5.6 s with a policy vs 0.1-0.2 s without; see
@@ -320,9 +324,16 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
 
 
 def default_instances(engine_name: str, model: ModelFile) -> int:
-    """The instance count generate writes when --instances is not given."""
+    """The instance count generate writes when --instances is not given: 1 off the NPU; on it
+    DEFAULT_NPU_INSTANCES, or HOST_BOUND_NPU_INSTANCES for a model file below HOST_BOUND_MODEL_BYTES."""
     npu = model.engine.npu if engine_name == AUTO else engine(engine_name).npu
-    return DEFAULT_NPU_INSTANCES if npu else 1
+    if not npu:
+        return 1
+    try:
+        host_bound = model.path.stat().st_size < HOST_BOUND_MODEL_BYTES
+    except OSError:
+        host_bound = False
+    return HOST_BOUND_NPU_INSTANCES if host_bound else DEFAULT_NPU_INSTANCES
 
 
 def _check_parameters(parameters: Mapping[str, str]) -> None:

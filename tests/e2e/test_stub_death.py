@@ -2,7 +2,7 @@
 through a real tritonserver in explicit model-control mode.
 
 Every model here is written by ``generate`` with its defaults (answers returned from execute;
-two instances on the NPU engine), plus the one other shape generate can write, ``--streams 2``.
+four instances on the NPU engine), plus the one other shape generate can write, ``--streams 2``.
 16 client threads send requests whose answers are checked against ONNX Runtime; the stubs are
 killed with SIGKILL, found through /proc by their parent (this tritonserver) and their model.
 """
