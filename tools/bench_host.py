@@ -549,6 +549,16 @@ def report(args, written, cost, identity_runs, identity, host, efficiency, confi
                     0.9,
                 ),
             ]
+            + [
+                [
+                    f"{label}: infer/s at {target_ms:g} ms / a two-slot ceiling ({2 * ROWS / target_ms * 1000:.0f})",
+                    f"{efficiency[label][target_ms]['infer_per_s'] / (2 * ROWS / target_ms * 1000):.2f}",
+                    "",
+                    "",
+                ]
+                for label in ("default", "return_s1_i4")
+                if label in efficiency
+            ]
         )
     )
     print(f"(default: {describe(written)})")
