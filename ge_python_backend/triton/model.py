@@ -106,6 +106,13 @@ class GEModel:
         )
         return responses
 
+    def is_ready(self) -> bool:
+        """Asked by Triton r26.03 and later on ``/v2/models/<model>/ready``: False once a fatal engine
+        failure took the model out of service, so load balancers stop sending to this instance.
+        Earlier versions never ask; there each request gets 503 and ``ge_engine_healthy`` is 0."""
+        runner = self._runner
+        return runner is not None and runner.out_of_service is None
+
     def finalize(self) -> None:
         self._release()
 
@@ -175,9 +182,12 @@ class GEModel:
             mode = ResponseMode.RETURN
         self._answer_through_sender = mode is ResponseMode.SENDER
         if settings.metrics:
+            npu = engine(self.engine.name).npu
             self.metrics = TritonMetrics(
                 pb_utils,
                 {"model": settings.model_name, "version": settings.model_version, "instance": settings.instance_name},
+                device_memory=self.engine.device_memory if npu else None,
+                device=str(settings.device_id),
             )
         self.runner = self._runner = Runner(
             self.engine,
