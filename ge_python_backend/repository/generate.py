@@ -374,11 +374,11 @@ def _add_version(model_dir: Path, config, options: GenerateOptions) -> tuple[Any
     reason = _same_io(existing, config)
     if reason:
         raise ConfigError(f"--add-version: all versions of a model share one config.pbtxt, but {reason}")
-    versions = {options.version} | {
-        found.version
-        for entry in model_dir.iterdir()
-        if entry.is_dir() and (found := read_version_folder(entry.name)).kind is FolderKind.VERSION and found.version
-    }
+    versions = {options.version}
+    for entry in model_dir.iterdir():
+        found = read_version_folder(entry.name)
+        if entry.is_dir() and found.kind is FolderKind.VERSION and found.version is not None:
+            versions.add(found.version)
     if options.version_policy:
         existing.ClearField("version_policy")
         parse_version_policy(options.version_policy, existing)
@@ -399,7 +399,8 @@ def _verify(model_dir: Path, shown_as: Path) -> None:
         first = errors[0]
         where = shown_as / first.path.relative_to(model_dir) if first.path.is_relative_to(model_dir) else first.path
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ConfigError(f"the model folder would not load, so nothing was written: {where}: {first.message}{more}")
+        message = first.message.replace(str(model_dir), str(shown_as))
+        raise ConfigError(f"the model folder would not load, so nothing was written: {where}: {message}{more}")
 
 
 def _write_version(

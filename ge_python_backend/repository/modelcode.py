@@ -23,13 +23,15 @@ class ModelCode:
     """``uses_package``: the file imports ge_python_backend. ``overrides``: hooks it replaces
     (all of them when unknown, e.g. when TritonPythonModel does not derive from GEModel directly).
     ``extra_parameters``: its declared parameters, None when they cannot be read statically.
-    ``problem``: why Triton could not load the file."""
+    ``problem``: why Triton could not load the file. ``imported``: the names it imports from
+    ge_python_backend (``ImageClassifier`` tells ``check`` to run the classifier's checks)."""
 
     path: Path
     uses_package: bool
     overrides: frozenset[str]
     extra_parameters: tuple[Parameter, ...] | None
     problem: str | None = None
+    imported: frozenset[str] = frozenset()
 
 
 def read_model_code(path: Path) -> ModelCode:
@@ -53,7 +55,8 @@ def read_model_code(path: Path) -> ModelCode:
     extras: tuple[Parameter, ...] | None = ()
     if declared:
         extras = _extra_parameters(declared[-1], _package_imports(tree))
-    return ModelCode(path, uses_package, frozenset(HOOKS) & methods, extras)
+    imported = frozenset(attribute for _, attribute in _package_imports(tree).values())
+    return ModelCode(path, uses_package, frozenset(HOOKS) & methods, extras, imported=imported)
 
 
 def _unknown(path: Path, uses_package: bool, problem: str | None = None) -> ModelCode:

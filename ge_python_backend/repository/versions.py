@@ -5,7 +5,10 @@ r26.06): a folder named ``warmup``, the initial-state folder or ``configs`` is n
 name longer than one character that starts with ``0`` is skipped ("contains leading zeros");
 every other name goes through ``std::stoll``, which
 
-- reads a leading number and ignores the rest (``7abc`` is version 7, ``1.5`` is version 1),
+- reads a leading number and ignores the rest (``7abc`` is version 7, ``1.5`` is version 1), and
+  the version's files are then looked for in ``7/``: with the Python backend a missing
+  ``7/model.py`` hangs the load in 24.10 (the stub exits before the untimed handshake; fixed in
+  r25.08),
 - throws ``std::invalid_argument`` when there is none (the folder is skipped with a warning),
 - throws ``std::out_of_range`` beyond int64, which nothing catches: the server aborts
   (``terminate called after throwing an instance of 'std::out_of_range' what(): stoll``),
@@ -28,7 +31,8 @@ _STOLL = re.compile(r"^[ \t\n\v\f\r]*([+-]?[0-9]+)")
 
 
 class FolderKind(Enum):
-    VERSION = "version"  # a version folder, maybe with a name Triton reads differently
+    VERSION = "version"  # a version folder
+    MISREAD = "misread"  # Triton reads a version number from it but looks for the files elsewhere
     IGNORED = "ignored"  # Triton skips it (warning in its log)
     FATAL = "fatal"  # Triton aborts on it
 
@@ -47,12 +51,10 @@ def read_version_folder(name: str) -> VersionFolder:
     if name in NOT_VERSIONS:
         return VersionFolder(FolderKind.IGNORED, reason="not a version folder")
     if len(name) > 1 and name.startswith("0"):
-        return VersionFolder(FolderKind.IGNORED, reason="Triton ignores version folders with leading zeros")
+        return VersionFolder(FolderKind.IGNORED, reason="a version folder name with a leading zero")
     match = _STOLL.match(name)
     if match is None:
-        return VersionFolder(
-            FolderKind.IGNORED, reason="not a number, so Triton ignores it (version folders are numeric)"
-        )
+        return VersionFolder(FolderKind.IGNORED, reason="not a version folder (version folders are numeric)")
     version = int(match.group(1))
     if not -(2**63) <= version <= MAX_VERSION:
         return VersionFolder(
@@ -62,9 +64,10 @@ def read_version_folder(name: str) -> VersionFolder:
         )
     if match.group(0) != name:
         return VersionFolder(
-            FolderKind.VERSION,
+            FolderKind.MISREAD,
             version,
-            reason=f"Triton reads it as version {version} (std::stoll stops at the first non-digit); rename it to "
-            f"{version} or to something that does not start with a digit",
+            reason=f"Triton reads it as version {version} (std::stoll stops at the first non-digit) and looks for "
+            f"that version's files in {version}/, not here (a missing {version}/model.py hangs the load in 2.51); "
+            f"rename it to {version}, or to a name that does not start with a digit",
         )
     return VersionFolder(FolderKind.VERSION, version)
