@@ -1,0 +1,140 @@
+"""``check --load``: load each model in a real tritonserver and report what it says.
+
+Offline rules always trail what the server checks, so the server is asked too: a tritonserver
+(``PATH`` or the bundled one, ``ops.server``) starts in explicit model-control mode on free
+loopback ports with nothing loaded; each model is loaded through the repository API, its
+config as the server completed it is read back and compared with the file, and it is unloaded
+again. A refused load is reported with Triton's own message: the load API's answer, or, when
+the config failed while the repository was polled (the API then only says "failed to poll from
+model repository"), the reason the server logged ("Poll failed for model directory ...", CORE
+r24.10 ``src/model_repository_manager/model_repository_manager.cc:1460``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+
+from ge_python_backend.ops.server import TritonServer
+from ge_python_backend.repository.config import mc, read_config_file
+
+#: What the load API answers when the config already failed at the repository poll.
+_POLL_FAILED = "failed to poll from model repository"
+#: Default seconds one load may take (a stub that never starts hangs the load in 24.10).
+DEFAULT_LOAD_TIMEOUT = 180.0
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """One model: loaded or not, Triton's message when not, and what the server completed or
+    changed in its config compared with the file (``+ field: value`` filled in,
+    ``~ field: file -> server`` changed, ``- field`` dropped)."""
+
+    model: str
+    loaded: bool
+    message: str = ""
+    changes: tuple[str, ...] = ()
+
+
+def load_models(
+    repository: Path, models: Sequence[str], *, load_timeout: float = DEFAULT_LOAD_TIMEOUT, log_verbose: int = 0
+) -> list[LoadResult]:
+    """Load, inspect and unload each of ``models`` of ``repository`` in one fresh tritonserver;
+    ServerError when no tritonserver can be found or started."""
+    results = []
+    with TritonServer(repository, model_control_mode="explicit", exit_on_error=False, log_verbose=log_verbose) as s:
+        for model in models:
+            results.append(_load_one(s, Path(repository), model, load_timeout))
+    return results
+
+
+def _load_one(server: TritonServer, repository: Path, model: str, timeout: float) -> LoadResult:
+    log_start = len(server.log_text())
+    status, body = _post(server, f"/v2/repository/models/{model}/load", timeout)
+    if status != 200:
+        message = _error_text(body)
+        if _POLL_FAILED in message:
+            message = _poll_reason(server.log_text()[log_start:], model) or message
+        if status == 0:
+            message = f"the load did not finish within {timeout:.0f} s ({message})"
+        return LoadResult(model, False, message)
+    try:
+        served = _get_json(server, f"/v2/models/{model}/config")
+        changes = tuple(config_changes(read_config_file(repository / model / "config.pbtxt"), served))
+    finally:
+        _post(server, f"/v2/repository/models/{model}/unload", timeout)
+    return LoadResult(model, True, changes=changes)
+
+
+def _post(server: TritonServer, path: str, timeout: float) -> tuple[int, str]:
+    request = urllib.request.Request(f"http://{server.http_address}{path}", data=b"{}", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError) as exc:
+        return 0, str(exc)
+
+
+def _get_json(server: TritonServer, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://{server.http_address}{path}", timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _error_text(body: str) -> str:
+    try:
+        text = str(json.loads(body).get("error", body))
+    except (json.JSONDecodeError, AttributeError):
+        text = body
+    return text.strip().rstrip(";").strip()
+
+
+def _poll_reason(log: str, model: str) -> str:
+    """The reason the server logged for a config that failed the repository poll."""
+    pattern = re.compile(r"Poll failed for model directory '" + re.escape(model) + r"': (.*?)\"?$", re.MULTILINE)
+    found = pattern.findall(log)
+    return found[-1].strip() if found else ""
+
+
+# -- what the server completed -----------------------------------------------------------------
+
+
+def config_changes(file_config: Any, served: dict[str, Any]) -> Iterator[str]:
+    """Differences between a config file and the config the server serves, both read through
+    Triton's schema (so values equal to the schema's defaults count as absent on both sides)."""
+    server_config = json_format.ParseDict(served, mc.ModelConfig(), ignore_unknown_fields=True)
+    before = _flatten(json_format.MessageToDict(file_config, preserving_proto_field_name=True))
+    after = _flatten(json_format.MessageToDict(server_config, preserving_proto_field_name=True))
+    for key in sorted(set(before) | set(after)):
+        if key not in before:
+            yield f"+ {key}: {after[key]}"
+        elif key not in after:
+            yield f"- {key} (was {before[key]})"
+        elif before[key] != after[key]:
+            yield f"~ {key}: {before[key]} -> {after[key]}"
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, str]:
+    """``{"a": {"b": [1, 2]}}`` -> ``{"a.b": "[1, 2]"}``; lists of named entries by name
+    (``input[x].dims``), other lists of messages by index."""
+    if isinstance(value, dict):
+        flat: dict[str, str] = {}
+        for key, inner in value.items():
+            flat.update(_flatten(inner, f"{prefix}.{key}" if prefix else key))
+        return flat
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        flat = {}
+        for index, inner in enumerate(value):
+            label = inner.get("name") if isinstance(inner.get("name"), str) and inner.get("name") else str(index)
+            flat.update(_flatten(inner, f"{prefix}[{label}]"))
+        return flat
+    return {prefix: json.dumps(value)}
