@@ -168,9 +168,14 @@ def _input_shapes(
         shapes[tensor.name] = _batch_axis(tensor.name, shape, gears, notes)
         rest = [axis for axis, size in enumerate(shapes[tensor.name]) if size < 0 and axis > 0]
         if rest:
+            example = ",".join(
+                f"<size of axis {axis}>" if axis in rest else str(size)
+                for axis, size in enumerate(shapes[tensor.name])
+            )
             raise ConfigError(
-                f"input {tensor.name!r} is {format_shape(shape)}: axis {rest[0]} has no size; give it "
-                f"one with --input-shape {tensor.name}:{','.join(str(d) for d in shapes[tensor.name])} "
+                f"input {tensor.name!r} is {format_shape(shape)}: axis {', '.join(map(str, rest))} "
+                f"{'has' if len(rest) == 1 else 'have'} no size; give {'it one' if len(rest) == 1 else 'each one'} "
+                f"with --input-shape {tensor.name}:{example} "
                 "(ATC compiles fixed shapes; only the batch axis takes gears here)"
             )
     return shapes

@@ -126,12 +126,15 @@ def test_a_fixed_batch_model_needs_no_gears_and_refuses_them(tmp_path):
 
 
 def test_unsized_axes_need_input_shape(tmp_path):
+    """Finding: the message suggested the very shape that had just failed (image:-1,3,-1,-1)."""
     model = identity(tmp_path / "hw.onnx", ["n", 3, "h", "w"])
-    with pytest.raises(
-        ConfigError,
-        match="input 'image' is \\[-1,3,-1,-1\\]: axis 2 has no size; give it one with --input-shape image:-1,3,-1,-1",
-    ):
+    with pytest.raises(ConfigError) as error:
         atc_command(AtcRequest(model, "Ascend310P3", batch_gears=(1, 2)))
+    assert str(error.value).startswith(
+        "input 'image' is [-1,3,-1,-1]: axis 2, 3 have no size; give each one with "
+        "--input-shape image:-1,3,<size of axis 2>,<size of axis 3> "
+    )
+    assert "image:-1,3,-1,-1" not in str(error.value)
     arguments = args_of(AtcRequest(model, "Ascend310P3", batch_gears=(1, 2), input_shapes={"image": (-1, 3, 64, 48)}))
     assert "--input_shape=image:-1,3,64,48" in arguments
 
