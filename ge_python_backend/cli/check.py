@@ -83,7 +83,7 @@ def _load(args: argparse.Namespace, report: CheckReport) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.load:
         find_tritonserver()  # no server: one line, before anything else is printed
-    report = check_repository(args.repository, _backends(args.backend_dir))
+    report = check_repository(args.repository, _backends(args.backend_dir), ge_backend_ready=args.load)
     for problem in report.problems:
         print(problem)
     errors, warnings = len(report.errors), len(report.warnings)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.repository.config import mc, read_config_file
@@ -91,11 +92,13 @@ def _get_json(server: TritonServer, path: str) -> dict[str, Any]:
 
 
 def _error_text(body: str) -> str:
+    """The error of a load API answer; a Python exception's traceback ("At: ...", added by the
+    stub) is left out: the message says what is wrong, the server log has the rest."""
     try:
         text = str(json.loads(body).get("error", body))
     except (json.JSONDecodeError, AttributeError):
         text = body
-    return text.strip().rstrip(";").strip()
+    return text.split("\n\nAt:\n")[0].strip().rstrip(";").strip()
 
 
 def _poll_reason(log: str, model: str) -> str:
@@ -112,8 +115,7 @@ def config_changes(file_config: Any, served: dict[str, Any]) -> Iterator[str]:
     """Differences between a config file and the config the server serves, both read through
     Triton's schema (so values equal to the schema's defaults count as absent on both sides)."""
     server_config = json_format.ParseDict(served, mc.ModelConfig(), ignore_unknown_fields=True)
-    before = _flatten(json_format.MessageToDict(file_config, preserving_proto_field_name=True))
-    after = _flatten(json_format.MessageToDict(server_config, preserving_proto_field_name=True))
+    before, after = _flatten(file_config), _flatten(server_config)
     for key in sorted(set(before) | set(after)):
         if key not in before:
             yield f"+ {key}: {after[key]}"
@@ -123,18 +125,42 @@ def config_changes(file_config: Any, served: dict[str, Any]) -> Iterator[str]:
             yield f"~ {key}: {before[key]} -> {after[key]}"
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, str]:
-    """``{"a": {"b": [1, 2]}}`` -> ``{"a.b": "[1, 2]"}``; lists of named entries by name
-    (``input[x].dims``), other lists of messages by index."""
-    if isinstance(value, dict):
-        flat: dict[str, str] = {}
-        for key, inner in value.items():
-            flat.update(_flatten(inner, f"{prefix}.{key}" if prefix else key))
-        return flat
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        flat = {}
-        for index, inner in enumerate(value):
-            label = inner.get("name") if isinstance(inner.get("name"), str) and inner.get("name") else str(index)
-            flat.update(_flatten(inner, f"{prefix}[{label}]"))
-        return flat
-    return {prefix: json.dumps(value)}
+def _flatten(message: Message, prefix: str = "") -> dict[str, str]:
+    """Every set field of ``message`` as ``path -> value text``: ``input[x].dims -> [4]``
+    (repeated messages by their ``name`` when they have one, maps by key, enums by name)."""
+    flat: dict[str, str] = {}
+    for field, value in message.ListFields():
+        path = f"{prefix}.{field.name}" if prefix else field.name
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            for key in sorted(value):
+                inner = value[key]
+                label = f"{path}[{key}]"
+                if isinstance(inner, Message):
+                    flat.update(_flatten(inner, label))
+                else:
+                    flat[label] = repr(inner)
+        elif field.message_type is not None and _repeated(field):
+            for index, inner in enumerate(value):
+                name = getattr(inner, "name", "")
+                flat.update(_flatten(inner, f"{path}[{name if isinstance(name, str) and name else index}]"))
+        elif field.message_type is not None:
+            inner_flat = _flatten(value, path)
+            flat.update(inner_flat or {path: "{}"})
+        else:
+            flat[path] = _scalar(field, value)
+    return flat
+
+
+def _repeated(field: Any) -> bool:
+    return field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+
+
+def _scalar(field: Any, value: Any) -> str:
+    if field.enum_type is not None:
+        names = [field.enum_type.values_by_number[v].name for v in value] if _repeated(field) else None
+        return str(names) if names is not None else field.enum_type.values_by_number[value].name
+    if _repeated(field):
+        return str(list(value))
+    return (
+        json.dumps(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+    )

@@ -169,8 +169,7 @@ def _input_shapes(
         rest = [axis for axis, size in enumerate(shapes[tensor.name]) if size < 0 and axis > 0]
         if rest:
             example = ",".join(
-                f"<size of axis {axis}>" if axis in rest else str(size)
-                for axis, size in enumerate(shapes[tensor.name])
+                f"<size of axis {axis}>" if axis in rest else str(size) for axis, size in enumerate(shapes[tensor.name])
             )
             raise ConfigError(
                 f"input {tensor.name!r} is {format_shape(shape)}: axis {', '.join(map(str, rest))} "

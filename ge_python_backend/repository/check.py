@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import json_format
+
 from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, GEError
@@ -31,12 +33,18 @@ from ge_python_backend.params import Parameter
 from ge_python_backend.repository.config import config_json, mc, read_config_file
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, ge_backend_file
 from ge_python_backend.repository.modelcode import HOOKS, ModelCode, read_model_code
-from ge_python_backend.repository.modelfile import ModelFile, read_model_file
+from ge_python_backend.repository.modelfile import read_model_file
 from ge_python_backend.repository.versions import FolderKind, read_version_folder
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
-from ge_python_backend.specs import TensorSpec, api_type
-from ge_python_backend.triton.settings import CORE_PARAMETERS, TRITON_PARAMETERS, ModelSettings, read_settings
+from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
+from ge_python_backend.triton.settings import (
+    CORE_PARAMETERS,
+    TRITON_PARAMETERS,
+    ModelSettings,
+    auto_complete,
+    read_settings,
+)
 
 
 @dataclass(frozen=True)
@@ -73,11 +81,12 @@ class CheckReport:
         return tuple(sorted({p.path.relative_to(self.root).parts[0] for p in self.problems if p.fatal}))
 
 
-def check_repository(repository: Path, backends: Path | None = None) -> CheckReport:
+def check_repository(repository: Path, backends: Path | None = None, ge_backend_ready: bool = False) -> CheckReport:
     """Check every model folder of ``repository`` (or ``repository`` itself when it is one).
 
     ``backends``: the Triton backends folder where backend "ge" should be installed (None: no
-    tritonserver was found, so whether it is installed cannot be told)."""
+    tritonserver was found, so whether it is installed cannot be told); ``ge_backend_ready``:
+    the server that loads the models installs it itself."""
     repository = Path(repository)
     if not repository.is_dir():
         raise ConfigError(f"model repository {repository} is not a folder")
@@ -87,7 +96,7 @@ def check_repository(repository: Path, backends: Path | None = None) -> CheckRep
         folders, root = sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith(".")), repository
     if not folders:
         return CheckReport((), (Problem(repository, "error", "holds no model folder"),), root)
-    ge_backend = _GeBackend(backends)
+    ge_backend = _GeBackend(backends, ge_backend_ready)
     problems: list[Problem] = []
     for folder in folders:
         problems += _ModelCheck(folder, ge_backend).run()
@@ -95,11 +104,12 @@ def check_repository(repository: Path, backends: Path | None = None) -> CheckRep
 
 
 class _GeBackend:
-    """Whether backend "ge" is installed, looked up once."""
+    """Whether backend "ge" is installed, looked up once (``ready``: the server that will load
+    the models installs it itself, as ``check --load`` and ``ge-triton serve`` do)."""
 
-    def __init__(self, backends: Path | None) -> None:
+    def __init__(self, backends: Path | None, ready: bool = False) -> None:
         self._backends = backends
-        self._answer: str | None = None
+        self._answer: str | None = "" if ready else None
 
     def missing(self) -> str | None:
         """None when installed; otherwise what to tell the user."""
@@ -352,7 +362,7 @@ class _ModelCheck:
             missing = self.ge_backend.missing()
             if missing:
                 self.warning(self.config_path, missing)
-            return ModelCode(path, True, frozenset(), ())
+            return ModelCode(path, True, frozenset(), (), auto_completes=True)
         if not path.is_file():
             self.error(path, 'missing: backend "python" loads it (or use backend "ge", which needs no model.py)')
             return ModelCode(path, True, frozenset(HOOKS), None)
@@ -437,6 +447,10 @@ class _ModelCheck:
                 f"{info.name!r}, which runs a {info.model_kind.description}",
             )
             return info
+        completed = self._auto_completed(config, version_dir, code, parameters)
+        if completed is None:
+            return info
+        config = completed
         problems: list[str] = []
         inputs = _config_tensors(config.input, "input", problems).values()
         outputs = _config_tensors(config.output, "output", problems).values()
@@ -458,12 +472,25 @@ class _ModelCheck:
         except ConfigError as exc:
             self.error(self.config_path, str(exc))
             return info
-        self._check_batching(config, model, parameters.layout)
+        self._check_batching(config, spec, model.path, parameters.layout)
         for message in problems:
             self.error(self.config_path, f"{message} (model file {path.relative_to(self.folder)})")
         if parameters.readable and "ImageClassifier" in code.imported:
             self._check_classifier(config, parameters.extras or (), version_dir, spec)
         return info
+
+    def _auto_completed(self, config, version_dir: Path, code: ModelCode, parameters: _Parameters):
+        """The config as the server's auto-complete (GEModel's, with tritonserver's default
+        auto-complete on) completes it; None, reported, when that would fail the load."""
+        if not code.auto_completes or not parameters.readable or not _incomplete(config, code.overrides):
+            return config  # a written-out config: compare_io reports every contradiction, with more detail
+        data = json_format.MessageToDict(config, preserving_proto_field_name=True)
+        try:
+            filled = auto_complete(data, version_dir, parameters.extras or (), code.overrides)
+        except ConfigError as exc:
+            self.error(self.config_path, f"GEModel's auto-complete fails the load: {exc}")
+            return None
+        return json_format.ParseDict(data, mc.ModelConfig()) if filled else config
 
     def _check_classifier(self, config, extras: tuple[Parameter, ...], version_dir: Path, spec) -> None:
         """What the classification template's model.py checks at load (labels file, image input,
@@ -509,10 +536,10 @@ class _ModelCheck:
                     f"{where} asks for GPUs (KIND_GPU/gpus): the server fails to load it without CUDA GPUs",
                 )
 
-    def _check_batching(self, config, model: ModelFile, layout: Layout) -> None:
-        batch = layout.batch_first_spec(model.spec).batch
+    def _check_batching(self, config, spec: ModelSpec, path: Path, layout: Layout) -> None:
+        batch = layout.batch_first_spec(spec).batch
         max_batch = config.max_batch_size
-        source = model.path.relative_to(self.folder)
+        source = path.relative_to(self.folder)
         if max_batch > 0 and batch.kind == "none":
             self.error(
                 self.config_path,
@@ -535,6 +562,17 @@ class _ModelCheck:
                     f"preferred_batch_size {preferred} is not a batch gear of {source} "
                     f"(gears {gears}): such batches would be padded",
                 )
+
+
+def _incomplete(config, overrides: frozenset[str]) -> bool:
+    """Auto-complete has something to fill: a side without entries (that no hook replaces) or
+    an entry without its data type or dims."""
+    entries = list(config.input) + list(config.output)
+    return (
+        (not config.input and "preprocess" not in overrides)
+        or (not config.output and "postprocess" not in overrides)
+        or any(e.data_type == mc.TYPE_INVALID or not e.dims for e in entries)
+    )
 
 
 def _preferred_sizes(config) -> list[int]:

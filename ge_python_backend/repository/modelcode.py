@@ -24,7 +24,9 @@ class ModelCode:
     (all of them when unknown, e.g. when TritonPythonModel does not derive from GEModel directly).
     ``extra_parameters``: its declared parameters, None when they cannot be read statically.
     ``problem``: why Triton could not load the file. ``imported``: the names it imports from
-    ge_python_backend (``ImageClassifier`` tells ``check`` to run the classifier's checks)."""
+    ge_python_backend (``ImageClassifier`` tells ``check`` to run the classifier's checks).
+    ``auto_completes``: its class is GEModel's own auto-complete (it derives from GEModel and
+    does not define ``auto_complete_config``), so the server completes the config with it."""
 
     path: Path
     uses_package: bool
@@ -32,6 +34,7 @@ class ModelCode:
     extra_parameters: tuple[Parameter, ...] | None
     problem: str | None = None
     imported: frozenset[str] = frozenset()
+    auto_completes: bool = False
 
 
 def read_model_code(path: Path) -> ModelCode:
@@ -56,7 +59,10 @@ def read_model_code(path: Path) -> ModelCode:
     if declared:
         extras = _extra_parameters(declared[-1], _package_imports(tree))
     imported = frozenset(attribute for _, attribute in _package_imports(tree).values())
-    return ModelCode(path, uses_package, frozenset(HOOKS) & methods, extras, imported=imported)
+    completes = "auto_complete_config" not in methods
+    return ModelCode(
+        path, uses_package, frozenset(HOOKS) & methods, extras, imported=imported, auto_completes=completes
+    )
 
 
 def _unknown(path: Path, uses_package: bool, problem: str | None = None) -> ModelCode:
