@@ -148,7 +148,8 @@ def odd_names(path: Path) -> Path:
 
 def zero_axis(path: Path) -> Path:
     """x [N,2] -> y = x[:, 0:0], an output with a zero-size axis [N,0], and z = -x [N,2]."""
-    starts, ends, axes = (numpy_helper.from_array(np.array([v], np.int64), n) for v, n in ((0, "s"), (0, "e"), (1, "a")))
+    bounds = ((0, "s"), (0, "e"), (1, "a"))
+    starts, ends, axes = (numpy_helper.from_array(np.array([v], np.int64), n) for v, n in bounds)
     graph = helper.make_graph(
         [helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]), helper.make_node("Neg", ["x"], ["z"])],
         "zero_axis",
