@@ -46,15 +46,19 @@ class LoadResult:
 
 
 def load_models(
-    repository: Path, models: Sequence[str], *, load_timeout: float = DEFAULT_LOAD_TIMEOUT, log_verbose: int = 0
+    repository: Path,
+    models: Sequence[str],
+    *,
+    load_timeout: float = DEFAULT_LOAD_TIMEOUT,
+    server: TritonServer | None = None,
 ) -> list[LoadResult]:
-    """Load, inspect and unload each of ``models`` of ``repository`` in one fresh tritonserver;
-    ServerError when no tritonserver can be found or started."""
-    results = []
-    with TritonServer(repository, model_control_mode="explicit", exit_on_error=False, log_verbose=log_verbose) as s:
-        for model in models:
-            results.append(_load_one(s, Path(repository), model, load_timeout))
-    return results
+    """Load, inspect and unload each of ``models`` of ``repository`` in one fresh tritonserver
+    (or in ``server``, running in explicit model-control mode on ``repository``); ServerError
+    when no tritonserver can be found or started."""
+    if server is not None:
+        return [_load_one(server, Path(repository), model, load_timeout) for model in models]
+    with TritonServer(repository, model_control_mode="explicit", exit_on_error=False) as started:
+        return [_load_one(started, Path(repository), model, load_timeout) for model in models]
 
 
 def _load_one(server: TritonServer, repository: Path, model: str, timeout: float) -> LoadResult:
