@@ -54,11 +54,23 @@ def load_models(
 ) -> list[LoadResult]:
     """Load, inspect and unload each of ``models`` of ``repository`` in one fresh tritonserver
     (or in ``server``, running in explicit model-control mode on ``repository``); ServerError
-    when no tritonserver can be found or started."""
-    if server is not None:
-        return [_load_one(server, Path(repository), model, load_timeout) for model in models]
-    with TritonServer(repository, model_control_mode="explicit", exit_on_error=False) as started:
-        return [_load_one(started, Path(repository), model, load_timeout) for model in models]
+    when no tritonserver can be found or started. A model that kills the server is reported
+    with the server's last words, and a fresh server loads the rest (not a given ``server``)."""
+    results: list[LoadResult] = []
+    pending = list(models)
+    while pending:
+        running = server or TritonServer(repository, model_control_mode="explicit", exit_on_error=False).start()
+        try:
+            while pending:
+                results.append(_load_one(running, Path(repository), pending.pop(0), load_timeout))
+                if running.process is None or running.process.poll() is not None:
+                    break
+        finally:
+            if server is None:
+                running.stop()
+        if server is not None:
+            break
+    return results
 
 
 def _load_one(server: TritonServer, repository: Path, model: str, timeout: float) -> LoadResult:
@@ -69,7 +81,12 @@ def _load_one(server: TritonServer, repository: Path, model: str, timeout: float
         if _POLL_FAILED in message:
             message = _poll_reason(server.log_text()[log_start:], model) or message
         if status == 0:
-            message = f"the load did not finish within {timeout:.0f} s ({message})"
+            code = server.process.poll() if server.process is not None else None
+            if code is not None:
+                last = _last_words(server.log_text()[log_start:])
+                message = f"tritonserver itself died while loading it (exit code {code}){': ' + last if last else ''}"
+            else:
+                message = f"the load did not finish within {timeout:.0f} s ({message})"
         return LoadResult(model, False, message)
     try:
         served = _get_json(server, f"/v2/models/{model}/config")
@@ -77,6 +94,11 @@ def _load_one(server: TritonServer, repository: Path, model: str, timeout: float
     finally:
         _post(server, f"/v2/repository/models/{model}/unload", timeout)
     return LoadResult(model, True, changes=changes)
+
+
+def _last_words(log: str) -> str:
+    """What a dying tritonserver printed: the uncaught exception ("terminate called ...", "what(): ...")."""
+    return " ".join(line.strip() for line in log.splitlines() if "terminate called" in line or "what():" in line)
 
 
 def _post(server: TritonServer, path: str, timeout: float) -> tuple[int, str]:
