@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -81,7 +82,7 @@ def _load_one(server: TritonServer, repository: Path, model: str, timeout: float
         if _POLL_FAILED in message:
             message = _poll_reason(server.log_text()[log_start:], model) or message
         if status == 0:
-            code = server.process.poll() if server.process is not None else None
+            code = _exit_code(server)
             if code is not None:
                 last = _last_words(server.log_text()[log_start:])
                 message = f"tritonserver itself died while loading it (exit code {code}){': ' + last if last else ''}"
@@ -94,6 +95,16 @@ def _load_one(server: TritonServer, repository: Path, model: str, timeout: float
     finally:
         _post(server, f"/v2/repository/models/{model}/unload", timeout)
     return LoadResult(model, True, changes=changes)
+
+
+def _exit_code(server: TritonServer, grace: float = 10.0) -> int | None:
+    """The server's exit code when the connection dropped because it is dying; None if it lives."""
+    if server.process is None:
+        return None
+    try:
+        return server.process.wait(grace)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _last_words(log: str) -> str:
@@ -153,7 +164,7 @@ def config_changes(file_config: Any, served: dict[str, Any]) -> Iterator[str]:
 
 def _flatten(message: Message, prefix: str = "") -> dict[str, str]:
     """Every set field of ``message`` as ``path -> value text``: ``input[x].dims -> [4]``
-    (repeated messages by their ``name`` when they have one, maps by key, enums by name)."""
+    (inputs and outputs by name, other repeated messages by index, maps by key, enums by name)."""
     flat: dict[str, str] = {}
     for field, value in message.ListFields():
         path = f"{prefix}.{field.name}" if prefix else field.name
@@ -167,8 +178,8 @@ def _flatten(message: Message, prefix: str = "") -> dict[str, str]:
                     flat[label] = repr(inner)
         elif field.message_type is not None and _repeated(field):
             for index, inner in enumerate(value):
-                name = getattr(inner, "name", "")
-                flat.update(_flatten(inner, f"{path}[{name if isinstance(name, str) and name else index}]"))
+                key = inner.name if field.name in ("input", "output") and inner.name else str(index)
+                flat.update(_flatten(inner, f"{path}[{key}]"))
         elif field.message_type is not None:
             inner_flat = _flatten(value, path)
             flat.update(inner_flat or {path: "{}"})

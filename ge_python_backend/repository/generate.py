@@ -270,6 +270,11 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
     layout.check(spec)
     if options.states and not options.sequence:
         raise ConfigError("--state needs --sequence (state is kept per sequence)")
+    if options.warmup and options.sequence:
+        raise ConfigError(
+            "--warmup with --sequence: Triton's warm-up requests carry no sequence correlation ID, which a stateful "
+            "model needs, so the load would fail ('failed to run warmup sample'); leave --warmup out"
+        )
     request = PlanRequest(
         layout=layout,
         states=frozenset(name for pair in options.states for name in (pair.input, pair.output)),

@@ -158,3 +158,12 @@ def test_a_generated_model_checks_clean_before_it_is_written(tmp_path, onnx_dir)
     """generate stages the folder and checks it; what it writes checks clean."""
     generate(models.linear(tmp_path / "a.onnx"), tmp_path / "repo", GenerateOptions(name="a"))
     assert check_repository(tmp_path / "repo", backends=tmp_path).problems == ()
+
+
+def test_warmup_of_a_stateful_model_is_refused(tmp_path, capsys, onnx_dir):
+    """Found by loading it: Triton's warm-up sample has no correlation ID, so the load fails."""
+    argv = ["generate", str(onnx_dir / "linear.onnx"), "-o", str(tmp_path / "r"), "--sequence", "--warmup"]
+    assert main(argv) == 2
+    assert "--warmup with --sequence: Triton's warm-up requests carry no sequence correlation ID" in one_line_error(
+        capsys, "generate"
+    )
