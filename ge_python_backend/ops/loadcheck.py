@@ -52,18 +52,20 @@ def load_models(
     *,
     load_timeout: float = DEFAULT_LOAD_TIMEOUT,
     server: TritonServer | None = None,
+    unload: bool = True,
 ) -> list[LoadResult]:
     """Load, inspect and unload each of ``models`` of ``repository`` in one fresh tritonserver
     (or in ``server``, running in explicit model-control mode on ``repository``); ServerError
     when no tritonserver can be found or started. A model that kills the server is reported
-    with the server's last words, and a fresh server loads the rest (not a given ``server``)."""
+    with the server's last words, and a fresh server loads the rest (not a given ``server``).
+    ``unload`` False keeps the models a given ``server`` loaded, serving."""
     results: list[LoadResult] = []
     pending = list(models)
     while pending:
         running = server or TritonServer(repository, model_control_mode="explicit", exit_on_error=False).start()
         try:
             while pending:
-                results.append(_load_one(running, Path(repository), pending.pop(0), load_timeout))
+                results.append(_load_one(running, Path(repository), pending.pop(0), load_timeout, unload))
                 if running.process is None or running.process.poll() is not None:
                     break
         finally:
@@ -74,7 +76,7 @@ def load_models(
     return results
 
 
-def _load_one(server: TritonServer, repository: Path, model: str, timeout: float) -> LoadResult:
+def _load_one(server: TritonServer, repository: Path, model: str, timeout: float, unload: bool) -> LoadResult:
     log_start = len(server.log_text())
     status, body = _post(server, f"/v2/repository/models/{model}/load", timeout)
     if status != 200:
@@ -93,7 +95,8 @@ def _load_one(server: TritonServer, repository: Path, model: str, timeout: float
         served = _get_json(server, f"/v2/models/{model}/config")
         changes = tuple(config_changes(read_config_file(repository / model / "config.pbtxt"), served))
     finally:
-        _post(server, f"/v2/repository/models/{model}/unload", timeout)
+        if unload:
+            _post(server, f"/v2/repository/models/{model}/unload", timeout)
     return LoadResult(model, True, changes=changes)
 
 
