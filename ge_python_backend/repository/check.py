@@ -486,11 +486,11 @@ class _ModelCheck:
             return config  # a written-out config: compare_io reports every contradiction, with more detail
         data = json_format.MessageToDict(config, preserving_proto_field_name=True)
         try:
-            filled = auto_complete(data, version_dir, parameters.extras or (), code.overrides)
+            auto_complete(data, version_dir, parameters.extras or (), code.overrides)
         except ConfigError as exc:
             self.error(self.config_path, f"GEModel's auto-complete fails the load: {exc}")
             return None
-        return json_format.ParseDict(data, mc.ModelConfig()) if filled else config
+        return json_format.ParseDict(data, mc.ModelConfig())
 
     def _check_classifier(self, config, extras: tuple[Parameter, ...], version_dir: Path, spec) -> None:
         """What the classification template's model.py checks at load (labels file, image input,

@@ -24,7 +24,7 @@ from ge_python_backend.engines import (
 )
 from ge_python_backend.engines.offline import read_model_spec
 from ge_python_backend.engines.registry import AUTO
-from ge_python_backend.errors import ConfigError
+from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.params import (
     Parameter,
     parse_bool,
@@ -261,7 +261,8 @@ def auto_complete(
     ``serving.plan`` exactly as ``ge-triton generate`` plans them. What the config declares is
     kept and checked (ConfigError naming the field, the model's value and the config's); a hook
     in ``overridden`` leaves its side (inputs for preprocess, outputs for postprocess) to the
-    config. Returns what was filled, one line each.
+    config. Returns what was filled, one line each. A model file that cannot be found or read
+    is left to ``initialize``, which opens it and reports what to fix (nothing is filled).
 
     Only ``max_batch_size``, ``input``, ``output``, the scheduler (when the config sets none)
     and ``model_transaction_policy`` survive auto-complete (CORE r24.10
@@ -274,8 +275,12 @@ def auto_complete(
         "model_name": str(config.get("name", "")),
     }
     settings = read_settings(args, extra_parameters)
-    path, kind = _model_file(settings, version_dir)
-    spec = _with_declared_dims(read_model_spec(path, kind), config, settings)
+    try:
+        path, kind = _model_file(settings, version_dir)
+        model_spec = read_model_spec(path, kind)
+    except GEError as exc:  # initialize opens the file and says what to fix, in its own words
+        return [f"nothing: the model file cannot be read here ({exc}); initialize reports it"]
+    spec = _with_declared_dims(model_spec, config, settings)
     states = frozenset(name for pair in settings.sequence_state for name in (pair.input, pair.output))
     request = PlanRequest(
         layout=settings.layout,
