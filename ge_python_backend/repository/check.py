@@ -4,16 +4,27 @@ Nothing is loaded or run: config.pbtxt is parsed with Triton's schema, model fil
 through ``modelfile.read_model_file`` and model.py through ``ast`` (``modelcode``). Checks:
 
 - config: parses, no fields tritonserver 2.51 does not know, ``name`` equals the folder name;
-- versions: numeric folders exist (and those ``version_policy`` names); backend python has
+- the server's own load rules, in its words (``_check_server_rules``): names, data types and
+  dims of every tensor, no empty reshape without batching, positive preferred sizes, control
+  tensors of the sequence batcher, warm-up dims, a version policy that selects a version;
+- versions: folders read as the server reads them (``versions``: leading zeros ignored, ``7abc``
+  read as 7, beyond int64 aborts the server: ``fatal``); backend python has
   ``<version>/model.py``; backend ge needs the ge backend installed (a warning);
 - parameters: known to GEModel, the engines, Triton or model.py's ``extra_parameters``, and
   well-formed (parsed by the same ``Parameter`` parsers GEModel uses);
 - engine and model file: present, of the kind the engine runs;
+- a config GEModel's auto-complete would complete is completed first, exactly as at load
+  (``triton.settings.auto_complete``), and its contradictions are reported as the load reports them;
 - I/O: names, data types and dims (batch axis removed when ``max_batch_size`` > 0) agree with
   the model file, unless model.py overrides ``preprocess``/``postprocess``;
 - batching: ``max_batch_size`` within the model's batch gears, preferred sizes gears and
-  <= ``max_batch_size``, no ``dynamic_batching`` without batching, warm-up inputs known;
+  <= ``max_batch_size``, no ``dynamic_batching`` without batching, warm-up inputs known, and
+  no batching where an output keeps its batch off axis 0 or carries none;
+- the classification template's load checks (labels file, image size, top_k);
 - instance groups: no KIND_GPU on an NPU engine.
+
+What only the server can tell (no GPU on this machine, ...) is ``check --load``'s
+(``ops.loadcheck``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ge_python_backend import GEModel
+from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import format_config, read_config_file
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.sim import sim_compile
@@ -70,6 +71,8 @@ def test_a_batching_config_for_an_output_batched_on_axis_1_fails_the_load(tmp_pa
     message = "output 'y' keeps the batch on axis 1 \\(\\[4,-1\\]\\)"
     with pytest.raises(pb_utils.TritonModelException, match=message), ModelHarness(Model, folder):
         pass
+    errors = check_repository(folder.parent, backends=tmp_path).errors
+    assert any("output 'y' keeps the batch on axis 1 ([4,-1])" in e.message for e in errors)
 
 
 def test_om_scalar_output_serves_exact_gears_and_refuses_others_alone(tmp_path):
