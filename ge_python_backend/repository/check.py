@@ -216,10 +216,10 @@ class _ModelCheck:
         if max_batch < 0:
             self.error(self.config_path, f"max_batch_size is {max_batch}; expected 0 (no batching) or more")
         if config.HasField("dynamic_batching") and max_batch <= 0:
-            self.error(
+            self.warning(
                 self.config_path,
-                "dynamic_batching needs max_batch_size > 0; with max_batch_size 0 requests "
-                "run alone: remove dynamic_batching or set max_batch_size",
+                "dynamic_batching has no effect with max_batch_size 0 (tritonserver loads it, requests "
+                "run alone): remove dynamic_batching or set max_batch_size",
             )
         for preferred in _preferred_sizes(config):
             if max_batch > 0 and not 1 <= preferred <= max_batch:

@@ -110,6 +110,21 @@ REFUSED = {
     ),
 }
 
+#: configs the server takes although they look odd: any data type but TYPE_INVALID (BF16 too; generate
+#: still refuses BF16 because the Python backend cannot hand it over as numpy), any tensor name,
+#: dynamic_batching without batching (it has no effect), an empty reshape when batching
+ACCEPTED = {
+    "bf16": 'input [{name: "x" data_type: TYPE_BF16 dims: [1]}] output [{name: "y" data_type: TYPE_FP32 dims: [1]}]',
+    "odd_tensor_names": (
+        'input [{name: "a.b/c d" data_type: TYPE_FP32 dims: [1]}] output [{name: "y" data_type: TYPE_FP32 dims: [1]}]'
+    ),
+    "dynamic_batching_without_batching": f"dynamic_batching {{}} {IO}",
+    "empty_reshape_with_batching": (
+        'max_batch_size: 4 input [{name: "x" data_type: TYPE_FP32 dims: [1] reshape {shape: []}}] '
+        'output [{name: "y" data_type: TYPE_FP32 dims: [1]}]'
+    ),
+}
+
 #: rule -> generate arguments (model file key, flags) whose folder must load
 GENERATED = {
     "dims_empty": ("rank0", ()),
@@ -137,7 +152,7 @@ def checked(tmp_path_factory):
     """(repository, stdout and exit code of `ge-triton check REPO --load`)."""
     root = tmp_path_factory.mktemp("rules")
     repo = root / "repo"
-    for name, (body, _) in REFUSED.items():
+    for name, body in [(n, b) for n, (b, _) in REFUSED.items()] + list(ACCEPTED.items()):
         (repo / name / "1").mkdir(parents=True)
         (repo / name / "1" / "model.py").write_text(PLAIN_MODEL)
         model_name = "other" if name == "misnamed" else name
@@ -193,6 +208,12 @@ def test_the_offline_check_finds_it_too(checked, rule):
         assert errors == expected
     else:
         assert errors, f"check found nothing wrong with {rule}"
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_the_server_takes_these(checked, report, name):
+    repo, _ = checked
+    assert f"{repo / name}: loaded by tritonserver" in report[1]
 
 
 @pytest.mark.parametrize("rule", sorted(GENERATED))
