@@ -62,7 +62,8 @@ class Layout:
         return tuple(t.name for t in spec.inputs if self.axis(t.name) is None)
 
     def check(self, spec: ModelSpec) -> None:
-        """Every named tensor exists and every batch axis is within its rank."""
+        """Every named tensor exists, every batch axis is within its rank, and a scalar input of a
+        model that batches is unbatched."""
         tensors = {t.name: t for t in spec.inputs + spec.outputs}
         for name, axis in self.axes.items():
             if name not in tensors:
@@ -74,6 +75,16 @@ class Layout:
             rank = len(tensors[name].shape)
             if axis is not None and not 0 <= axis < rank:
                 raise ConfigError(f"batch axis {axis} of {name!r} is outside its rank {rank}")
+        if spec.batch.kind == "none":
+            return
+        for tensor in spec.inputs:
+            if not tensor.shape and not tensor.dynamic_rank and self.axis(tensor.name) is not None:
+                raise ConfigError(
+                    f"input {tensor.name!r} is a scalar (rank 0), but the model batches its other inputs "
+                    f"({spec.batch.kind} batch{' ' + ', '.join(map(str, spec.batch.sizes)) if spec.batch.sizes else ''}"
+                    f"), so it has no batch axis to batch on: list it in parameter unbatched_inputs "
+                    f"(ge-triton generate --unbatched-inputs {tensor.name}): one value per request"
+                )
 
     def _moved(self, tensor: TensorSpec) -> TensorSpec:
         axis = self.axis(tensor.name)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ge_python_backend import GEModel
+from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import format_config, read_config_file
 from ge_python_backend.repository.generate import GenerateOptions, generate
@@ -137,3 +138,28 @@ def test_open_rank_tensors_take_the_configs_rank(tmp_path):
     with ModelHarness(Model, folder) as model:
         (response,) = model.infer([request(x=x)])
     np.testing.assert_array_equal(outputs(response)["y"], corpus.reference(onnx_file, {"x": x})["y"])
+
+
+def test_an_om_scalar_input_names_itself_and_the_flag(tmp_path):
+    """Finding: a simulated .om with a scalar input and no --unbatched-inputs failed to load with
+    "IndexError: list assignment index out of range". Now generate (and GEModel, for a config
+    without the parameter) name the input and the flag; with it, the model serves."""
+    onnx_file = corpus.rank0(tmp_path / "rank0.onnx")
+    sim_compile(onnx_file, tmp_path / "rank0.om", batch_gears=(1, 2))
+    message = r"input 's' is a scalar \(rank 0\), but the model batches its other inputs .* --unbatched-inputs s"
+    with pytest.raises(ConfigError, match=message):
+        generate(tmp_path / "rank0.om", tmp_path / "repo", GenerateOptions(name="r"))
+    folder = generate(
+        tmp_path / "rank0.om", tmp_path / "repo", GenerateOptions(name="r", unbatched_inputs=("s",))
+    ).model_dir
+    x, gain = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1.5], np.float32)
+    with ModelHarness(Model, folder) as model:
+        (response,) = model.infer([request(x=x, s=gain)])
+    got, expected = outputs(response), corpus.reference(onnx_file, {"x": x, "s": gain})
+    for name in ("y", "t"):
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-6)
+    config = read_config_file(folder / "config.pbtxt")
+    del config.parameters["unbatched_inputs"]
+    (folder / "config.pbtxt").write_text(format_config(config))
+    with pytest.raises(pb_utils.TritonModelException, match="parameter unbatched_inputs"), ModelHarness(Model, folder):
+        pass
