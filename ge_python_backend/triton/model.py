@@ -74,8 +74,10 @@ class GEModel:
         name = config.get("name", "?")
         try:
             filled = auto_complete(config, Path(pb_utils.get_model_dir()), cls.extra_parameters, cls._overridden())
-        except GEError as exc:
+        except GEError as exc:  # what the user must fix: the message says what
             raise pb_utils.TritonModelException(f"model {name!r}: auto-complete: {exc}") from None
+        except Exception as exc:  # a bug: one line for the load error, the stub logs the traceback
+            raise pb_utils.TritonModelException(f"model {name!r}: auto-complete: {type(exc).__name__}: {exc}") from exc
         if filled:
             pb_utils.Logger.log_info(f"model {name!r}: auto-complete filled " + "; ".join(filled))
         return auto_complete_model_config
