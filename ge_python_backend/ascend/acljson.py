@@ -174,6 +174,17 @@ def problems(config: AclJson) -> list[AclJsonProblem]:
     return found
 
 
+def ignored_keys(config: AclJson) -> list[str]:
+    """Keys under ``dump`` that CANN reads nowhere. acl.init does not refuse them, it ignores them
+    (dump_config_converter.cpp reads only the keys of dump_config_converter.h 22-72), so a misspelt
+    key silently changes nothing: the engine refuses them at load instead."""
+    dump = config.dump
+    if dump is None:
+        return []
+    known = (*DUMP_VALUES, *DUMP_LISTS)
+    return [f"dump.{key}" for key in dump if key not in known]
+
+
 def _dump_problems(dump: Any) -> list[tuple[str, str]]:
     if not isinstance(dump, Mapping):
         return [("", "must be an object")]

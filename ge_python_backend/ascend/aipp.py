@@ -556,16 +556,14 @@ def request_overrides(parameters: Mapping[str, Any], base: AippConfig) -> AippOv
     """The AIPP fields a request's parameters set (others are ignored); ConfigError naming a bad one."""
     values: dict[str, Any] = {}
     vectors: dict[str, list[Any]] = {}
-    rows = [list(row) for row in base.matrix] if base.matrix else None
+    entries: dict[str, int] = {}
     for key, raw in parameters.items():
         if key not in REQUEST_FIELDS:
             continue
         text = str(raw).lower() if isinstance(raw, bool) else str(raw)
         where = f"request parameter {key}"
         if key in _MATRIX_FIELDS:
-            if rows is None:
-                rows = [list(row) for row in DEFAULT_MATRIX_RGB]
-            rows[int(key[8])][int(key[10])] = _value(text, int, where)
+            entries[key] = _value(text, int, where)
             continue
         vector = re.fullmatch(r"(input_bias|output_bias|mean_chn|min_chn|var_reci_chn)_(\d)", key)
         if vector:
@@ -575,6 +573,14 @@ def request_overrides(parameters: Mapping[str, Any], base: AippConfig) -> AippOv
             continue
         values[key] = _scalar(key, text, where)
     values.update((name, tuple(v)) for name, v in vectors.items())
-    if rows is not None and rows != [list(r) for r in base.matrix]:
-        values["matrix"] = tuple((r[0], r[1], r[2]) for r in rows)
+    if entries:
+        # matrix fields change the base's matrix, else ATC's default for the format in force
+        # (aipp_op.cc SetCscDefaultValue 776-805), as in an aipp.cfg
+        fmt = values.get("input_format", base.input_format)
+        default = DEFAULT_MATRIX_YUV if fmt is AippInputFormat.YUV420SP_U8 else DEFAULT_MATRIX_RGB
+        rows = [list(row) for row in (base.matrix or default)]
+        for key, value in entries.items():
+            rows[int(key[8])][int(key[10])] = value
+        if rows != [list(r) for r in base.matrix]:
+            values["matrix"] = tuple((r[0], r[1], r[2]) for r in rows)
     return AippOverrides(values)

@@ -229,7 +229,13 @@ class ModelLayout:
         return [filled.get(t.name, t.dims) for t in self.inputs]
 
     def _key(self, shapes: Sequence[Shape]) -> tuple[Shape, ...]:
-        return tuple(s for s, t in zip(shapes, self.inputs) if not t.free)
+        """What picks the gear: the fixed inputs' shapes, and the batch axis of a dynamic-AIPP image
+        in a dynamic-batch model (its batch follows the gear; only its image size is free)."""
+        return tuple(
+            s if not t.free else s[:1]
+            for s, t in zip(shapes, self.inputs)
+            if not t.free or (self.kind == "batch" and t.dynamic_aipp and t.dims and t.dims[0] < 0)
+        )
 
     def input_shapes(self, g: int) -> dict[str, Shape]:
         """Every input's shape at gear ``g`` (a free input: its declared dims, with -1)."""
@@ -275,7 +281,11 @@ class ModelLayout:
         try:
             return self._by_shapes[self._key(concrete)]
         except KeyError:
-            asked = ", ".join(f"{n} {format_shape(s)}" for n, s, t in zip(names, concrete, self.inputs) if not t.free)
+            asked = ", ".join(
+                f"{n} {format_shape(s)}"
+                for n, s, t in zip(names, concrete, self.inputs)
+                if not t.free or (self.kind == "batch" and t.dynamic_aipp)
+            )
             raise ValueError(f"the model cannot run {asked}; it runs {self.runnable()}") from None
 
     def _free_problem(self, tensor: LayoutTensor, shape: Shape) -> str | None:

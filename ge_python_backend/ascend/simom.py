@@ -19,7 +19,9 @@ The JSON description mirrors what ATC bakes into a real .om::
      "outputs": [{... "dims" at the largest gear, "size" at the largest gear}, ...],
      "gear_kind": "" | "batch" | "hw" | "dims" | "range",
      "gears": [[...], ...]          (dims: the -1 values in shape_order, as ATC's _pred_value_<i>),
-     "shape_order": [names]         (dims: ATC's --input_shape order, user_designate_shape_order),
+     "shape_order": [names]         (dims: ATC's --input_shape order, user_designate_shape_order;
+                                     a file without it runs with the dynamic inputs in model order,
+                                     and SimOm.shape_order_recorded says it was not recorded),
      "gear_outputs": [[output dims, ...] per gear],
      "producer": {"tool": ..., ...}}
 
@@ -87,6 +89,10 @@ class SimOm:
     model_inputs: tuple[ModelInput, ...]
     producer: Mapping[str, str]
     onnx: bytes
+    #: the file records the --input_shape order of a dims model. A file without it (written with this
+    #: False) still runs on the simulator, with the dynamic inputs in model order (the layout's default),
+    #: but a reader cannot tell that order from a guess
+    shape_order_recorded: bool = True
 
     @property
     def all_inputs(self) -> tuple[LayoutTensor, ...]:
@@ -145,15 +151,16 @@ def _tensor_json(entry: ModelInput | LayoutTensor) -> dict[str, Any]:
 
 
 def encode_sim_om(om: SimOm) -> bytes:
-    description = {
+    description: dict[str, Any] = {
         "inputs": [_tensor_json(m) for m in om.model_inputs],
         "outputs": [_tensor_json(t) for t in om.layout.outputs],
         "gear_kind": om.layout.kind,
         "gears": [list(g) for g in om.layout.gears],
-        "shape_order": list(om.layout.shape_order),
         "gear_outputs": [[list(s) for s in shapes] for shapes in om.layout.gear_outputs],
         "producer": dict(om.producer),
     }
+    if om.shape_order_recorded:
+        description["shape_order"] = list(om.layout.shape_order)
     text = json.dumps(description, indent=1).encode()
     return _HEADER.pack(MAGIC, VERSION, len(text), len(om.onnx)) + text + om.onnx
 
@@ -187,7 +194,9 @@ def decode_sim_om(data: bytes, origin: str = "<memory>") -> SimOm:
         layout, model_inputs = _layout(description, version)
     except (ValueError, KeyError, TypeError, ConfigError) as exc:
         raise OmFormatError(f"{origin}: offset {_HEADER.size}: bad JSON description: {exc}") from None
-    return SimOm(layout, model_inputs, dict(description.get("producer", {})), data[_HEADER.size + json_len :])
+    recorded = version == 1 or "shape_order" in description  # version 1: the order is its convention
+    producer = dict(description.get("producer", {}))
+    return SimOm(layout, model_inputs, producer, data[_HEADER.size + json_len :], recorded)
 
 
 def _tensor(entry: Mapping[str, Any]) -> LayoutTensor:

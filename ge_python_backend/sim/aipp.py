@@ -178,12 +178,21 @@ def encode_dynamic(head: AippConfig, batches: list[AippConfig]) -> bytes:
     return data
 
 
+_FORMAT_CODES = frozenset(f.value for f in AippInputFormat)
+
+
+def _batches_in(size: int) -> int:
+    return (size - DYNAMIC_AIPP_HEAD_BYTES) // DYNAMIC_AIPP_BATCH_BYTES
+
+
 def decode_dynamic(data: bytes) -> tuple[AippConfig, list[AippConfig]] | None:
-    """The head and per-batch configs of a parameter block; None when it was never set (input format 0)."""
+    """The head and per-batch configs of a parameter block; None when set_input_aipp never wrote it:
+    its input format is not an aclAippInputFormat (fresh device memory holds garbage, not zeros) or
+    its image count does not fit the block."""
     head = _HEAD.unpack_from(data)
-    if head[0] == 0:
-        return None
     fmt, csc, rbuv, ax, count, src_w, src_h = head[:7]
+    if fmt not in _FORMAT_CODES or not 0 < count <= _batches_in(len(data)):
+        return None
     matrix = head[7:16]
     base = AippConfig(
         aipp_mode=AippMode.DYNAMIC,

@@ -336,7 +336,10 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
                 continue
             block = sim.read(inputs[index].addr, entry.tensor.size, True, f"input {entry.tensor.name!r}")
             decoded = decode_dynamic(block)
-            if decoded is None:  # the docs require set_input_aipp before execute (aipp_intro.md)
+            if decoded is None:
+                # "call aclmdlSetInputAIPP before aclmdlExecute" (ATC AIPP/aipp_intro.md 33). CANN's host
+                # checks nothing here and what the device does with an unset block is not documented
+                # (davinci_model.cc 6577-6580 only skips the size check): the simulator refuses the run.
                 raise AclFail(
                     MODEL_EXECUTE,
                     f"the dynamic-AIPP parameters of input {entry.image!r} were never set: "

@@ -73,9 +73,19 @@ class RtApi(Namespace):
 
     @acl_function("i", outputs=(0,))
     def create_context(self, device_id):
+        """A context holds streams of its own (05_context_management.md 67-78): 207008 when the
+        device has no room for them."""
         sim = self._sim
         sim.check_device_id(device_id)
+        limits = device_limits(sim.config.soc_name)
         context = sim.add(sim.contexts, lambda handle: Context(handle, device_id, default=False))
+        if limits is not None and sim.streams_in_use(device_id) > limits.streams:
+            del sim.contexts[context]
+            raise AclFail(
+                NO_STREAM,
+                f"device {device_id} ({sim.config.soc_name}) has {limits.streams} streams: no room for "
+                f"the streams of a new context",
+            )
         sim.bind(context)
         return context
 
@@ -114,8 +124,9 @@ class RtApi(Namespace):
 
     @acl_function("", outputs=(0,))
     def create_stream(self):
-        """207008 past the SoC's streams per device, the default stream and each loaded model's
-        counted (06_stream_management.md 81-96; the simulator gives every model one stream)."""
+        """207008 past the SoC's streams per device, the default stream, each created context's and
+        each loaded model's counted (06_stream_management.md 81-96, 05_context_management.md 67-78;
+        the simulator gives every model one stream)."""
         sim = self._sim
         context = sim.current_context()
         limits = device_limits(sim.config.soc_name)
@@ -123,7 +134,7 @@ class RtApi(Namespace):
             raise AclFail(
                 NO_STREAM,
                 f"device {context.device} ({sim.config.soc_name}) has {limits.streams} streams, "
-                "all in use (the default stream and each loaded model's included)",
+                "all in use (the default stream, each context's and each loaded model's included)",
             )
         return sim.add(sim.streams, lambda handle: Stream(handle, context.handle))
 

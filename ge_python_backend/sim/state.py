@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ge_python_backend.ascend.constants import RET_CODES, ret_code
+from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
 from ge_python_backend.sim.dfx import DumpState, ProfilingState
 from ge_python_backend.sim.faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultPlan, FaultState
 from ge_python_backend.sim.memory import DeviceMemory, HostMemory, read_host, write_host
@@ -372,11 +373,18 @@ class SimState:
         return [m for m in self.models.values() if addr in (m.weight_ptr, m.work_ptr)]
 
     def streams_in_use(self, device: int) -> int:
-        """Streams of ``device``: its default stream, those created and one per loaded model."""
-        contexts = {c.handle for c in self.contexts.values() if c.device == device}
-        created = sum(1 for s in self.streams.values() if s.context in contexts)
+        """Streams of ``device``: its default stream (bound by set_device, or by the first
+        create_context), each created context's own (1, or 2 on the Atlas inference series in EP
+        form: 05_context_management.md 67-78), those created and one per loaded model."""
+        on_device = [c for c in self.contexts.values() if c.device == device]
+        created_contexts = [c for c in on_device if not c.default]
+        limits = device_limits(self.config.soc_name)
+        per_context = limits.context_streams(self.config.run_mode == "device") if limits is not None else 1
+        handles = {c.handle for c in on_device}
+        created = sum(1 for s in self.streams.values() if s.context in handles)
         models = sum(1 for m in self.models.values() if m.device == device)
-        return (device in self.devices) + created + models
+        default = DEVICE_DEFAULT_STREAMS if device in self.devices or created_contexts else 0
+        return default + per_context * len(created_contexts) + created + models
 
     def events_in_use(self, device: int) -> int:
         contexts = {c.handle for c in self.contexts.values() if c.device == device}

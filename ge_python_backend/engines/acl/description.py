@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,11 @@ def read_plan(acl: Any, desc: int, model_id: int, model_path: Path) -> ModelPlan
             order, gears = _dims_order(gears, clients, model_path)
     elif any(-1 in t.dims and not t.dynamic_aipp for t in clients):
         kind = "range"
-        clients = [_with_ranges(acl, desc, inputs, t) for t in clients]
+        ranged = {t.name: _with_ranges(acl, desc, inputs, t) for t in clients}
+        clients = list(ranged.values())
+        # the buffers are made from ``inputs``: they must carry the ranges too (a range input is
+        # sized by its largest shape and viewed per run, never at its -1 dims)
+        inputs = [replace(r, tensor=ranged[r.tensor.name]) if r.tensor is not None else r for r in inputs]
     layout = ModelLayout(tuple(clients), tuple(outputs), kind, gears, shape_order=order)
     aipp_inputs = {r.aipp_of: r.index for r in inputs if r.aipp_of}
     return ModelPlan(layout, tuple(inputs), tuple(t.size for t in outputs), dynamic_index, aipp_inputs, networks)
@@ -360,7 +364,8 @@ def _dims_order(
 
 
 def _file_order(model_path: Path) -> tuple[str, ...]:
-    """The --input_shape order recorded in the model file ("" when it cannot be read)."""
+    """The --input_shape order recorded in the model file (() when it cannot be read, or the file
+    does not record it: the readers then offer a guess, which the gears must decide instead)."""
     from ge_python_backend.ascend.om import read_om
     from ge_python_backend.ascend.simom import is_sim_om, load_sim_om
 
@@ -368,8 +373,10 @@ def _file_order(model_path: Path) -> tuple[str, ...]:
         with model_path.open("rb") as handle:
             head = handle.read(8)
         if is_sim_om(head):
-            return load_sim_om(model_path).layout.shape_order
-        return tuple(read_om(model_path).shape_order)
+            om = load_sim_om(model_path)
+            return om.layout.shape_order if om.shape_order_recorded else ()
+        found = read_om(model_path)
+        return tuple(found.shape_order) if found.shape_order_recorded else ()
     except (OSError, OmFormatError, AttributeError) as exc:
         LOG.debug("the --input_shape order of %s is not readable (%s); finding it from the gears", model_path, exc)
         return ()

@@ -21,11 +21,11 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.ascend.acljson import problems, read_acl_json
+from ge_python_backend.ascend.acljson import ignored_keys, problems, read_acl_json
 from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, request_overrides
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPolicy
 from ge_python_backend.ascend.layout import Shape
-from ge_python_backend.ascend.limits import device_limits
+from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
 from ge_python_backend.engines.acl.options import PARAMETERS, AclOptions, ProfilingPlan
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, check_handle, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
@@ -103,22 +103,27 @@ class AclEngine(Engine):
     # -- load ----------------------------------------------------------------------------------
 
     def _check_limits(self, slots: int, peers: int) -> None:
-        """Refuse a config that asks for more streams or events than the device has (counted
-        per model copy: its slot's stream and the model's own, plus the timing events), naming
-        the limit, the count and the parameter to lower (06_stream_management.md 81-96,
-        07_event_management.md 81-107)."""
+        """Refuse a config that asks for more streams or events than the device has, naming the
+        limit, the count and the parameter to lower (06_stream_management.md 81-96,
+        07_event_management.md 81-107). Each of the ``peers`` instances is a process of its own
+        with the device's default stream and this engine's context, whose streams count too
+        (04_device_management.md 86, 05_context_management.md 67-78), and per model copy its
+        slot's stream and the model's own (davinci_model.cc 1439-1515), plus the timing events."""
         limits = device_limits(self._acl.get_soc_name())
         if limits is None:
             return
         copies = slots * peers
         events = SLOT_EVENTS if self._options.timing_events else 0
-        need_streams = 1 + copies * (SLOT_STREAMS + 1)  # the default stream; per copy its stream and the model's
+        context = limits.context_streams(self.device_mode)
+        per_instance = DEVICE_DEFAULT_STREAMS + context + slots * (SLOT_STREAMS + 1)
+        need_streams = peers * per_instance
         need_events = copies * events
         where = f"{peers} instance(s) x {slots} stream(s) on device {self._device_id} ({limits.family})"
         if need_streams > limits.streams:
             raise ConfigError(
-                f"{where} need {need_streams} streams (each model copy its own stream and the model's, and the "
-                f"default stream); the device has {limits.streams}: lower parameter 'streams' or the instance count"
+                f"{where} need {need_streams} streams ({per_instance} per instance: the device's default "
+                f"stream, {context} of its context, and each model copy its own stream and the model's); the "
+                f"device has {limits.streams}: lower parameter 'streams' or the instance count"
             )
         if need_events > limits.events:
             raise ConfigError(
@@ -264,9 +269,13 @@ class AclEngine(Engine):
             self._profiling.batch_done()
 
     def device_memory(self) -> tuple[int, int] | None:
-        """(free, total) of the device's memory (get_mem_info; free excludes system-reserved memory)."""
+        """(free, total) of the device's memory (get_mem_info; free excludes system-reserved memory),
+        from any thread (it binds the engine's context first); None when it cannot be read."""
         acl = self._acl
-        free, total, ret = acl.rt.get_mem_info(ACL_HBM_MEM)
+        with self._lock:
+            if not self._context or acl.rt.set_context(self._context) != ACL_SUCCESS:
+                return None
+            free, total, ret = acl.rt.get_mem_info(ACL_HBM_MEM)
         if ret != ACL_SUCCESS:
             return None
         return int(free), int(total)
@@ -398,9 +407,10 @@ def prepare_options(options: Mapping[str, Any], model_path: Path) -> AclOptions:
         if path is None:
             continue
         config = read_acl_json(path)
-        found = [p for p in problems(config) if sections is None or p.key.startswith(sections)]
+        found = [str(p) for p in problems(config) if sections is None or p.key.startswith(sections)]
+        found += [f"{key}: is not a key CANN reads (it would be ignored)" for key in ignored_keys(config)]
         if found:
-            raise ConfigError(f"parameter {name!r}: {path}: " + "; ".join(str(p) for p in found))
+            raise ConfigError(f"parameter {name!r}: {path}: " + "; ".join(found))
         for key, folder in config.output_folders():
             _writable(folder, f"parameter {name!r}: {path}: {key}")
     if parsed.profiling is not None:

@@ -462,6 +462,12 @@ class AclSlot(Slot):
                 dim, ret = acl.get_tensor_desc_dim_v2(desc, axis)
                 check(acl, ret, "acl.get_tensor_desc_dim_v2", f"reading the shape of output {buffer.name!r}")
                 dims.append(int(dim))
+            assert buffer.tensor is not None
+            if len(dims) != len(buffer.tensor.dims):
+                raise EngineError(
+                    f"after execute, the tensor desc of output {buffer.name!r} has {len(dims)} dims "
+                    f"{format_shape(tuple(dims))}; the model's output has {format_shape(buffer.tensor.dims)}"
+                )
             shapes.append(tuple(dims))
         return tuple(shapes)
 
