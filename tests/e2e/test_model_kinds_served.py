@@ -7,13 +7,9 @@ generate`` from a sim-OM; one server serves all four.
 
 from __future__ import annotations
 
-import queue
-
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat, AippMode
 from ge_python_backend.cli import main
@@ -21,7 +17,7 @@ from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.sim import sim_compile
 from tests.support import acl_sim_nets as nets
 from tests.support.aipp_reference import crop, normalise
-from tests.support.clients import url
+from tests.support.clients import infer_many, url
 
 pytestmark = pytest.mark.e2e
 PROTOCOLS = ["grpc", "http"]
@@ -102,47 +98,8 @@ def server(built):
 
 def infer_all(protocol, address, model, requests):
     """Send every (inputs, parameters) request at once; [(outputs | None, error | None)] in order."""
-    module = httpclient if protocol == "http" else grpcclient
-
-    def tensors(arrays):
-        found = []
-        for name, array in arrays.items():
-            tensor = module.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
-            tensor.set_data_from_numpy(array)
-            found.append(tensor)
-        return found
-
-    results: list = [None] * len(requests)
-    if protocol == "http":
-        client = httpclient.InferenceServerClient(address, concurrency=len(requests))
-        jobs = [client.async_infer(model, tensors(a), parameters=p or None) for a, p in requests]
-        for index, job in enumerate(jobs):
-            try:
-                result = job.get_result()
-                names = [o["name"] for o in result.get_response()["outputs"]]
-                results[index] = ({n: result.as_numpy(n) for n in names}, None)
-            except InferenceServerException as exc:
-                results[index] = (None, exc)
-        client.close()
-        return results
-    client = grpcclient.InferenceServerClient(address)
-    done: queue.Queue = queue.Queue()
-    for index, (arrays, parameters) in enumerate(requests):
-        client.async_infer(
-            model,
-            tensors(arrays),
-            callback=lambda result, error, i=index: done.put((i, result, error)),
-            parameters=parameters or None,
-        )
-    for _ in requests:
-        index, result, error = done.get(timeout=60)
-        if error is not None:
-            results[index] = (None, error)
-        else:
-            names = [o.name for o in result.get_response().outputs]
-            results[index] = ({n: result.as_numpy(n) for n in names}, None)
-    client.close()
-    return results
+    arrays = [a for a, _ in requests]
+    return infer_many(protocol, address, model, arrays, len(requests), [p for _, p in requests])
 
 
 def assert_as_onnxruntime(outputs, onnx_path, feeds, tolerance=1e-6):
