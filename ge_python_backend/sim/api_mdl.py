@@ -383,7 +383,9 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         with sim.lock:
             sim.check_device()
             for index, (tensor, buffer, result) in enumerate(zip(layout.outputs, outputs, results)):
-                if result.nbytes > buffer.size:  # a hybrid/RT2 model fails generically (500002, notes 4.8)
+                # too small: RT2 fails generically (hybrid_model_executor.cc 262-269, memory_copy.cc
+                # 566-572), which ACL_GET_ERRCODE_GE makes 500002 (error_codes_inner.h 24-28)
+                if result.nbytes > buffer.size:
                     code = GE_FAILURE if layout.kind == "range" else OUTPUT_NOT_MATCH
                     raise AclFail(
                         code,

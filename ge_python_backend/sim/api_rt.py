@@ -1,4 +1,7 @@
-"""``acl.rt``: devices, contexts, streams, memory, copies and events (pyacl.md §3)."""
+"""``acl.rt``: devices, contexts, streams, memory, copies and events.
+
+The rules and their sources in hicann/runtime are listed in docs/fidelity.md (sections 2-4).
+"""
 
 from __future__ import annotations
 
@@ -105,7 +108,7 @@ class RtApi(Namespace):
             raise AclFail(
                 INVALID_PARAM,
                 f"context {context:#x} still owns {', '.join(owned)}; destroy its events "
-                f"and streams and unload its models first (pyacl.md §10)",
+                f"and streams and unload its models first",  # a simulator rule (inferred): no source found
             )
         sim.remove(sim.contexts, context, "context")
 
@@ -285,9 +288,10 @@ class RtApi(Namespace):
 
     @acl_function("kkkkik", locked=False)
     def memcpy_async(self, dst, dest_max, src, count, kind, stream):
-        """Both addresses 64-byte aligned, else 107008 (CANN 8.5/9.0 aclrtMemcpyAsync.md 44-45; the
-        code is the runtime's for an unaligned address, acl_base_rt.h); host memory not from
-        malloc_host makes the call wait for the copy."""
+        """Both addresses 64-byte aligned, else 107008 (CANN 8.5/9.0 docs/api_docs/aclrtMemcpyAsync.md:44;
+        107008 ACL_ERROR_RT_ADDR_UNALIGNED is rt_error_codes.h:29, the runtime's mapping of
+        RT_ERROR_MEMORY_ADDRESS_UNALIGNED, errcode_manage.cc:315); host memory not from malloc_host
+        makes the call wait for the copy (11-03_memory_copy_and_set.md 136-140)."""
         with self._sim.lock:
             alignment = self._sim.config.memcpy_alignment
             for side, addr in (("destination", dst), ("source", src)):

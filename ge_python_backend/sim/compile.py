@@ -518,7 +518,7 @@ def _range(dim: Dim) -> tuple[int, int]:
 
 def _sized(tensor: LayoutTensor, layout: ModelLayout) -> LayoutTensor:
     """``tensor`` with ``get_input_size_by_index``'s size: the largest gear's bytes (each input its
-    own largest, multi_batch_clone_pass.cc 1150-1167), a range's largest (0 when unbounded,
+    own largest, multi_batch_clone_pass.cc 1169-1191), a range's largest (0 when unbounded,
     model_om2.cpp 426-458), an AIPP image's as ATC computes it (kept)."""
     if tensor.size:
         return tensor

@@ -21,7 +21,7 @@ NOT_A_GEAR = ret_code("ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID")
 MODEL_EXECUTE = ret_code("ACL_ERROR_RT_MODEL_EXECUTE")
 #: "index" of the gear lookups is reserved: (size_t)-1 (model_om2.cpp 1846-1921)
 RESERVED_INDEX = (1 << 64) - 1
-#: aclmdlIODims holds 128 dims (acl_mdl.h ACL_MAX_DIM_CNT)
+#: aclmdlIODims holds 128 dims (ACL_MAX_DIM_CNT, hicann/ge inc/external/acl/acl_mdl.h:25)
 MAX_DIMS = 128
 
 

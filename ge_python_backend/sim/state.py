@@ -55,8 +55,9 @@ class SimConfig:
     #: Device time per row of the batch axis, in ms.
     row_ms: float = 0.0
     #: What get_dynamic_batch / get_dynamic_hw / get_input_dynamic_gear_count / get_input_dynamic_dims
-    #: return for a gear kind the model lacks: 0 answers "no gears" (ret 0, count 0, as pyacl.md §4.3
-    #: infers); any other code makes them fail with that code instead (a runtime may do either).
+    #: return for a gear kind the model lacks: 0 answers "no gears" (ret 0, count 0, as GE does:
+    #: model_om2.cpp 1803-1807, 1830-1834, 1866-1870); any other code makes them fail with that code
+    #: instead (to test an engine against a runtime that answers otherwise).
     absent_gears_ret: int = 0
     #: where the application runs: "host" (a PCIe card, ACL_HOST) or "device" (ACL_DEVICE: Atlas
     #: 200/500, 310P open form), where malloc_host is device memory and not 64-byte aligned

@@ -1,6 +1,6 @@
 """Issue 12's host rules on the simulator: device run mode, one weight buffer for every slot, the
 device's stream and event limits, fatal codes, acl.json, data dump, profiling, and gears set only
-when they change. Each rule cites the CANN source it comes from (notes: /work/notes/issue12_sources.md)."""
+when they change. Each rule cites the CANN source it comes from (docs/fidelity.md lists them)."""
 
 from __future__ import annotations
 
@@ -615,7 +615,7 @@ def test_profiling_parameters_without_a_folder_are_refused(built):
 
 def test_a_dims_gear_is_set_only_when_it_changes(built):
     """set_input_dynamic_dims writes the gear into ascend_mbatch_shape_data's buffer and the dataset,
-    which execute reads every time (ge_executor.cc 548-582, model.cpp 727-730): it stays set (notes 5.4)."""
+    which execute reads every time (ge_executor.cc 548-582, model.cpp 727-730): it stays set."""
     engine = open_sim(built["dir"] / "dims.om")
     try:
         engine.bind_thread()

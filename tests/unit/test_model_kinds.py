@@ -290,7 +290,7 @@ def test_get_and_set_input_dynamic_dims_reproduce_the_documented_example(built):
     """aclmdlGetInputDynamicDims.md 54-66: data(1,1,40,-1), label(1,-1), mask(-1,-1) with gears
     20,20,1,1;40,40,2,2;80,60,4,4 report dimCount 8 and these dims; aclmdlSetInputDynamicDims.md 44
     takes the same layout; a static value that differs is 145012, a non-gear 145013 (ge_executor.cc
-    585-637, notes 1.16)."""
+    585-637)."""
     with RawAcl() as raw:
         acl = raw.acl
         model_id, desc, inputs, _ = raw.load(built["dir"] / "doc.om")
@@ -385,7 +385,7 @@ def test_the_static_rgb_config_reads_as_atc_writes_it():
 def test_static_rgb_aipp_answers_as_onnxruntime_on_the_documented_transform(built):
     with Opened(built["dir"] / "static_rgb.om") as engine:
         (image,) = engine.spec.inputs
-        # the AIPP input is forced to UINT8 NHWC of the source size (config_file_template.md 47; notes 2.1-2.4)
+        # the AIPP input is forced to UINT8 NHWC of the source size (config_file_template.md 47)
         assert (image.dtype, image.shape, image.format) == ("UINT8", (1, 10, 12, 3), "NHWC")
         rng = np.random.default_rng(5)
         for _ in range(3):
@@ -419,7 +419,7 @@ def test_static_yuv420sp_with_csc_answers_as_onnxruntime_and_reports_v1_and_v2_d
         v2, _ = acl.mdl.get_input_dims_v2(desc, 0)
         size = acl.mdl.get_input_size_by_index(desc, 0)
     # V1: the image, C = 3 for YUV420SP; V2: H x 1.5, C = 1, its product the buffer size
-    # (aclmdlGetInputDims.md 31-61, aclmdlGetInputDimsV2.md 31-61; notes 2.2-2.3)
+    # (aclmdlGetInputDims.md 31-61, aclmdlGetInputDimsV2.md 31-61)
     assert v1["dims"] == [1, 6, 8, 3] and v2["dims"] == [1, 9, 8, 1]
     assert size == int(np.prod(v2["dims"])) == 6 * 8 * 3 // 2
     with Opened(built["dir"] / "static_yuv.om") as engine:
@@ -602,7 +602,8 @@ def test_a_request_parameter_of_the_wrong_type_is_an_input_error(built):
 @pytest.mark.parametrize("fill", [None, 0], ids=["fresh-memory", "zeroed"])
 def test_executing_without_set_input_aipp_is_refused_by_the_simulator(built, fill):
     """The docs require set_input_aipp before execute (ATC AIPP/aipp_intro.md 33); CANN's host does
-    not check it and the device's answer is undocumented (notes 3.21): the simulator refuses the run."""
+    not check it (davinci_model.cc 6577-6580) and the device's answer is undocumented: the simulator
+    refuses the run."""
     with RawAcl() as raw:
         acl = raw.acl
         model_id, desc, inputs, outputs = raw.load(built["dir"] / "dynamic.om")

@@ -1,7 +1,8 @@
 """The pyACL simulator used directly, like `import acl`: results, ret codes and refused misuse.
 
 Each test makes its own Simulator, so nothing here touches the process-wide one the engine uses.
-Expected codes come from pyacl.md §5 (written out here, not read from the simulator's tables).
+Expected codes come from CANN's headers and sources, as docs/fidelity.md cites them (written out
+here, not read from the simulator's tables).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def acl(sim):
 
 
 class Rig:
-    """A loaded model with datasets, like an application following pyacl.md §9-§11."""
+    """A loaded model with datasets, as CANN's samples set one up (load, datasets, execute)."""
 
     def __init__(self, acl, path):
         self.acl = acl

@@ -167,7 +167,7 @@ def _input_tensor(acl: Any, desc: int, model_id: int, index: int, aipp_kind: int
     return LayoutTensor(name, data_type(code), format_name(fmt), dims_v2, size, image_dims=image, aipp=aipp)
 
 
-#: aclFormat codes of the network inputs an AIPP check applies to (acl_base.h)
+#: aclFormat codes of the network inputs an AIPP check applies to (hicann/runtime acl_base_rt.h:171-192)
 _NCHW, _NHWC = 0, 1
 
 

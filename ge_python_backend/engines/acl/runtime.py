@@ -1,8 +1,9 @@
 """Process-wide pyACL state shared by every acl engine, and pyACL error reporting.
 
-pyACL is initialised once per process (pyacl.md §2.1: ``acl.init`` once, 100002 means it
-already ran), each device is ``set_device``'d once however many engines use it (reference
-counted here) and ``acl.finalize`` runs once at process exit, after every engine is closed.
+pyACL is initialised once per process (a second ``acl.init`` only counts and returns 100002,
+hicann/runtime src/acl/aclrt_impl/acl.cpp:387-392), each device is ``set_device``'d once however
+many engines use it (reference counted here) and ``acl.finalize`` runs once at process exit, after
+every engine is closed.
 Nothing here imports ``acl`` at module level: ``import_pyacl`` does it on demand.
 """
 
