@@ -24,6 +24,7 @@ from ge_python_backend.ascend.aipp import (
     AippInputFormat,
     AippMode,
     parse_aipp_config,
+    request_overrides,
 )
 from ge_python_backend.ascend.om import read_om
 from ge_python_backend.ascend.simom import load_sim_om, write_sim_om
@@ -476,6 +477,32 @@ def test_a_yuv420sp_request_with_csc_starts_from_atcs_yuv_matrix(built):
         network = normalise(yuv_to_bgr(luma, 126, 131, matrix), (30, 40, 50), (0, 0, 0), (0.02, 0.03, 0.04))
         outputs = run(engine, {"x": image}, settings)
         assert_as_onnxruntime(outputs, built["conv_n"], {"x": network}, atol=1e-3, rtol=1e-3)
+
+
+def test_a_file_with_csc_on_for_rgb_gives_a_yuv420sp_request_the_yuv_default_matrix(built, tmp_path):
+    """ATC fills each matrix entry the config leaves out with the default of the input format in
+    force (SetCscDefaultValue, aipp_op.cc 776-798): an aipp_config file that turns CSC on for RGB
+    leaves the matrix to the format, so a request that sends YUV420SP_U8 gets the YUV default; the
+    entries the file or the request give stay."""
+    text = "aipp_op {\n aipp_mode: dynamic\n input_format: RGB888_U8\n csc_switch: true\n crop: true\n}\n"
+    (base,) = parse_aipp_config(text)
+    assert base.matrix == MATRIX_RGB_TO_YUV
+    switched = request_overrides({"input_format": "YUV420SP_U8"}, base).applied_to(base)
+    assert switched.matrix == MATRIX_YUV_TO_BGR
+    back = request_overrides({"input_format": "RGB888_U8"}, switched).applied_to(switched)
+    assert back.matrix == MATRIX_RGB_TO_YUV
+    (partial,) = parse_aipp_config(text.replace("crop: true", "crop: true\n matrix_r0c0: 1"))
+    mixed = request_overrides({"input_format": "YUV420SP_U8", "matrix_r1c1": 7}, partial).applied_to(partial)
+    assert mixed.matrix == ((1, 516, 0), (298, 7, -208), (298, 0, 409))
+    explicit = replace(base, matrix=MATRIX_RGB_TO_YUV, matrix_defaulted=())  # a matrix given in full
+    assert request_overrides({"input_format": "YUV420SP_U8"}, explicit).applied_to(explicit).matrix == MATRIX_RGB_TO_YUV
+    cfg = tmp_path / "csc_rgb.cfg"
+    cfg.write_text(text.replace("crop: true", "crop: true\n crop_size_w: 8\n crop_size_h: 6"))
+    with Opened(built["dir"] / "dynamic.om", aipp_config=str(cfg)) as engine:
+        ((_, config),) = engine.batch_settings({"input_format": "YUV420SP_U8", "crop": False}, {"x": (1, 9, 8, 1)})
+        assert config.matrix == MATRIX_YUV_TO_BGR
+        ((_, config),) = engine.batch_settings({}, {"x": (1, 10, 12, 3)})
+        assert config.matrix == MATRIX_RGB_TO_YUV
 
 
 def test_requests_with_different_aipp_values_get_different_settings(built):
