@@ -435,15 +435,26 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         self._sim.dumps.initialized = True
 
     @acl_function("|s")
-    def set_dump(self, dump_config_path=""):
+    def set_dump(self, dump_config_path=None):
+        """NULL (no argument) -> 100000; a path that does not resolve or cannot be opened -> 100003
+        (GetConfigStrFromFile, json_parser.cpp 181-194); an empty file -> 0 and no change (197-201,
+        dump.cpp 168-169); a config the dump converter refuses -> 100009 (dump.cpp 180-185)."""
         dumps = self._sim.dumps
         if not dumps.initialized:
             raise AclFail(DUMP_NOT_RUN, "set_dump before init_dump")
-        if not dump_config_path:
+        if dump_config_path is None:
             raise AclFail(INVALID_PARAM, "set_dump needs the path of a dump config (acl.json syntax)")
         try:
-            data = json.loads(Path(dump_config_path).read_text(encoding="utf-8") or "{}")
+            if not dump_config_path:  # mmRealPath("") fails (json_parser.cpp 67-81)
+                raise ValueError("an empty path")
+            text = Path(dump_config_path).resolve(strict=True).read_text(encoding="utf-8")
         except (OSError, ValueError) as exc:
+            raise AclFail(INVALID_FILE, f"dump config {dump_config_path!r} cannot be read: {exc}") from None
+        if not text:
+            return
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
             raise AclFail(INVALID_DUMP_CONFIG, f"dump config {dump_config_path!r}: {exc}") from None
         if not isinstance(data, dict):
             raise AclFail(INVALID_DUMP_CONFIG, f"dump config {dump_config_path!r} is not a JSON object")

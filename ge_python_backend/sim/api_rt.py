@@ -9,13 +9,15 @@ from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_HOST, MALLOC_FLAG
 from ge_python_backend.ascend.limits import device_limits
 from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, acl_function
-from ge_python_backend.sim.state import BAD_HANDLE, INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
+from ge_python_backend.sim.state import INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
 from ge_python_backend.sim.streams import Event, Stream
 
 MEMORY_ALLOCATION = ret_code("ACL_ERROR_RT_MEMORY_ALLOCATION")
 ADDR_UNALIGNED = ret_code("ACL_ERROR_RT_ADDR_UNALIGNED")
 NO_STREAM = ret_code("ACL_ERROR_RT_NO_STREAM_RESOURCE")
 NO_EVENT = ret_code("ACL_ERROR_RT_NO_EVENT_RESOURCE")
+INTERNAL_ERROR = ret_code("ACL_ERROR_RT_INTERNAL_ERROR")
+TIMESTAMP_INVALID = ret_code("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID")
 #: where device-mode malloc_host memory starts past a 64-byte boundary ("if you need a 64-byte
 #: aligned start address, you must handle the alignment yourself", 11-02_host_memory_management.md 71-78)
 DEVICE_MODE_HOST_OFFSET = 32
@@ -345,13 +347,19 @@ class RtApi(Namespace):
 
     @acl_function("kk", outputs=(0.0,))
     def event_elapsed_time(self, start, end):
+        """An event never recorded -> 507000 (RT_ERROR_EVENT_RECORDER_NULL, event.cc 1249-1251,
+        errcode_manage.cc 197); recorded but not yet complete, its timestamp still unset -> 107006
+        (RT_ERROR_EVENT_TIMESTAMP_INVALID, event.cc 1265-1270, errcode_manage.cc 198)."""
         self._sim.current_context()
         first = self._sim.lookup(self._sim.events, start, "event")
         last = self._sim.lookup(self._sim.events, end, "event")
         for event in (first, last):
-            if not (event.recorded and event.done.is_set()):
+            if not event.recorded:
+                raise AclFail(INTERNAL_ERROR, f"event {event.handle:#x} was never recorded (record_event first)")
+        for event in (first, last):
+            if not event.done.is_set():
                 raise AclFail(
-                    BAD_HANDLE,
-                    f"event {event.handle:#x} has not completed (record it and synchronize its stream first)",
+                    TIMESTAMP_INVALID,
+                    f"event {event.handle:#x} has not completed yet (synchronize its stream or the event first)",
                 )
         return (last.time - first.time) * 1000.0

@@ -4,6 +4,8 @@ simulator of its own, against the code CANN's source answers (cited per test).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat, AippMode
@@ -123,4 +125,70 @@ def test_dynamic_aipp_on_an_arch_outside_the_five_is_refused(models):
     finally:
         assert acl.mdl.destroy_aipp(aipp) == 0
         loaded.release()
+        sim.reset()
+
+
+# --- the dump API (hicann/runtime src/acl/aclrt_impl/toolchain/dump.cpp 103-239) -------------------
+
+
+def test_the_dump_api_answers_cann_codes(tmp_path):
+    folder = tmp_path / "dump"
+    folder.mkdir()
+    good = tmp_path / "dump.json"
+    good.write_text(json.dumps({"dump": {"dump_path": str(folder), "dump_list": [{"model_name": "m"}]}}))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"dump": {"dump_path": str(folder), "dump_list": [{}], "dump_mode": "both"}}))
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    sim = Simulator()
+    acl = sim.acl
+    try:
+        assert acl.mdl.init_dump() == 100001  # before aclInit (106-112)
+        assert acl.init() == 0
+        assert acl.mdl.set_dump(str(good)) == 100045  # before init_dump (151-158)
+        assert acl.mdl.finalize_dump() == 100045  # (204-211)
+        assert acl.mdl.init_dump() == 0
+        assert acl.mdl.init_dump() == 100002  # again without finalize (115-121)
+        assert acl.mdl.set_dump() == 100000  # NULL (160)
+        assert (
+            acl.mdl.set_dump(str(tmp_path / "missing.json")) == 100003
+        )  # GetConfigStrFromFile (json_parser.cpp 188-191)
+        assert acl.mdl.set_dump("") == 100003  # "" does not resolve either
+        assert acl.mdl.set_dump(str(empty)) == 0  # an empty file: nothing to set (json_parser.cpp 197-201)
+        assert acl.mdl.set_dump(str(bad)) == 100009  # ADUMP_INPUT_FAILED (dump.cpp 180-185)
+        assert acl.mdl.set_dump(str(good)) == 0
+        assert acl.mdl.finalize_dump() == 0
+    finally:
+        sim.reset()
+
+
+# --- the profiling API (prof_acl_mgr.cpp 525-566; msprofiler_acl_api.cpp 95-124) -------------------
+
+
+def test_the_profiling_api_answers_cann_codes(tmp_path):
+    folder = tmp_path / "prof"
+    folder.mkdir()
+    sim = Simulator()
+    acl = sim.acl
+    try:
+        assert acl.init() == 0
+        config = acl.prof.create_config([0], 1, 0, 0x3)
+        assert config
+        assert acl.prof.start(config) == 100043  # before init: not run (8.5/9.0)
+        assert acl.prof.init("") == 100000  # path length 0 (msprofiler_acl_api.cpp 95-124)
+        assert acl.prof.init(str(folder)) == 0
+        assert acl.prof.init(str(folder)) == 100002  # ProfInitPrecheck: already inited (537-543)
+        assert acl.prof.start(config) == 0
+        assert acl.prof.stop(config) == 0
+        assert acl.prof.destroy_config(config) == 0
+        assert acl.prof.finalize() == 0
+    finally:
+        sim.reset()
+    on = tmp_path / "acl.json"
+    on.write_text(json.dumps({"profiler": {"switch": "on", "output": str(folder)}}))
+    sim = Simulator()
+    try:
+        assert sim.acl.init(str(on)) == 0
+        assert sim.acl.prof.init(str(folder)) == 100042  # profiling on through acl.json (530-536)
+    finally:
         sim.reset()
