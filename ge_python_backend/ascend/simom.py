@@ -23,7 +23,10 @@ The JSON description mirrors what ATC bakes into a real .om::
                                      a file without it runs with the dynamic inputs in model order,
                                      and SimOm.shape_order_recorded says it was not recorded),
      "gear_outputs": [[output dims, ...] per gear],
-     "producer": {"tool": ..., ...}}
+     "producer": {"tool": ..., ...},
+     optional "stream_num", "event_num" (the streams and events the model creates at load, as a
+     real .om records them in its ModelDef attributes stream_num / event_num; not recorded: one
+     stream, no events)}
 
 Inputs are listed in the runtime's index order: ``ascend_dynamic_aipp_data`` right after its
 image, ``ascend_mbatch_shape_data`` last (multi_batch_clone_pass.cc 470-511 gives it the index
@@ -50,6 +53,8 @@ from ge_python_backend.specs import ModelSpec
 #: The 8 bytes a sim-OM starts with; the OM reader knows them to refuse the file as simulated.
 MAGIC = SIM_OM_MAGIC
 VERSION = 2
+#: streams and events a model whose file records none is counted with
+DEFAULT_MODEL_STREAMS, DEFAULT_MODEL_EVENTS = 1, 0
 _HEADER = struct.Struct("<8sIIQ")
 
 
@@ -93,6 +98,19 @@ class SimOm:
     #: False) still runs on the simulator, with the dynamic inputs in model order (the layout's default),
     #: but a reader cannot tell that order from a guess
     shape_order_recorded: bool = True
+    #: the streams and events the model creates when it loads (ATTR_MODEL_STREAM_NUM / _EVENT_NUM;
+    #: hicann/ge runtime/v1/graph/load/model_manager/model_utils.cc 1321-1324), None: not recorded
+    stream_num: int | None = None
+    event_num: int | None = None
+
+    @property
+    def model_streams(self) -> int:
+        """Streams a load of this model takes: stream_num, or 1 when the file records none."""
+        return DEFAULT_MODEL_STREAMS if self.stream_num is None else self.stream_num
+
+    @property
+    def model_events(self) -> int:
+        return DEFAULT_MODEL_EVENTS if self.event_num is None else self.event_num
 
     @property
     def all_inputs(self) -> tuple[LayoutTensor, ...]:
@@ -115,6 +133,9 @@ class SimOm:
     def spec(self) -> ModelSpec:
         facts = {"producer": self.producer.get("tool", ""), "sim_om_version": str(VERSION)}
         facts.update({k: str(v) for k, v in self.producer.items() if k != "tool"})
+        for key in ("stream_num", "event_num"):
+            if getattr(self, key) is not None:
+                facts[key] = str(getattr(self, key))
         return self.layout.spec("sim-om", facts)
 
 
@@ -161,6 +182,9 @@ def encode_sim_om(om: SimOm) -> bytes:
     }
     if om.shape_order_recorded:
         description["shape_order"] = list(om.layout.shape_order)
+    for key in ("stream_num", "event_num"):
+        if getattr(om, key) is not None:
+            description[key] = getattr(om, key)
     text = json.dumps(description, indent=1).encode()
     return _HEADER.pack(MAGIC, VERSION, len(text), len(om.onnx)) + text + om.onnx
 
@@ -196,7 +220,10 @@ def decode_sim_om(data: bytes, origin: str = "<memory>") -> SimOm:
         raise OmFormatError(f"{origin}: offset {_HEADER.size}: bad JSON description: {exc}") from None
     recorded = version == 1 or "shape_order" in description  # version 1: the order is its convention
     producer = dict(description.get("producer", {}))
-    return SimOm(layout, model_inputs, producer, data[_HEADER.size + json_len :], recorded)
+    resources = [description.get(key) for key in ("stream_num", "event_num")]
+    if any(v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0) for v in resources):
+        raise OmFormatError(f"{origin}: stream_num and event_num must be integers >= 0, found {resources}")
+    return SimOm(layout, model_inputs, producer, data[_HEADER.size + json_len :], recorded, *resources)
 
 
 def _tensor(entry: Mapping[str, Any]) -> LayoutTensor:

@@ -15,6 +15,7 @@ from pathlib import Path
 from ge_python_backend.ascend.acljson import AclJson, problems
 from ge_python_backend.ascend.constants import ret_code
 from ge_python_backend.ascend.layout import LayoutTensor, Shape
+from ge_python_backend.ascend.limits import device_limits
 from ge_python_backend.ascend.simom import InputRole, SimOm, decode_sim_om, is_sim_om
 from ge_python_backend.errors import OmFormatError
 from ge_python_backend.sim.aipp import decode_dynamic
@@ -50,6 +51,8 @@ GE_FAILURE = ret_code("ACL_ERROR_GE_FAILURE")
 REPEAT_INITIALIZE = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
 DUMP_NOT_RUN = ret_code("ACL_ERROR_DUMP_NOT_RUN")
 INVALID_DUMP_CONFIG = ret_code("ACL_ERROR_INVALID_DUMP_CONFIG")
+NO_STREAM = ret_code("ACL_ERROR_RT_NO_STREAM_RESOURCE")
+NO_EVENT = ret_code("ACL_ERROR_RT_NO_EVENT_RESOURCE")
 
 #: First bytes of files the simulator recognises as real (unsimulated) model packages.
 _REAL_MODEL_MAGICS = {
@@ -113,6 +116,7 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         session = self._session(om)
         work_size, weight_size = model_costs(om)
         with sim.lock:
+            self._check_room(om, context.device)
             self._check_user_memory(om, work_size, weight_size, work, weight)
             own = (0 if work[0] else work_size) + (0 if weight[0] else weight_size)
             free = sim.config.device_memory - sim.device_used(context.device)
@@ -136,6 +140,29 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
             sim.models[model.model_id] = model
             sim.dumps.loaded(model)
             return model.model_id
+
+    def _check_room(self, om: SimOm, device: int) -> None:
+        """The streams and events the model creates at load (its stream_num / event_num,
+        davinci_model.cc 1460-1509) must fit the device: the runtime's 207008 / 207007 (how GE passes
+        them up from rtStreamCreateWithFlags is not traced: inferred)."""
+        sim = self._sim
+        limits = device_limits(sim.config.soc_name)
+        if limits is None:
+            return
+        streams = sim.streams_in_use(device) + om.model_streams
+        if streams > limits.streams:
+            raise AclFail(
+                NO_STREAM,
+                f"the model creates {om.model_streams} stream(s) at load; device {device} "
+                f"({sim.config.soc_name}) has {limits.streams}, {streams - om.model_streams} in use",
+            )
+        events = sim.events_in_use(device) + om.model_events
+        if events > limits.events:
+            raise AclFail(
+                NO_EVENT,
+                f"the model creates {om.model_events} event(s) at load; device {device} "
+                f"({sim.config.soc_name}) has {limits.events}, {events - om.model_events} in use",
+            )
 
     def _check_user_memory(
         self, om: SimOm, work_size: int, weight_size: int, work: tuple[int, int], weight: tuple[int, int]

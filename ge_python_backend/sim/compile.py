@@ -409,13 +409,17 @@ def sim_compile(
     input_format: str | None = None,
     insert_op_conf: str | Path | Sequence[AippConfig] | None = None,
     soc_version: str = "",
+    stream_num: int | None = None,
+    event_num: int | None = None,
 ) -> ModelSpec:
     """Compile ``onnx_path`` into the sim-OM ``out_path`` and return its ModelSpec.
 
     Strings are accepted in ATC's spelling: ``batch_gears`` is --dynamic_batch_size ("1,2,4,8"),
     ``input_shapes`` --input_shape ("x:-1,3,224,224;y:1~8,4"), ``dynamic_image_size``
     ("224,224;448,448"), ``dynamic_dims`` ("1,2;3,4": the -1 values in --input_shape order),
-    ``insert_op_conf`` an AIPP config file (or parsed configs).
+    ``insert_op_conf`` an AIPP config file (or parsed configs). ``stream_num`` and ``event_num``
+    record the streams and events the model creates at load, as ATC records them in a real .om
+    (graph_builder.cc 189-190); unset, the simulator counts one stream and no events.
     """
     options = atc_options(
         input_shape=input_shapes,
@@ -426,10 +430,12 @@ def sim_compile(
         insert_op_conf=insert_op_conf,
         soc_version=soc_version,
     )
-    return compile_model(Path(onnx_path), Path(out_path), options)
+    return compile_model(Path(onnx_path), Path(out_path), options, resources=(stream_num, event_num))
 
 
-def compile_model(onnx_path: Path, out_path: Path, options: AtcOptions) -> ModelSpec:
+def compile_model(
+    onnx_path: Path, out_path: Path, options: AtcOptions, resources: tuple[int | None, int | None] = (None, None)
+) -> ModelSpec:
     """``sim_compile`` on parsed ATC options."""
     import onnx
 
@@ -473,7 +479,7 @@ def compile_model(onnx_path: Path, out_path: Path, options: AtcOptions) -> Model
         "onnx_sha256": hashlib.sha256(onnx_bytes).hexdigest(),
         "options": options.command_line(),
     }
-    om = SimOm(layout, tuple(model_inputs), producer, onnx_bytes)
+    om = SimOm(layout, tuple(model_inputs), producer, onnx_bytes, True, *resources)
     write_sim_om(out_path, om)
     return om.spec()
 

@@ -376,20 +376,23 @@ class SimState:
     def streams_in_use(self, device: int) -> int:
         """Streams of ``device``: its default stream (bound by set_device, or by the first
         create_context), each created context's own (1, or 2 on the Atlas inference series in EP
-        form: 05_context_management.md 67-78), those created and one per loaded model."""
+        form: 05_context_management.md 67-78), those created and each loaded model's stream_num
+        (1 when its file records none; davinci_model.cc 1460-1489)."""
         on_device = [c for c in self.contexts.values() if c.device == device]
         created_contexts = [c for c in on_device if not c.default]
         limits = device_limits(self.config.soc_name)
         per_context = limits.context_streams(self.config.run_mode == "device") if limits is not None else 1
         handles = {c.handle for c in on_device}
         created = sum(1 for s in self.streams.values() if s.context in handles)
-        models = sum(1 for m in self.models.values() if m.device == device)
+        models = sum(m.om.model_streams for m in self.models.values() if m.device == device)
         default = DEVICE_DEFAULT_STREAMS if device in self.devices or created_contexts else 0
         return default + per_context * len(created_contexts) + created + models
 
     def events_in_use(self, device: int) -> int:
+        """Events created on ``device`` and each loaded model's event_num (davinci_model.cc 1503-1509)."""
         contexts = {c.handle for c in self.contexts.values() if c.device == device}
-        return sum(1 for e in self.events.values() if e.context in contexts)
+        models = sum(m.om.model_events for m in self.models.values() if m.device == device)
+        return sum(1 for e in self.events.values() if e.context in contexts) + models
 
     def is_device(self, addr: int) -> bool:
         return self.device_memory.contains(addr)

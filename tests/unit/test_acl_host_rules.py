@@ -290,11 +290,58 @@ def test_a_config_above_the_event_limit_is_refused_unless_timing_events_are_off(
     with pytest.raises(ConfigError) as info:
         open_sim(built["dir"] / "batch.om", slots=8, peers=32, acl_timing_events=True)
     message = str(info.value)
-    assert "need 1024 timing events" in message and f"the device has {EVENTS_310P}" in message
+    assert "need 1024 events (4 timing events per copy" in message and f"the device has {EVENTS_310P}" in message
     assert "acl_timing_events false" in message and "parameter 'streams'" in message
     before = dict(sim.get_simulator().calls)
     open_sim(built["dir"] / "batch.om", slots=8, peers=32, acl_timing_events=False).close()
     assert calls_since(before).get("create_event", 0) == 0
+
+
+@pytest.fixture(scope="module")
+def resourceful(tmp_path_factory, built):
+    """A batch model whose file records stream_num 3 and event_num 5, as ATC records them
+    (graph_builder.cc 189-190)."""
+    path = tmp_path_factory.mktemp("resources") / "batch_3_5.om"
+    sim.sim_compile(built["matmul"], path, batch_gears="1,2,4,8", stream_num=3, event_num=5)
+    return path
+
+
+def test_the_limit_check_counts_the_streams_and_events_the_file_records(resourceful):
+    """Per instance 1 + 2 + 1 x (1 + 3) = 7 streams: 146 instances take 1022 of 1024, 147 take 1029;
+    per copy 4 timing events + 5 of the model (davinci_model.cc 1460-1509): 114 x 9 = 1026 and,
+    without timing events, 205 x 5 = 1025 events of 1023."""
+    open_sim(resourceful, slots=1, peers=146, acl_timing_events=False).close()
+    with pytest.raises(ConfigError, match=r"need 1029 streams \(7 per instance.*3 stream\(s\) and 5 event\(s\)"):
+        open_sim(resourceful, slots=1, peers=147, acl_timing_events=False)
+    with pytest.raises(ConfigError, match=r"need 1026 events \(4 timing events per copy") as info:
+        open_sim(resourceful, slots=1, peers=114)
+    assert "stream_num/event_num in the file" in str(info.value)
+    with pytest.raises(ConfigError, match=r"need 1025 events \(0 timing events per copy") as info:
+        open_sim(resourceful, slots=205, peers=1, acl_timing_events=False)  # 823 streams fit
+    assert "acl_timing_events" not in str(info.value)
+
+
+def test_the_simulator_counts_a_models_streams_and_events_and_refuses_a_load_without_room(resourceful):
+    """A load takes the model's stream_num streams and event_num events; without room for them the
+    runtime's 207008 / 207007 (rt_error_codes.h 76-77; how GE passes them up is inferred)."""
+    with Context() as acl:
+        state = sim.get_simulator()
+        before = (state.streams_in_use(0), state.events_in_use(0))
+        model_id, ret = acl.mdl.load_from_file(str(resourceful))
+        assert ret == 0
+        assert (state.streams_in_use(0), state.events_in_use(0)) == (before[0] + 3, before[1] + 5)
+        streams = []
+        try:
+            while state.streams_in_use(0) < STREAMS_310P - 2:
+                stream, ret = acl.rt.create_stream()
+                assert ret == 0
+                streams.append(stream)
+            assert acl.mdl.load_from_file(str(resourceful)) == (0, 207008)
+            assert "creates 3 stream(s) at load" in acl.get_recent_err_msg()
+        finally:
+            for stream in streams:
+                assert acl.rt.destroy_stream(stream) == 0
+            assert acl.mdl.unload(model_id) == 0
 
 
 @pytest.mark.parametrize("mode, context_streams", [("host", 2), ("device", 1)])

@@ -26,6 +26,7 @@ from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, 
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPolicy
 from ge_python_backend.ascend.layout import Shape
 from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
+from ge_python_backend.ascend.resources import model_resources
 from ge_python_backend.engines.acl.options import PARAMETERS, AclOptions, ProfilingPlan
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, check_handle, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
@@ -39,7 +40,8 @@ __all__ = ["PARAMETERS", "AclEngine", "available", "open_engine"]
 
 #: aclrtMemAttr ACL_HBM_MEM: falls back to DDR on devices without HBM (11-01_device_memory_malloc_and_free.md 687-737)
 ACL_HBM_MEM = 1
-#: streams and events a slot uses besides the model's own: its stream, and four timing events
+#: streams and events a slot uses besides the model's own (stream_num / event_num of the file,
+#: ascend/resources.py): its stream, and four timing events
 SLOT_STREAMS, SLOT_EVENTS = 1, 4
 #: a request parameter that starts an on-demand profiling window: TOKEN or TOKEN:BATCHES
 PROFILE_PARAMETER = "acl_profile"
@@ -83,7 +85,7 @@ class AclEngine(Engine):
             check(acl, ret, "acl.rt.create_context", f"opening device {device_id}")
             self._context = context
             self.device_mode = self._runtime.run_mode() == ACL_DEVICE
-            self._check_limits(slots, peers)
+            self._check_limits(path, slots, peers)
             self._start_dump()
             self._profiling = self._start_profiling()
             setup = self._slot_setup(path)
@@ -102,33 +104,37 @@ class AclEngine(Engine):
 
     # -- load ----------------------------------------------------------------------------------
 
-    def _check_limits(self, slots: int, peers: int) -> None:
+    def _check_limits(self, path: str, slots: int, peers: int) -> None:
         """Refuse a config that asks for more streams or events than the device has, naming the
         limit, the count and the parameter to lower (06_stream_management.md 81-96,
         07_event_management.md 81-107). Each of the ``peers`` instances is a process of its own
         with the device's default stream and this engine's context, whose streams count too
         (04_device_management.md 86, 05_context_management.md 67-78), and per model copy its
-        slot's stream and the model's own (davinci_model.cc 1439-1515), plus the timing events."""
+        slot's stream and the streams and events the model creates at load: stream_num / event_num
+        of the file (model_utils.cc 1321-1324, davinci_model.cc 1460-1509), one stream and no events
+        when it records none; plus the timing events."""
         limits = device_limits(self._acl.get_soc_name())
         if limits is None:
             return
+        model = model_resources(path)
         copies = slots * peers
-        events = SLOT_EVENTS if self._options.timing_events else 0
+        timing = SLOT_EVENTS if self._options.timing_events else 0
         context = limits.context_streams(self.device_mode)
-        per_instance = DEVICE_DEFAULT_STREAMS + context + slots * (SLOT_STREAMS + 1)
+        per_instance = DEVICE_DEFAULT_STREAMS + context + slots * (SLOT_STREAMS + model.streams)
         need_streams = peers * per_instance
-        need_events = copies * events
+        need_events = copies * (timing + model.events)
         where = f"{peers} instance(s) x {slots} stream(s) on device {self._device_id} ({limits.family})"
         if need_streams > limits.streams:
             raise ConfigError(
                 f"{where} need {need_streams} streams ({per_instance} per instance: the device's default "
-                f"stream, {context} of its context, and each model copy its own stream and the model's); the "
-                f"device has {limits.streams}: lower parameter 'streams' or the instance count"
+                f"stream, {context} of its context, and each model copy its own stream and the model's "
+                f"{model.describe()}); the device has {limits.streams}: lower parameter 'streams' or the instance count"
             )
         if need_events > limits.events:
             raise ConfigError(
-                f"{where} need {need_events} timing events ({events} per copy); the device has {limits.events}: "
-                "lower parameter 'streams' or the instance count, or set acl_timing_events false"
+                f"{where} need {need_events} events ({timing} timing events per copy and the model's "
+                f"{model.describe()}); the device has {limits.events}: lower parameter 'streams' or the instance "
+                "count" + (", or set acl_timing_events false" if timing else "")
             )
 
     def _slot_setup(self, path: str) -> SlotSetup:
