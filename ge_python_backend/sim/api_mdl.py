@@ -203,7 +203,11 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
 
     @acl_function("skkkk", outputs=(0,), locked=False)
     def load_from_file_with_mem(self, model_path, work_ptr, work_size, weight_ptr, weight_size):
-        return self._load(_read_model_file(model_path), model_path, (work_ptr, work_size), (weight_ptr, weight_size))
+        """A dynamic (RT2) model takes only the weights: workPtr/workSize are not passed on
+        (model.cpp 1332-1335), the runtime holds its own work memory."""
+        data = _read_model_file(model_path)
+        work = (0, 0) if _parse_model(data, model_path).layout.kind == "range" else (work_ptr, work_size)
+        return self._load(data, model_path, work, (weight_ptr, weight_size))
 
     @acl_function("kk", outputs=(0,), locked=False)
     def load_from_mem(self, model_ptr, model_size):
@@ -213,13 +217,12 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
 
     @acl_function("s", outputs=(0, 0))
     def query_size(self, model_path):
+        """(work, weight). For a dynamic (shape-range) model GE answers work 0 and the weights of all
+        its submodels (GetModelMemAndWeightSize, model_manager.cc 2390-2409); its docs say not to use
+        it for such models (aclmdlQuerySize.md 27-45), the code does not refuse it."""
         om = _parse_model(_read_model_file(model_path), model_path)
-        if om.layout.kind == "range":  # "cannot be used when the input shape is not fixed" (aclmdlQuerySize.md)
-            raise AclFail(
-                GE_PARAM_INVALID,
-                f"{model_path} has shape ranges: query_size does not apply; load it with load_from_file",
-            )
-        return model_costs(om)
+        work, weight = model_costs(om)
+        return (0, weight) if om.layout.kind == "range" else (work, weight)
 
     @acl_function("I")
     def unload(self, model_id):

@@ -233,6 +233,28 @@ def test_every_slot_loads_over_one_weight_buffer(built, slots):
         engine.close()
 
 
+def test_a_range_model_shares_its_weights_and_gets_no_work_memory(built):
+    """query_size on a dynamic (shape-range) model succeeds with work 0 and its weights
+    (model_manager.cc 2390-2409), and the RT2 load takes only the weights (model.cpp 1332-1335): each
+    slot loads over the one weight buffer and no work memory is allocated."""
+    path = built["dir"] / "range.om"
+    with Context() as acl:
+        work, weight, ret = acl.mdl.query_size(str(path))
+    assert (work, ret) == (0, 0) and weight > 0
+    before = dict(sim.get_simulator().calls)
+    engine = open_sim(path, slots=2)
+    try:
+        models = list(sim.get_simulator().models.values())
+        assert len({m.weight_ptr for m in models}) == 1 and all(m.work_ptr == 0 for m in models)
+        assert [size for _, size in device_allocations()].count(weight) == 1
+        assert calls_since(before)["load_from_file_with_mem"] == 2
+        assert "2 x (work 0 B + I/O buffers" in engine.describe()
+        engine.bind_thread()
+        run_and_compare(engine, built["matmul"], {"x": (3, 4)}, 0)
+    finally:
+        engine.close()
+
+
 def test_without_sharing_every_slot_loads_its_own_weights(built):
     path = built["dir"] / "dims.om"
     with Context() as acl:

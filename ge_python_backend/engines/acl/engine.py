@@ -139,7 +139,9 @@ class AclEngine(Engine):
 
     def _slot_setup(self, path: str) -> SlotSetup:
         """Sizes and the shared weight buffer: S copies cost S x (work + I/O) + 1 x weights
-        (aclmdlLoadFromFileWithMem.md 45-48; aclmdlQuerySize.md: not for models without fixed shapes)."""
+        (aclmdlLoadFromFileWithMem.md 45-48). For a dynamic (shape-range) model query_size answers
+        work 0 and the weights (model_manager.cc 2390-2409) and the RT2 load ignores work memory
+        (model.cpp 1332-1335): no work memory is allocated for it, only the shared weights."""
         acl, options = self._acl, self._options
         work, weight, ret = acl.mdl.query_size(path)
         weights = None
