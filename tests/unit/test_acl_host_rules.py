@@ -543,6 +543,27 @@ def test_an_unknown_key_under_dump_or_profiler_is_refused_at_prepare_time(built,
         prepare_options({option: str(config)}, built["dir"] / "batch.om")
 
 
+def test_acl_json_profiling_or_dump_and_the_engines_own_are_refused_together(built, tmp_path):
+    """acl.json profiling on + acl_profiling_dir: acl.prof.init would fail with 100042
+    (prof_acl_mgr.cpp 525-536, 1853-1863); acl.json dump on + acl_dump_config: set_dump would replace
+    the acl.json config and finalize_dump switch all dump off (dump_manager.cpp 306-380)."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    model = built["dir"] / "batch.om"
+    profiling_on = write_json(tmp_path / "prof_on.json", {"profiler": {"switch": "on", "output": str(folder)}})
+    with pytest.raises(ConfigError, match="parameters 'acl_json' and 'acl_profiling_dir' cannot be combined.*100042"):
+        prepare_options({"acl_json": str(profiling_on), "acl_profiling_dir": str(folder)}, model)
+    profiling_off = write_json(tmp_path / "prof_off.json", {"profiler": {"switch": "off"}})
+    prepare_options({"acl_json": str(profiling_off), "acl_profiling_dir": str(folder)}, model)
+    dump = {"dump": {"dump_path": str(folder), "dump_list": [{"model_name": "m"}]}}
+    dump_on = write_json(tmp_path / "dump_on.json", dump)
+    own = write_json(tmp_path / "own_dump.json", dump)
+    with pytest.raises(ConfigError, match="parameters 'acl_json' and 'acl_dump_config' cannot be combined"):
+        prepare_options({"acl_json": str(dump_on), "acl_dump_config": str(own)}, model)
+    nothing_dumped = write_json(tmp_path / "dump_off.json", {"dump": {"dump_path": str(folder)}})
+    prepare_options({"acl_json": str(nothing_dumped), "acl_dump_config": str(own)}, model)
+
+
 @pytest.fixture
 def fresh_simulator():
     """An uninitialised simulator (acl.init reads acl.json only the first time); engines opened

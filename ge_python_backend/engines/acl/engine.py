@@ -21,7 +21,7 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.ascend.acljson import ignored_keys, problems, read_acl_json
+from ge_python_backend.ascend.acljson import AclJson, ignored_keys, problems, read_acl_json
 from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, request_overrides
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPolicy
 from ge_python_backend.ascend.layout import Shape
@@ -409,12 +409,15 @@ def _size_text(nbytes: int) -> str:
 
 def prepare_options(options: Mapping[str, Any], model_path: Path) -> AclOptions:
     """The engine's options, with acl.json and the dump config checked against the keys CANN reads
-    (a mistake is a load error naming the key) and their output folders created and writable."""
+    (a mistake is a load error naming the key), their output folders created and writable, and the
+    combinations CANN refuses or silently overrides refused up front."""
     parsed = AclOptions.read(options, model_path.parent)
     for name, path, sections in (("acl_json", parsed.acl_json, None), ("acl_dump_config", parsed.dump_config, "dump")):
         if path is None:
             continue
         config = read_acl_json(path)
+        if name == "acl_json":
+            _refuse_combinations(config, parsed)
         found = [str(p) for p in problems(config) if sections is None or p.key.startswith(sections)]
         found += [f"{key}: is not a key CANN reads (it would be ignored)" for key in ignored_keys(config)]
         if found:
@@ -424,6 +427,28 @@ def prepare_options(options: Mapping[str, Any], model_path: Path) -> AclOptions:
     if parsed.profiling is not None:
         _writable(parsed.profiling.folder, "parameter 'acl_profiling_dir'")
     return parsed
+
+
+def _refuse_combinations(config: AclJson, parsed: AclOptions) -> None:
+    """acl.json profiling that is on puts msprof in command mode (SetModeToCmd, prof_acl_mgr.cpp
+    1853-1863, reached only with "switch": "on", 2102-2105 and msprofiler_impl.cpp 121-123), and
+    acl.prof.init then returns 100042 (ProfInitPrecheck, prof_acl_mgr.cpp 525-536). acl.json dump that is on and acl_dump_config share one dump
+    manager: the docs say init_dump then fails with 100044 (18_dump_configuration.md 84); the current
+    code accepts it (dump.cpp 103-137, the dump server is reference counted, adx_datadump_server.cpp
+    57-63), but set_dump replaces the acl.json config and finalize_dump switches every opened dump off
+    (dump_manager.cpp 306-380). Either way one setting would undo the other."""
+    if config.profiles and parsed.profiling is not None:
+        raise ConfigError(
+            f"parameters 'acl_json' and 'acl_profiling_dir' cannot be combined: {config.path} switches "
+            'profiling on ("profiler": {"switch": "on"}), and acl.prof.init then fails with 100042 '
+            "(ACL_ERROR_PROF_ALREADY_RUN); use one of them"
+        )
+    if config.dumps and parsed.dump_config is not None:
+        raise ConfigError(
+            f"parameters 'acl_json' and 'acl_dump_config' cannot be combined: {config.path} switches dump on, "
+            "and acl_dump_config's set_dump would replace that config (finalize_dump then switches all dump "
+            "off; older CANN refuses init_dump with 100044); put the dump section in one of them"
+        )
 
 
 def _writable(folder: Path, what: str) -> None:
