@@ -432,11 +432,12 @@ def prepare_options(options: Mapping[str, Any], model_path: Path) -> AclOptions:
 def _refuse_combinations(config: AclJson, parsed: AclOptions) -> None:
     """acl.json profiling that is on puts msprof in command mode (SetModeToCmd, prof_acl_mgr.cpp
     1853-1863, reached only with "switch": "on", 2102-2105 and msprofiler_impl.cpp 121-123), and
-    acl.prof.init then returns 100042 (ProfInitPrecheck, prof_acl_mgr.cpp 525-536). acl.json dump that is on and acl_dump_config share one dump
-    manager: the docs say init_dump then fails with 100044 (18_dump_configuration.md 84); the current
-    code accepts it (dump.cpp 103-137, the dump server is reference counted, adx_datadump_server.cpp
-    57-63), but set_dump replaces the acl.json config and finalize_dump switches every opened dump off
-    (dump_manager.cpp 306-380). Either way one setting would undo the other."""
+    acl.prof.init then returns 100042 (ProfInitPrecheck, prof_acl_mgr.cpp 525-536). acl.json dump
+    that is on and acl_dump_config share one dump manager: the docs say init_dump then fails with
+    100044 (18_dump_configuration.md 84); the current code accepts it (dump.cpp 103-137, the dump
+    server is reference counted, adx_datadump_server.cpp 57-63), but set_dump replaces the acl.json
+    config and finalize_dump switches every opened dump off (dump_manager.cpp 306-380). Either way
+    one setting would undo the other."""
     if config.profiles and parsed.profiling is not None:
         raise ConfigError(
             f"parameters 'acl_json' and 'acl_profiling_dir' cannot be combined: {config.path} switches "
