@@ -5,10 +5,13 @@ when they change. Each rule cites the CANN source it comes from (docs/fidelity.m
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -661,6 +664,75 @@ def test_profiling_the_first_batches_starts_at_load_and_stops_after_them(built, 
     finally:
         engine.close()
     assert markers(folder) == ["start", "stop"]
+
+
+def test_a_profiling_window_of_seconds_closes_on_time_without_another_batch(built, tmp_path):
+    folder = tmp_path / "prof"
+    engine = open_sim(built["dir"] / "batch.om", acl_profiling_dir=str(folder), acl_profiling_seconds=0.2)
+    try:
+        assert markers(folder) == ["start"]
+        deadline = time.monotonic() + 5
+        while markers(folder) != ["start", "stop"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert markers(folder) == ["start", "stop"]  # no batch ran: the timer closed it
+        assert sim.get_simulator().profiling.running == set()
+    finally:
+        engine.close()
+    assert markers(folder) == ["start", "stop"]
+
+
+def test_engines_of_one_process_share_profiling_and_one_window_per_device(built, tmp_path):
+    """acl.prof.init runs once per process (a second returns 100002, prof_acl_mgr.cpp 537-543); a
+    start with a device another window profiles fails (19-01_data_profiling_apis.md 19-44): the
+    second engine shares the session and the first engine's window covers its batches."""
+    folder = tmp_path / "prof"
+    first = open_sim(built["dir"] / "batch.om", acl_profiling_dir=str(folder), acl_profiling_batches=2)
+    try:
+        second = open_sim(built["dir"] / "range.om", acl_profiling_dir=str(folder), acl_profiling_batches=2)
+        try:
+            assert markers(folder) == ["start"]
+            with pytest.raises(ConfigError, match=r"parameter 'acl_profiling_dir': .* already profiles into"):
+                open_sim(built["dir"] / "batch.om", acl_profiling_dir=str(tmp_path / "other"))
+        finally:
+            second.close()
+        assert sim.get_simulator().profiling.folder is not None  # the first engine still profiles
+    finally:
+        first.close()
+    assert sim.get_simulator().profiling.folder is None and markers(folder) == ["start", "stop"]
+
+
+def test_engines_of_one_process_share_the_dump_and_refuse_another_dump_config(built, tmp_path):
+    """init_dump is once per process (a second returns 100002, dump.cpp 115-121): engines share it;
+    the last one to close finalizes it, before its models unload (18_dump_configuration.md 59-60)."""
+    folder = tmp_path / "dump"
+    section = {"dump": {"dump_path": str(folder), "dump_list": [{"model_name": "m"}]}}
+    config = write_json(tmp_path / "dump.json", section)
+    same = write_json(tmp_path / "same.json", section)
+    other = write_json(tmp_path / "other.json", {"dump": {**section["dump"], "dump_mode": "input"}})
+    before = dict(sim.get_simulator().calls)
+    first = open_sim(built["dir"] / "batch.om", acl_dump_config=str(config))
+    try:
+        second = open_sim(built["dir"] / "batch.om", acl_dump_config=str(same))
+        try:
+            with pytest.raises(ConfigError, match=r"parameter 'acl_dump_config': .*other.json.* already dumps with"):
+                open_sim(built["dir"] / "batch.om", acl_dump_config=str(other))
+            second.bind_thread()
+            run_and_compare(second, built["matmul"], {"x": (2, 4)}, 0)
+        finally:
+            second.close()
+        assert sim.get_simulator().dumps.initialized  # the first engine still dumps
+    finally:
+        first.close()
+    calls = calls_since(before)
+    assert calls["init_dump"] == calls["set_dump"] == calls["finalize_dump"] == 1
+    assert len((folder / DUMP_MARKER).read_text().splitlines()) == 1
+
+
+def test_the_pid_for_msprof_is_logged_at_every_load(built, caplog):
+    caplog.set_level(logging.INFO, logger="ge_python_backend.engines.acl.engine")
+    engine = open_sim(built["dir"] / "batch.om")
+    engine.close()
+    assert f"pid {os.getpid()}: for msprof --dynamic=on --pid={os.getpid()}" in caplog.text
 
 
 def test_profiling_on_demand_needs_an_allowed_token(built, tmp_path):

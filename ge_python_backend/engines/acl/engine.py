@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from ge_python_backend.ascend.layout import Shape
 from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
 from ge_python_backend.ascend.resources import model_resources
 from ge_python_backend.engines.acl.options import PARAMETERS, AclOptions, ProfilingPlan
-from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, check_handle, log_failure
+from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
 from ge_python_backend.engines.base import Engine, Shapes, Slot
 from ge_python_backend.engines.registry import EngineInfo
@@ -96,6 +96,8 @@ class AclEngine(Engine):
             self.close()
             raise
         self.layout = first.plan.layout
+        # the pid msprof's on-demand profiling attaches to (docs/profiling.md, mode e)
+        LOG.info("pid %d: for msprof --dynamic=on --pid=%d", os.getpid(), os.getpid())
         soc = acl.get_soc_name()
         self.spec = self.layout.spec("acl", {"engine": self.name, "device_id": str(device_id), "soc_name": soc or ""})
         self._aipp_defaults = self._aipp_defaults_by_image()
@@ -180,22 +182,26 @@ class AclEngine(Engine):
 
     def _start_dump(self) -> None:
         """Data dump for the models loaded from now on: init_dump, set_dump, then load
-        (18_dump_configuration.md 53-89, 147-159)."""
+        (18_dump_configuration.md 53-89, 147-159); once per process, shared by the runtime."""
         path = self._options.dump_config
         if path is None:
             return
-        acl = self._acl
-        check(acl, acl.mdl.init_dump(), "acl.mdl.init_dump")
+        self._runtime.start_dump(path)
         self._dumping = True
-        check(acl, acl.mdl.set_dump(str(path)), "acl.mdl.set_dump", f"reading {path}")
 
     def _start_profiling(self) -> _ProfilingWindow | None:
         plan = self._options.profiling
         if plan is None:
             return None
         self._runtime.start_profiling(plan.folder)
-        LOG.info("profiling into %s; for msprof: msprof --dynamic=on --pid=%d", plan.folder, os.getpid())
-        return _ProfilingWindow(self._acl, self._runtime, plan, self._device_id)
+        LOG.info("profiling into %s", plan.folder)
+        return _ProfilingWindow(self._runtime, plan, self._device_id, self._bind_quietly)
+
+    def _bind_quietly(self) -> None:
+        """Make the engine's context current in a helper thread (the profiling timer); never raises."""
+        with self._lock:
+            if self._context:
+                log_failure(self._acl, self._acl.rt.set_context(self._context), "acl.rt.set_context")
 
     # -- serving ---------------------------------------------------------------------------
 
@@ -299,8 +305,8 @@ class AclEngine(Engine):
             if self._profiling is not None:
                 self._profiling.close()
                 self._profiling = None
-            if self._dumping:  # before unload (18_dump_configuration.md 53-72)
-                log_failure(acl, acl.mdl.finalize_dump(), "acl.mdl.finalize_dump")
+            if self._dumping:  # before unload (18_dump_configuration.md 53-72); the last user finalizes
+                self._runtime.stop_dump()
                 self._dumping = False
             for slot in reversed(self._slots):
                 slot.release()
@@ -343,17 +349,19 @@ class AclEngine(Engine):
 class _ProfilingWindow:
     """An acl.prof session: started for the first N batches or S seconds after load, or on demand.
 
-    create_config, start, stop and destroy_config follow acl_prof.h 175-230; prof.init (before any
-    model loads) and finalize are the runtime's, once per process."""
+    The runtime starts and stops it (create_config, start, stop, destroy_config: acl_prof.h
+    175-230), one per device; prof.init (before any model loads) and finalize are the runtime's,
+    once per process. A window of S seconds closes on a timer, with or without batches."""
 
-    def __init__(self, acl: Any, runtime: AclRuntime, plan: ProfilingPlan, device_id: int) -> None:
-        self._acl = acl
+    def __init__(self, runtime: AclRuntime, plan: ProfilingPlan, device_id: int, bind: Callable[[], None]) -> None:
         self._runtime = runtime
         self.plan = plan
         self._device_id = device_id
+        self._bind = bind
         self._config = 0
         self._left: int | None = None  # batches until stop (None: by time or not running)
         self._until = 0.0
+        self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
 
     def loaded(self) -> None:
@@ -367,13 +375,27 @@ class _ProfilingWindow:
         with self._lock:
             if self._config:
                 return  # a window is open: it goes on
-            acl = self._acl
-            config = acl.prof.create_config([self._device_id], self.plan.aicore_metrics, 0, self.plan.data_types)
-            self._config = check_handle(acl, config, "acl.prof.create_config")
-            check(acl, acl.prof.start(self._config), "acl.prof.start", f"profiling into {self.plan.folder}")
+            config = self._runtime.open_window(self._device_id, self.plan.aicore_metrics, self.plan.data_types)
+            if config is None:
+                LOG.info(
+                    "profiling: device %d is already being profiled by another model's window, which "
+                    "covers this model's batches too",
+                    self._device_id,
+                )
+                return
+            self._config = config
             self._left = batches
             self._until = time.monotonic() + seconds if seconds else 0.0
+            if seconds:
+                self._timer = threading.Timer(seconds, self._expire)
+                self._timer.daemon = True
+                self._timer.name = f"acl-profiling-window-{self._device_id}"
+                self._timer.start()
             LOG.info("profiling started (%s)", f"{batches} batches" if batches else f"{seconds:g} s")
+
+    def _expire(self) -> None:
+        self._bind()
+        self._stop()
 
     def batch_done(self) -> None:
         with self._lock:
@@ -389,10 +411,11 @@ class _ProfilingWindow:
         with self._lock:
             if not self._config:
                 return
-            acl = self._acl
-            log_failure(acl, acl.prof.stop(self._config), "acl.prof.stop")
-            log_failure(acl, acl.prof.destroy_config(self._config), "acl.prof.destroy_config")
+            self._runtime.close_window(self._device_id, self._config)
+            timer, self._timer = self._timer, None
             self._config, self._left, self._until = 0, None, 0.0
+        if timer is not None and timer is not threading.current_thread():
+            timer.cancel()
         LOG.info("profiling stopped; results in %s", self.plan.folder)
 
     def close(self) -> None:
