@@ -1,6 +1,8 @@
 """Turn an OM's compiled gears into the spec's batch support and shape gears.
 
-ATC's multi-batch pass compiles one branch per gear (om-format.md §2b):
+ATC's multi-batch pass compiles one branch per gear into the ``ascend_mbatch_shape_case`` Case op
+(hicann/ge compiler/graph/passes/multi_batch/multi_batch_clone_pass.cc 36, 394-453: ``batch_num``,
+``_pred_value_<i>``):
 
 - dynamic batch (``--dynamic_batch_size``): each gear is one batch size;
 - dynamic image size (``--dynamic_image_size``): each gear is (h, w) for the H and W axes of
