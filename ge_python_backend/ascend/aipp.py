@@ -30,7 +30,8 @@ from ge_python_backend.specs import DevicePreprocessing
 #: The extra model input ATC adds for dynamic AIPP (hicann/ge inc/external/acl/acl_mdl.h:40).
 DYNAMIC_AIPP_INPUT = "ascend_dynamic_aipp_data"
 #: Bytes of the dynamic-AIPP parameter block: 64-byte head + 96 bytes per batch entry
-#: (hicann/ge inc/graph_metadef/common/dynamic_aipp.h; aclmdlGetAippDataSize.md: batch*96 + 64).
+#: (hicann/ge inc/graph_metadef/common/dynamic_aipp.h:20-97; aclmdlGetAippDataSize is 96 x batch + 64:
+#: api/acl/acl_model/model/acl_aipp_om2.cpp 372-382).
 DYNAMIC_AIPP_HEAD_BYTES = 64
 DYNAMIC_AIPP_BATCH_BYTES = 96
 
@@ -72,7 +73,7 @@ class AippInputFormat(IntEnum):
     def v2_shape(self, batch: int, height: int, width: int) -> tuple[int, int, int, int]:
         """The buffer's dims as ``get_input_dims_v2`` reports them (NHWC; the product is the byte size):
         YUV420SP [n, 1.5h, w, 1], YUV422SP [n, 2h, w, 1], YUYV [n, h, w, 2], XRGB/ARGB/AYUV [n, h, w, 4],
-        RGB888 [n, h, w, 3], YUV400 [n, h, w, 1] (aclmdlGetInputDimsV2.md)."""
+        RGB888 [n, h, w, 3], YUV400 [n, h, w, 1] (aclmdlGetInputDimsV2.md 31-61)."""
         if self is AippInputFormat.YUV420SP_U8:
             return (batch, height * 3 // 2, width, 1)
         if self is AippInputFormat.YUV422SP_U8:
@@ -82,7 +83,7 @@ class AippInputFormat(IntEnum):
     def v1_shape(self, batch: int, height: int, width: int) -> tuple[int, int, int, int]:
         """The image's dims as ``get_input_dims`` (V1) reports them: [n, h, w, C] with C = 4 for
         XRGB/ARGB/AYUV, 1 for YUV400 and RAW, else 3 — also for YUV420SP, whose V1 product is
-        not its size (aclmdlGetInputDims.md; GetChannel in the Aipp op's InferShape)."""
+        not its size (aclmdlGetInputDims.md 31-61; GetChannel in the Aipp op's InferShape)."""
         channels = {
             AippInputFormat.XRGB8888_U8: 4,
             AippInputFormat.ARGB8888_U8: 4,

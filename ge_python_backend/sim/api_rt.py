@@ -194,7 +194,7 @@ class RtApi(Namespace):
         sim.current_context()
         users = sim.memory_users(dev_ptr)
         if users:
-            # "must not be freed while the model is loaded" (aclmdlLoadFromFileWithMem.md); the real
+            # "must not be freed while the model is loaded" (aclmdlLoadFromFileWithMem.md 45-48); the real
             # runtime would let it go and fail on the next execute
             ids = ", ".join(str(m.model_id) for m in users)
             raise AclFail(

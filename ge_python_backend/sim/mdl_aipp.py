@@ -262,7 +262,7 @@ def _check_set(model: LoadedModel, image: str, aipp: AippSet, arch: int | None) 
     width, height = aipp.head.src_image_size_w, aipp.head.src_image_size_h
     batch, _, model_h, model_w = network_nchw(network)
     layout = model.om.layout
-    if batch < 0 and layout.kind == "batch":  # dynamic batch: created for the largest gear (--insert_op_conf.md)
+    if batch < 0 and layout.kind == "batch":  # dynamic batch: made for the largest gear (--insert_op_conf.md 73-76)
         batch = max(g[0] for g in layout.gears)
     if batch > 0 and len(aipp.batches) != batch:
         raise AclFail(INVALID_PARAM, f"the AIPP set is for {len(aipp.batches)} image(s), the model input takes {batch}")

@@ -71,7 +71,7 @@ class GearCalls(Namespace):
     @acl_function("kkk", outputs=(None,))
     def get_input_dynamic_dims(self, model_desc, index, gear_count):
         """Each gear as the full dims of the inputs in ``--input_shape`` order, static ones included
-        (model_om2.cpp 1876-1921); ``name`` is not written ("name not used", aclmdlGetInputDynamicDims.md)."""
+        (model_om2.cpp 1876-1921); ``name`` is not written ("name not used", aclmdlGetInputDynamicDims.md 54)."""
         if index != RESERVED_INDEX:
             raise AclFail(INVALID_PARAM, f"index must be -1 (reserved), got {index}")
         if gear_count > 4096:  # the binding refuses before calling C (mdl_wrap.cpp 1088-1141)
@@ -164,7 +164,7 @@ class GearCalls(Namespace):
 
     @acl_function("IkkO")
     def set_input_dynamic_dims(self, model_id, dataset, index, dims):
-        """The full dims of the --input_shape inputs, in that order (aclmdlSetInputDynamicDims.md):
+        """The full dims of the --input_shape inputs, in that order (aclmdlSetInputDynamicDims.md 44):
         the count and every static value must match (else 145012), the -1 values one gear (else 145013)."""
         if not isinstance(dims, dict):
             raise TypeError("acl.mdl.set_input_dynamic_dims: argument 4 is not dict")

@@ -112,7 +112,7 @@ def _hw_axes(tensor: TensorSpec) -> tuple[int, int] | None:
 
 def _buffer_h(tensor: TensorSpec, h: int) -> int:
     """The H of a static-AIPP buffer for an image of height ``h``: YUV420SP holds 1.5 h rows, YUV422SP
-    2 h (aclmdlGetInputDimsV2.md; inferred for image-size gears, which no sample file shows)."""
+    2 h (aclmdlGetInputDimsV2.md 31-61; inferred for image-size gears, which no sample file shows)."""
     fmt = tensor.preprocessing.pixel_format if tensor.preprocessing is not None else ""
     return {"YUV420SP_U8": h * 3 // 2, "YUV422SP_U8": 2 * h}.get(fmt, h)
 

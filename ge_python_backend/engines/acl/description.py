@@ -65,7 +65,7 @@ class ModelPlan:
     def gear_argument(self, g: int) -> Any:
         """The last argument(s) of gear ``g``'s set_dynamic_* call."""
         layout = self.layout
-        if layout.kind == "dims":  # the runtime's layout (aclmdlSetInputDynamicDims.md)
+        if layout.kind == "dims":  # the runtime's layout (aclmdlSetInputDynamicDims.md 44)
             dims = layout.runtime_dims(g)
             return {"dimCount": len(dims), "name": "", "dims": list(dims)}
         return layout.gears[g]
@@ -175,7 +175,7 @@ def _aipp_network(acl: Any, model_id: int, index: int) -> tuple[int, int, int, i
     """(N, C, H, W) of the network input behind a dynamic-AIPP image, as set_input_aipp checks it:
     the largest outDims[i].srcDims (the AIPP output's origin shape, insert_aipp_op_util.cc 675-690)
     read in srcFormat (acl_aipp.cpp 117-170). For dynamic AIPP only these fields are valid
-    (aclmdlGetFirstAippInfo.md). None where GE skips the check: neither NCHW nor NHWC."""
+    (aclmdlGetFirstAippInfo.md 29). None where GE skips the check: neither NCHW nor NHWC."""
     info, ret = acl.mdl.get_first_aipp_info(model_id, index)
     check(acl, ret, "acl.mdl.get_first_aipp_info", f"reading the dynamic AIPP of input {index}")
     entries = info["outDims"]
@@ -335,7 +335,7 @@ def _dims_order(
     runtime_gears: tuple[Shape, ...], inputs: list[LayoutTensor], model_path: Path
 ) -> tuple[tuple[str, ...], tuple[Shape, ...]]:
     """The inputs get_input_dynamic_dims walks (ATC's --input_shape order) and the gears as their -1
-    values. The runtime does not name them (dims[i].name is not written, aclmdlGetInputDynamicDims.md),
+    values. The runtime does not name them (dims[i].name is not written, aclmdlGetInputDynamicDims.md 54),
     so they are read from the model file (user_designate_shape_order on the ascend_mbatch_shape_case
     op, multi_batch_clone_pass.cc 413-453) and checked against the gears, or else found from the
     gears themselves when only one order fits."""

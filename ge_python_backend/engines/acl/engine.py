@@ -166,7 +166,7 @@ class AclEngine(Engine):
 
     def _aipp_defaults_by_image(self) -> dict[str, AippConfig]:
         """The aipp_config file's blocks by image input: related_input_rank counts the model's own
-        inputs, as in ATC's --insert_op_conf (config_file_template.md); each must name a dynamic-AIPP image."""
+        inputs, as in ATC's --insert_op_conf (config_file_template.md 93-96); each must name a dynamic-AIPP image."""
         inputs = self.layout.inputs
         found = {}
         for config in self._options.aipp:
