@@ -37,6 +37,7 @@ from ge_python_backend.ascend.aipp import (
     AippMode,
     parse_aipp_config,
 )
+from ge_python_backend.ascend.atcflags import Dim, format_dims, parse_gear_list, parse_input_shape, parse_int_list
 from ge_python_backend.ascend.constants import AclDataType, data_type_named
 from ge_python_backend.ascend.layout import UNBOUNDED, GearKind, LayoutTensor, ModelLayout, Shape
 from ge_python_backend.ascend.simom import (
@@ -73,9 +74,6 @@ INPUT_FORMATS = ("NCHW", "NHWC", "ND")
 #: ATC's gear count limits (--dynamic_batch_size.md / --dynamic_dims.md: 2..100).
 MIN_GEARS, MAX_GEARS = 2, 100
 
-#: One axis of --input_shape: a size, -1, or a (low, high) range (high UNBOUNDED for "a~").
-Dim = int | tuple[int, int]
-
 
 @dataclass(frozen=True)
 class AtcOptions:
@@ -111,7 +109,7 @@ class AtcOptions:
         """These options in ATC's spelling (kept in the file as a provenance fact)."""
         parts = []
         if self.input_shape:
-            parts.append("--input_shape=" + ";".join(f"{n}:{_dims_text(d)}" for n, d in self.input_shape.items()))
+            parts.append("--input_shape=" + ";".join(f"{n}:{format_dims(d)}" for n, d in self.input_shape.items()))
         parts.append(f"--input_format={self.input_format}")
         if self.dynamic_batch_size:
             parts.append("--dynamic_batch_size=" + ",".join(map(str, self.dynamic_batch_size)))
@@ -126,60 +124,7 @@ class AtcOptions:
         return " ".join(parts)
 
 
-def _dims_text(dims: tuple[Dim, ...]) -> str:
-    return ",".join(f"{d[0]}~{'' if d[1] == UNBOUNDED else d[1]}" if isinstance(d, tuple) else str(d) for d in dims)
-
-
 # -- ATC's option strings -------------------------------------------------------------------
-
-
-def parse_int_list(text: str, what: str) -> tuple[int, ...]:
-    """``"1,2,4"`` -> (1, 2, 4) ("" -> ()); ConfigError naming ``what`` otherwise."""
-    if not text.strip():
-        return ()
-    try:
-        return tuple(int(p) for p in text.split(","))
-    except ValueError:
-        raise ConfigError(f"{what}: {text!r} is not a comma-separated list of integers") from None
-
-
-def parse_gear_list(text: str, what: str) -> tuple[tuple[int, ...], ...]:
-    """``"224,224;448,448"`` -> ((224, 224), (448, 448))."""
-    return tuple(parse_int_list(part.strip(), what) for part in text.split(";") if part.strip())
-
-
-def parse_input_shape(text: str) -> dict[str, tuple[Dim, ...]]:
-    """ATC's ``--input_shape``: ``"x:-1,3,224,224;y:1~8,4"`` -> {"x": (-1, 3, 224, 224), "y": ((1, 8), 4)},
-    in the given order. ``a~b`` is a range, ``a~`` a range with no upper bound."""
-    shapes: dict[str, tuple[Dim, ...]] = {}
-    for part in (p.strip() for p in text.split(";")):
-        if not part:
-            continue
-        name, sep, dims = part.rpartition(":")
-        if not sep or not name:
-            raise ConfigError(f"--input_shape item {part!r} is not NAME:D0,D1,... (e.g. x:-1,3,224,224)")
-        if name in shapes:
-            raise ConfigError(f"--input_shape names input {name!r} twice")
-        shapes[name] = tuple(_dim(d.strip(), name) for d in dims.split(",")) if dims.strip() else ()
-    return shapes
-
-
-def _dim(text: str, name: str) -> Dim:
-    try:
-        if "~" in text:
-            low, _, high = text.partition("~")
-            bounds = (int(low), int(high) if high else UNBOUNDED)
-            if bounds[0] < 0 or (bounds[1] != UNBOUNDED and bounds[1] < bounds[0]):
-                raise ValueError
-            return bounds
-        value = int(text)
-        if value < -1:
-            raise ValueError
-        return value
-    except ValueError:
-        raise ConfigError(
-            f"--input_shape of {name!r}: {text!r} is not a size, -1 or a range low~high (e.g. 1~8)"
-        ) from None
 
 
 def atc_options(
