@@ -150,3 +150,10 @@ def image_conv(path: Path, batch: int | str = 1, height: int = 6, width: int = 8
         [numpy_helper.from_array(rng.standard_normal((2, 3, 3, 3)).astype(np.float32), "K")],
     )
     return _save(graph, path)
+
+
+def open_sim(path, slots=1, peers=1, **options):
+    """Engine acl-sim on ``path`` (device 0); ``options`` are its parameters."""
+    from ge_python_backend.engines import open_engine
+
+    return open_engine("acl-sim", path, device_id=0, slots=slots, options=options, peers=peers)

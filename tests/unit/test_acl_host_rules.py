@@ -19,7 +19,6 @@ import pytest
 
 from ge_python_backend import sim
 from ge_python_backend.ascend.constants import DEVICE_FATAL_RETS, MemcpyKind
-from ge_python_backend.engines import open_engine
 from ge_python_backend.engines.acl.engine import prepare_options
 from ge_python_backend.engines.acl.runtime import AclError
 from ge_python_backend.errors import ConfigError, EngineError, InputError
@@ -27,6 +26,7 @@ from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.sim.dfx import DUMP_MARKER, PROFILING_MARKER
 from tests.support import acl_sim_nets as nets
+from tests.support.acl_sim_nets import open_sim
 
 #: hicann/runtime include/external/acl/error_codes/rt_error_codes.h: code -> (name, header comment)
 RT_ERROR_CODES = {
@@ -49,6 +49,8 @@ DEVICE_LOST_OR_STICKY = {507010, 507901, 507053, 507054, 507914}
 #: (07_event_management.md 102-104); the simulator's default SoC is Ascend310P3
 STREAMS_310P, EVENTS_310P = 1024, 1023
 
+pytestmark = pytest.mark.usefixtures("clean_simulator")
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
@@ -59,18 +61,6 @@ def built(tmp_path_factory):
     sim.sim_compile(matmul, folder / "batch.om", batch_gears="1,2,4,8")
     sim.sim_compile(matmul, folder / "range.om", input_shapes="x:1~8,4")
     return {"dir": folder, "three": three, "matmul": matmul}
-
-
-@pytest.fixture(autouse=True)
-def clean_simulator():
-    assert sim.live() == []
-    yield
-    sim.configure(faults="", device_ms=0.0, row_ms=0.0, absent_gears_ret=0, run_mode="host")
-    assert sim.live() == []
-
-
-def open_sim(path, slots=1, peers=1, **options):
-    return open_engine("acl-sim", path, device_id=0, slots=slots, options=options, peers=peers)
 
 
 DIMS_SHAPES = [{"a": (a0, 4), "b": (b0, b1), "s": (2, 3)} for b0, b1, a0 in ((2, 3, 1), (4, 5, 2), (1, 1, 3))]

@@ -28,13 +28,13 @@ from ge_python_backend.ascend.aipp import (
 )
 from ge_python_backend.ascend.om import read_om
 from ge_python_backend.ascend.simom import load_sim_om, write_sim_om
-from ge_python_backend.engines import open_engine
 from ge_python_backend.engines.acl.options import parse_max_shapes
 from ge_python_backend.errors import ConfigError, EngineError, InputError
 from ge_python_backend.serving.observers import Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
 from tests.support import acl_sim_nets as nets
+from tests.support.acl_sim_nets import open_sim
 from tests.support.aipp_reference import (
     BIAS,
     MATRIX_RGB_TO_YUV,
@@ -89,6 +89,8 @@ aipp_op {
 }
 """
 
+pytestmark = pytest.mark.usefixtures("clean_simulator")
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
@@ -140,18 +142,6 @@ def built(tmp_path_factory):
         "conv_n": conv_n,
         "matmul": matmul,
     }
-
-
-@pytest.fixture(autouse=True)
-def clean_simulator():
-    assert sim.live() == []
-    yield
-    sim.configure(faults="", device_ms=0.0, row_ms=0.0, absent_gears_ret=0)
-    assert sim.live() == []
-
-
-def open_sim(path, slots=1, **options):
-    return open_engine("acl-sim", path, device_id=0, slots=slots, options=options)
 
 
 class Opened:
