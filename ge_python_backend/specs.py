@@ -118,6 +118,11 @@ class TensorSpec:
     for a dynamic axis. ``format`` is a layout name such as "NCHW", "NHWC" or "ND" ("" when
     unknown). ``native_type`` is the model file's own type name (e.g. "DT_FLOAT16"), kept for
     reports; ``dtype`` is "" when that type has no Triton equivalent.
+
+    ``dim_names`` are the symbolic names of the axes where the model file has them (an ONNX
+    ``dim_param`` such as "batch"; "" for an axis without one), or empty. ``dynamic_rank``
+    marks a tensor whose rank the model file leaves open (an ONNX value without a shape); its
+    ``shape`` is then empty and means nothing.
     """
 
     name: str
@@ -129,11 +134,18 @@ class TensorSpec:
     #: shape-range models: (min, max) per axis, max -1 when unbounded
     ranges: tuple[tuple[int, int], ...] = ()
     preprocessing: DevicePreprocessing | None = None
+    dim_names: tuple[str, ...] = ()
+    dynamic_rank: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype not in NUMPY_DTYPES and not (self.dtype == "" and self.native_type):
             raise ConfigError(f"tensor {self.name!r}: unknown data type {self.dtype!r}")
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dim_names", tuple(self.dim_names))
+        if self.dim_names and len(self.dim_names) != len(self.shape):
+            raise ValueError(f"tensor {self.name!r}: {len(self.dim_names)} dim names for rank {len(self.shape)}")
+        if self.dynamic_rank and self.shape:
+            raise ValueError(f"tensor {self.name!r}: a dynamic-rank tensor has no shape")
 
     @property
     def numpy_dtype(self) -> np.dtype:
@@ -143,7 +155,15 @@ class TensorSpec:
 
     @property
     def is_dynamic(self) -> bool:
-        return any(d < 0 for d in self.shape)
+        return self.dynamic_rank or any(d < 0 for d in self.shape)
+
+    def dim_name(self, axis: int) -> str:
+        """The symbolic name of ``axis`` ("" when it has none)."""
+        return self.dim_names[axis] if self.dim_names else ""
+
+    def shape_text(self) -> str:
+        """The shape as messages show it: [-1,3,224,224], or [*] for a dynamic rank."""
+        return "[*]" if self.dynamic_rank else format_shape(self.shape)
 
     def byte_size(self, shape: tuple[int, ...] | None = None) -> int:
         """Bytes of a tensor of ``shape`` (default: the declared, fully static shape)."""
@@ -155,7 +175,7 @@ class TensorSpec:
     def describe(self) -> str:
         layout = f" {self.format}" if self.format else ""
         extra = f" ({self.preprocessing.describe()})" if self.preprocessing else ""
-        return f"{self.name}: {self.dtype or self.native_type} {format_shape(self.shape)}{layout}{extra}"
+        return f"{self.name}: {self.dtype or self.native_type} {self.shape_text()}{layout}{extra}"
 
 
 @dataclass(frozen=True)
@@ -233,9 +253,14 @@ def _by_name(specs: tuple[TensorSpec, ...], name: str, kind: str) -> TensorSpec:
 
 def batch_support_from_shapes(inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...]) -> BatchSupport:
     """Infer batch support from declared shapes: axis 0 dynamic everywhere -> dynamic;
-    axis 0 equal and fixed everywhere -> static; otherwise none."""
+    axis 0 equal and fixed everywhere -> static; otherwise none.
+
+    A model without inputs has nothing to batch, and one whose inputs name their axis 0
+    differently (ONNX ``a [N,2]``, ``b [M,2]``) has no common batch axis: both are "none"."""
     tensors = inputs + outputs
-    if not tensors or any(len(t.shape) == 0 for t in tensors):
+    if not inputs or any(len(t.shape) == 0 for t in tensors):
+        return BatchSupport("none")
+    if len({t.dim_name(0) for t in inputs} - {""}) > 1:
         return BatchSupport("none")
     first_axes = {t.shape[0] for t in tensors}
     if first_axes == {-1}:

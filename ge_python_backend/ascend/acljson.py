@@ -5,9 +5,14 @@ top-level keys are ignored); the ``dump`` keys of
 ``src/dfx/adump/adump/impl/dump_config_converter.h`` 22-72 and ``.cpp`` 29-1010 (a bad value is
 100009 ACL_ERROR_INVALID_DUMP_CONFIG; unknown keys inside ``dump`` are ignored); the ``profiler``
 keys of ``src/dfx/msprof/collector/dvvp/msprof/engine/include/prof_acl_mgr.h`` 53-81 (any other key
-makes ``acl.init`` fail with 100000). The engine checks a model's acl.json with these rules at load,
-so a mistake is a load error naming the key, not a silent no-op; the simulator's ``acl.init``
-answers the codes CANN answers.
+makes ``acl.init`` fail with 100000) and the values the dvvp collector checks (``prof_acl_mgr.cpp``
+243-317, 2081-2101, ``task_handle/src/prof_params_adapter.cpp`` 139-167, ``common/validation/
+param_validation.cpp``). The dvvp collector is the one every product but Ascend035 builds: the
+lighter ``collector/avp`` (``domain/param/profile_param.c``) is built only for PRODUCT ascend035
+(``src/dfx/msprof/collector/CMakeLists.txt`` 10-14). Checks that depend on the platform's profiling
+features (``Platform::CheckIfSupport``) are not made here. The engine checks a model's acl.json
+with these rules at load, so a mistake is a load error naming the key, not a silent no-op; the
+simulator's ``acl.init`` answers the codes CANN answers.
 """
 
 from __future__ import annotations
@@ -70,8 +75,62 @@ PROFILER_KEYS = (
     "sys_lp_freq",
     "optype",
 )
-#: keys whose value must be a JSON integer (prof_acl_mgr.cpp 243-317)
+#: keys whose value must be a JSON integer (IsFreqConfig; prof_acl_mgr.cpp 261-266, 292-298)
 PROFILER_INTEGERS = tuple(k for k in PROFILER_KEYS if k.endswith("_freq"))
+#: *_freq key -> (min, max) of CheckFreqIsValid (param_validation.cpp 1074-1097); sys_hardware_mem_freq
+#: allows up to 10000 on platforms with PLATFORM_SYS_DEVICE_US (1085-1086), the larger bound here.
+#: instr_profiling_freq skips this check (prof_acl_mgr.cpp 270-273)
+PROFILER_FREQ_RANGES = {
+    "sys_hardware_mem_freq": (1, 10000),
+    "sys_io_sampling_freq": (1, 100),
+    "sys_interconnection_freq": (1, 50),
+    "sys_cpu_freq": (1, 50),
+    "dvpp_freq": (1, 100),
+    "host_sys_usage_freq": (1, 50),
+    "sys_lp_freq": (1, 100),
+}
+#: on/off keys (CheckParamEmptyInvalid, param_validation.cpp 515-531: "", "on" or "off")
+PROFILER_SWITCHES = (
+    "switch",
+    "aicpu",
+    "l2",
+    "hccl",
+    "msproftx",
+    "instr_profiling",
+    "task_tsfw",
+    "ascendcl",
+    "runtime_api",
+    "task_memory",
+)
+#: key -> accepted values ("" accepted too) of CheckParamL0L1Invalid (param_validation.cpp 479-513);
+#: l3 only where the platform has PLATFORM_TASK_TRACE_L3
+PROFILER_LEVELS = {"ge_api": ("l0", "l1", "off"), "task_time": ("l0", "l1", "l2", "l3", "on", "off")}
+#: aic_metrics names (METRIC_FEATURE_MAP, profimpl/platform/platform_interface.h 173-185), or
+#: "Custom:" and PMU events; at most 70 characters (MAX_PARAMS_LEN, common/config/config.h 78)
+AIC_METRICS = (
+    "ArithmeticUtilization",
+    "PipeUtilization",
+    "PipeUtilizationExct",
+    "PipelineExecuteUtilization",
+    "ResourceConflictRatio",
+    "PipeStallCycle",
+    "Memory",
+    "MemoryL0",
+    "MemoryUB",
+    "L2Cache",
+    "ScalarRatio",
+    "MemoryAccess",
+)
+#: comma-separated lists (CheckHostSysOptionsIsValid / CheckHostSysUsageOptionsIsValid,
+#: param_validation.cpp 887-944; names from common/config/config.h 239-244)
+PROFILER_LISTS = {
+    "host_sys": ("cpu", "mem", "disk", "network", "osrt", "numa"),
+    "host_sys_usage": ("cpu", "mem"),
+}
+#: characters profiler.output must not hold (Utils::CheckPathWithInvalidChar, common/utils/utils.cpp 1625-1638)
+_OUTPUT_INVALID = ("\n", "\f", "\r", "\b", "\t", "\v", "\x7f", '"', "'", "\\", "%", ">", "<", "|", "&", "$", ";", "`")
+_STORAGE_LIMIT = re.compile(r"^(\d{1,10})MB$")
+_CUSTOM_EVENT = re.compile(r"^(0x)?[0-9a-fA-F]+$")
 #: the top-level keys acl.init reads (others are ignored: acl.cpp has no whitelist)
 TOP_LEVEL_KEYS = (
     "dump",
@@ -84,7 +143,8 @@ TOP_LEVEL_KEYS = (
     "simd_printf_fifo_size_per_core",
     "acl_graph",
 )
-_STEP = re.compile(r"^\d+(-\d+)?(\|\d+(-\d+)?)*$")
+#: dump_step intervals at most (MAX_DUMP_STEP_INTERVAL_COUNT, dump_config_converter.h 77)
+MAX_DUMP_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -174,6 +234,17 @@ def problems(config: AclJson) -> list[AclJsonProblem]:
     return found
 
 
+def ignored_keys(config: AclJson) -> list[str]:
+    """Keys under ``dump`` that CANN reads nowhere. acl.init does not refuse them, it ignores them
+    (dump_config_converter.cpp reads only the keys of dump_config_converter.h 22-72), so a misspelt
+    key silently changes nothing: the engine refuses them at load instead."""
+    dump = config.dump
+    if dump is None:
+        return []
+    known = (*DUMP_VALUES, *DUMP_LISTS)
+    return [f"dump.{key}" for key in dump if key not in known]
+
+
 def _dump_problems(dump: Any) -> list[tuple[str, str]]:
     if not isinstance(dump, Mapping):
         return [("", "must be an object")]
@@ -195,9 +266,24 @@ def _dump_values(dump: Mapping[str, Any]) -> list[tuple[str, str]]:
         accepted_kernel = ", ".join(DUMP_KERNEL_DATA)
         found.append(("dump_kernel_data", f"is {kernel!r}; accepted a comma-separated list of {accepted_kernel}"))
     step = dump.get("dump_step")
-    if isinstance(step, str) and not _STEP.match(step.replace(" ", "")):
-        found.append(("dump_step", f"is {step!r}; accepted steps N or N-M joined by |"))
+    if isinstance(step, str) and step:
+        found += [("dump_step", m) for m in _step_problems(step)]
     return found
+
+
+def _step_problems(step: str) -> list[str]:
+    """CheckDumpStep (dump_config_converter.cpp 566-609): at most 100 intervals joined by "|", each N
+    or N-M of decimal digits (no spaces) with N <= M."""
+    intervals = step.split("|")
+    if len(intervals) > MAX_DUMP_STEPS:
+        return [f"has {len(intervals)} intervals; at most {MAX_DUMP_STEPS}"]
+    for interval in intervals:
+        steps = interval.split("-")
+        if len(steps) > 2 or not all(s.isdigit() and s.isascii() for s in steps):
+            return [f"{interval!r} is not N or N-M (decimal digits, no spaces); steps are joined by |"]
+        if int(steps[0]) > int(steps[-1]):
+            return [f"{interval!r} runs backwards; N-M needs N <= M"]
+    return []
 
 
 def _dump_lists(dump: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -206,8 +292,10 @@ def _dump_lists(dump: Mapping[str, Any]) -> list[tuple[str, str]]:
     if stats is not None:
         if not isinstance(stats, list) or not stats or any(s not in DUMP_STATS for s in stats):
             found.append(("dump_stats", f"must be a non-empty list of {', '.join(DUMP_STATS)}"))
-        elif dump.get("dump_data") == "tensor":
-            found.append(("dump_stats", 'needs dump_data "stats", not "tensor"'))
+        elif dump.get("dump_data", "tensor") == "tensor":
+            # a missing dump_data counts as "tensor" (dump_config_converter.cpp 840-845)
+            given = 'is "tensor"' if "dump_data" in dump else 'is not set, which counts as "tensor"'
+            found.append(("dump_stats", f'needs dump_data "stats"; dump_data {given}'))
     entries = dump.get("dump_list")
     if entries is not None:
         if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
@@ -235,17 +323,74 @@ def _dump_combinations(dump: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _profiler_problems(profiler: Any) -> list[tuple[str, str]]:
+    """The keys and values CheckAclJsonConfigInvalid refuses (prof_acl_mgr.cpp 2081-2101, each key
+    through CheckAclJsonItemConfigInvalid 286-317), then the later checks of output, storage_limit and
+    optype (2027-2032, 2048-2077); every failure makes acl.init return 100000."""
     if not isinstance(profiler, Mapping):
         return [("", "must be an object")]
     found = [
         (k, "is not a profiler key CANN reads (acl.init fails with 100000)") for k in profiler if k not in PROFILER_KEYS
     ]
     for key, value in profiler.items():
+        if key not in PROFILER_KEYS:
+            continue
         if key in PROFILER_INTEGERS:
-            if not isinstance(value, int):
+            if not isinstance(value, int) or isinstance(value, bool):
                 found.append((key, f"must be an integer, found {value!r}"))
-        elif key in PROFILER_KEYS and not isinstance(value, str):
+            elif (
+                key in PROFILER_FREQ_RANGES
+                and not PROFILER_FREQ_RANGES[key][0] <= value <= PROFILER_FREQ_RANGES[key][1]
+            ):
+                low, high = PROFILER_FREQ_RANGES[key]
+                found.append((key, f"is {value}; accepted {low}..{high}"))
+        elif not isinstance(value, str):
             found.append((key, f"must be a string, found {value!r}"))
-    if profiler.get("switch") not in (None, "on", "off"):
-        found.append(("switch", f"is {profiler.get('switch')!r}; accepted: on, off"))
+        else:
+            problem = _profiler_value(key, value)
+            if problem:
+                found.append((key, problem))
     return found
+
+
+def _profiler_value(key: str, value: str) -> str:
+    """Why a string value is refused ("" when it is not)."""
+    if key in PROFILER_SWITCHES and value not in ("", "on", "off"):
+        return f"is {value!r}; accepted: on, off"
+    if key in PROFILER_LEVELS and value and value not in PROFILER_LEVELS[key]:
+        return f"is {value!r}; accepted: {', '.join(PROFILER_LEVELS[key])}"
+    if key in PROFILER_LISTS:
+        items = value.split(",")
+        if any(item not in PROFILER_LISTS[key] for item in items):
+            return f"is {value!r}; accepted a comma-separated list of {', '.join(PROFILER_LISTS[key])}"
+    if key == "aic_metrics":
+        return _aic_metrics_problem(value)
+    if key == "llc_profiling" and value not in ("read", "write"):  # CheckLlcConfigValid 1149-1165
+        return f"is {value!r}; accepted: read, write"
+    if key == "sys_mem_serviceflow" and not value:  # CheckMemServiceflowValid 1106-1113
+        return "must not be empty"
+    if key == "output" and any(c in value for c in _OUTPUT_INVALID):
+        return f"{value!r} holds a character CANN refuses in a path ({' '.join(repr(c) for c in _OUTPUT_INVALID)})"
+    if key == "storage_limit" and value:  # CheckStorageLimitInner, param_validation.cpp 966-1017
+        match = _STORAGE_LIMIT.match(value)
+        if match is None or not 200 <= int(match[1]) <= 0xFFFFFFFF:
+            return f"is {value!r}; accepted NMB with N in 200..4294967295"
+    if key == "optype" and value and (len(value) > 256 or "" in value.split(",")):  # param_validation.cpp 294-330
+        return "must be at most 256 characters of comma-separated op types, none empty"
+    return ""
+
+
+def _aic_metrics_problem(value: str) -> str:
+    """CheckAicoreMetricsIsValid (param_validation.cpp 175-210): "" (the default), a metric name, or
+    "Custom:" and comma-separated PMU events, hexadecimal or decimal; at most 70 characters."""
+    if not value:
+        return ""
+    if len(value) > 70:
+        return f"is {len(value)} characters long; at most 70"
+    if value.startswith("Custom:"):
+        events = value[len("Custom:") :].split(",")
+        if events == [""] or not all(_CUSTOM_EVENT.match(e) for e in events):
+            return f"is {value!r}; Custom: needs comma-separated PMU events (hexadecimal or decimal)"
+        return ""
+    if value not in AIC_METRICS:
+        return f"is {value!r}; accepted: {', '.join(AIC_METRICS)}, or Custom:EVENTS"
+    return ""

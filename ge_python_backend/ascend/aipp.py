@@ -30,7 +30,8 @@ from ge_python_backend.specs import DevicePreprocessing
 #: The extra model input ATC adds for dynamic AIPP (hicann/ge inc/external/acl/acl_mdl.h:40).
 DYNAMIC_AIPP_INPUT = "ascend_dynamic_aipp_data"
 #: Bytes of the dynamic-AIPP parameter block: 64-byte head + 96 bytes per batch entry
-#: (hicann/ge inc/graph_metadef/common/dynamic_aipp.h; aclmdlGetAippDataSize.md: batch*96 + 64).
+#: (hicann/ge inc/graph_metadef/common/dynamic_aipp.h:20-97; aclmdlGetAippDataSize is 96 x batch + 64:
+#: api/acl/acl_model/model/acl_aipp_om2.cpp 372-382).
 DYNAMIC_AIPP_HEAD_BYTES = 64
 DYNAMIC_AIPP_BATCH_BYTES = 96
 
@@ -72,7 +73,7 @@ class AippInputFormat(IntEnum):
     def v2_shape(self, batch: int, height: int, width: int) -> tuple[int, int, int, int]:
         """The buffer's dims as ``get_input_dims_v2`` reports them (NHWC; the product is the byte size):
         YUV420SP [n, 1.5h, w, 1], YUV422SP [n, 2h, w, 1], YUYV [n, h, w, 2], XRGB/ARGB/AYUV [n, h, w, 4],
-        RGB888 [n, h, w, 3], YUV400 [n, h, w, 1] (aclmdlGetInputDimsV2.md)."""
+        RGB888 [n, h, w, 3], YUV400 [n, h, w, 1] (aclmdlGetInputDimsV2.md 31-61)."""
         if self is AippInputFormat.YUV420SP_U8:
             return (batch, height * 3 // 2, width, 1)
         if self is AippInputFormat.YUV422SP_U8:
@@ -82,7 +83,7 @@ class AippInputFormat(IntEnum):
     def v1_shape(self, batch: int, height: int, width: int) -> tuple[int, int, int, int]:
         """The image's dims as ``get_input_dims`` (V1) reports them: [n, h, w, C] with C = 4 for
         XRGB/ARGB/AYUV, 1 for YUV400 and RAW, else 3 — also for YUV420SP, whose V1 product is
-        not its size (aclmdlGetInputDims.md; GetChannel in the Aipp op's InferShape)."""
+        not its size (aclmdlGetInputDims.md 31-61; GetChannel in the Aipp op's InferShape)."""
         channels = {
             AippInputFormat.XRGB8888_U8: 4,
             AippInputFormat.ARGB8888_U8: 4,
@@ -155,11 +156,15 @@ class AippConfig:
     var_reci_chn: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 1.0)
     #: dynamic AIPP: bytes the image buffer holds (N x the largest image)
     max_src_image_size: int = 0
+    #: the matrix entries (0..8, row by row) that are ATC's default for ``input_format``, not given:
+    #: a change of format changes them (SetCscDefaultValue fills each missing entry by the format,
+    #: aipp_op.cc:776-798); not compared, not stored in a sim-OM
+    matrix_defaulted: tuple[int, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if self.csc_switch and not self.matrix and self.input_format is not None:
-            default = DEFAULT_MATRIX_YUV if self.input_format is AippInputFormat.YUV420SP_U8 else DEFAULT_MATRIX_RGB
-            object.__setattr__(self, "matrix", default)
+            object.__setattr__(self, "matrix", default_matrix(self.input_format))
+            object.__setattr__(self, "matrix_defaulted", tuple(range(9)))
 
     # -- geometry ------------------------------------------------------------------------------
 
@@ -218,8 +223,8 @@ class AippConfig:
         _, channels, model_h, model_w = model_nchw
         found = _field_problems(self)
         if self.aipp_mode is AippMode.DYNAMIC:
-            if self.max_src_image_size <= 0:
-                found.append("max_src_image_size must be > 0 for dynamic AIPP (aipp_op.cc ValidateParams)")
+            if self.max_src_image_size <= 0:  # aipp_op.cc:741-744 (ValidateParams)
+                found.append("max_src_image_size must be > 0 for dynamic AIPP")
             return found
         fmt = self.input_format
         if fmt is None:
@@ -250,6 +255,8 @@ class AippConfig:
             )
         if self.csc_switch and fmt is AippInputFormat.YUV400_U8:
             found.append("csc_switch cannot be on for YUV400_U8 (one channel)")
+        # (inferred) no check in aipp_op.cc / insert_aipp_op_util.cc: the Aipp op's shape inference is
+        # not in the mirrors; a 1-channel YUV400 feeds a C=1 network (typical_scenario_examples.md 3-13)
         produced = self.output_channels()
         if channels > produced:
             found.append(f"the model input has {channels} channels, the AIPP produces {produced} from {fmt.name}")
@@ -278,6 +285,7 @@ class AippConfig:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        del data["matrix_defaulted"]
         data["aipp_mode"] = self.aipp_mode.value
         data["input_format"] = self.input_format.name if self.input_format is not None else None
         return data
@@ -297,8 +305,14 @@ class AippConfig:
         return cls(**values)
 
 
+def default_matrix(fmt: AippInputFormat | None) -> tuple[tuple[int, int, int], ...]:
+    """ATC's CSC matrix for ``fmt`` when the config gives none (aipp_op.cc:776-798)."""
+    return DEFAULT_MATRIX_YUV if fmt is AippInputFormat.YUV420SP_U8 else DEFAULT_MATRIX_RGB
+
+
 def _field_problems(config: AippConfig) -> list[str]:
-    """Ranges from the ATC template (config_file_template.md) and aipp_op.cc ValidateParams."""
+    """Ranges from the ATC template (config_file_template.md 122-188, 265-292); ATC's ValidateParams
+    itself checks only that sizes and positions are >= 0 (aipp_op.cc:749-770)."""
     found = []
     checks: list[tuple[str, float, float, float]] = [
         ("src_image_size_w", config.src_image_size_w, 0, 4096),
@@ -342,6 +356,7 @@ _RESERVED = {
 _IGNORED = {"related_input_name"}  # Caffe only; related_input_rank names the input here
 _SCALARS = {f.name for f in fields(AippConfig)} - {
     "matrix",
+    "matrix_defaulted",
     "input_bias",
     "output_bias",
     "mean_chn",
@@ -481,11 +496,9 @@ def _config(
         values[name] = tuple(current)
     config = AippConfig(**values)
     if matrix:
-        fmt_default = DEFAULT_MATRIX_YUV if config.input_format is AippInputFormat.YUV420SP_U8 else DEFAULT_MATRIX_RGB
-        rows = [list(row) for row in (config.matrix or fmt_default)]
-        for key, value in matrix.items():
-            rows[int(key[8])][int(key[10])] = value
-        config = replace(config, matrix=tuple((r[0], r[1], r[2]) for r in rows))
+        # the entries not given are ATC's default for the format (SetCscDefaultValue, aipp_op.cc:776-798)
+        given = {_MATRIX_FIELDS.index(key): value for key, value in matrix.items()}
+        config = replace(config, **_matrix_values(config.matrix, tuple(range(9)), config.input_format, given))
     if config.aipp_mode is AippMode.STATIC and config.input_format is None:
         raise ConfigError(f"{origin}:{line}: input_format is required in a static aipp_op")
     return config
@@ -501,6 +514,8 @@ def to_aipp_text(configs: tuple[AippConfig, ...]) -> str:
             value = getattr(config, item.name)
             if item.name in _VECTORS:
                 lines += [f"    {item.name}_{i}: {_text(v)}" for i, v in enumerate(value)]
+            elif item.name == "matrix_defaulted":
+                continue
             elif item.name == "matrix":
                 lines += [f"    {n}: {v}" for n, v in zip(_MATRIX_FIELDS, (v for row in value for v in row))]
             elif value is not None and (value != getattr(defaults, item.name) or item.name == "aipp_mode"):
@@ -556,16 +571,14 @@ def request_overrides(parameters: Mapping[str, Any], base: AippConfig) -> AippOv
     """The AIPP fields a request's parameters set (others are ignored); ConfigError naming a bad one."""
     values: dict[str, Any] = {}
     vectors: dict[str, list[Any]] = {}
-    rows = [list(row) for row in base.matrix] if base.matrix else None
+    entries: dict[str, int] = {}
     for key, raw in parameters.items():
         if key not in REQUEST_FIELDS:
             continue
         text = str(raw).lower() if isinstance(raw, bool) else str(raw)
         where = f"request parameter {key}"
         if key in _MATRIX_FIELDS:
-            if rows is None:
-                rows = [list(row) for row in DEFAULT_MATRIX_RGB]
-            rows[int(key[8])][int(key[10])] = _value(text, int, where)
+            entries[key] = _value(text, int, where)
             continue
         vector = re.fullmatch(r"(input_bias|output_bias|mean_chn|min_chn|var_reci_chn)_(\d)", key)
         if vector:
@@ -575,6 +588,31 @@ def request_overrides(parameters: Mapping[str, Any], base: AippConfig) -> AippOv
             continue
         values[key] = _scalar(key, text, where)
     values.update((name, tuple(v)) for name, v in vectors.items())
-    if rows is not None and rows != [list(r) for r in base.matrix]:
-        values["matrix"] = tuple((r[0], r[1], r[2]) for r in rows)
+    fmt = values.get("input_format", base.input_format)
+    if entries or (fmt is not base.input_format and base.matrix_defaulted):
+        # matrix fields change the base's matrix; every entry neither the request nor the aipp_config
+        # file gives is ATC's default for the format in force, as in an aipp.cfg (aipp_op.cc:776-798):
+        # a file that turns CSC on for RGB and a request that sends YUV420SP get the YUV default
+        given = {_MATRIX_FIELDS.index(key): value for key, value in entries.items()}
+        defaulted = base.matrix_defaulted if base.matrix else tuple(range(9))
+        changed = _matrix_values(base.matrix, defaulted, fmt, given)
+        if changed["matrix"] != base.matrix or changed["matrix_defaulted"] != base.matrix_defaulted:
+            values.update(changed)
     return AippOverrides(values)
+
+
+def _matrix_values(
+    matrix: tuple[tuple[int, int, int], ...],
+    defaulted: tuple[int, ...],
+    fmt: AippInputFormat | None,
+    given: Mapping[int, int],
+) -> dict[str, Any]:
+    """``matrix`` with its ``defaulted`` entries recomputed for ``fmt`` and the ``given`` ones set."""
+    flat = [v for row in (matrix or default_matrix(fmt)) for v in row]
+    default = [v for row in default_matrix(fmt) for v in row]
+    for index in defaulted:
+        flat[index] = default[index]
+    for index, value in given.items():
+        flat[index] = value
+    rows = tuple((flat[3 * r], flat[3 * r + 1], flat[3 * r + 2]) for r in range(3))
+    return {"matrix": rows, "matrix_defaulted": tuple(i for i in defaulted if i not in given)}

@@ -2,6 +2,15 @@
 
 Values and names come from CANN's own headers (hicann/runtime ``include/external/acl/``); the
 acl engine and the simulator both use them, so they speak the same codes.
+
+``RET_CODES`` was generated from the headers: every ``#define ACL_...`` of
+``error_codes/rt_error_codes.h`` (a define continued on the next line with a backslash included),
+every ``static const int ACL_...`` of ``acl_base_rt.h`` and every ``static const uint32_t
+ACL_ERROR_...`` of ``error_codes/ge_error_codes.h``, each with its header line; the meaning is the
+header's comment, or a curated text for the codes the engine explains to users (100001, 100002,
+100019, 100037, 100042-100045, 145000, 145012, 145013, 145015, 200000). Regenerate it the same way
+after a CANN update: tests/unit/test_cann_tables.py re-reads the headers from a hicann/runtime mirror
+when one is present and fails on any code or name that differs.
 """
 
 from __future__ import annotations
@@ -66,7 +75,10 @@ RET_CODES: dict[int, tuple[str, str]] = {
     100034: ("ACL_ERROR_STREAM_NOT_SUBSCRIBE", "stream not subscribe"),  # acl_base_rt.h:101
     100035: ("ACL_ERROR_THREAD_NOT_SUBSCRIBE", "thread not subscribe"),  # acl_base_rt.h:102
     100036: ("ACL_ERROR_WAIT_CALLBACK_TIMEOUT", "wait callback timeout"),  # acl_base_rt.h:103
-    100037: ("ACL_ERROR_REPEAT_FINALIZE", "finalized again, or without acl.init"),  # acl_base_rt.h:104
+    100037: (
+        "ACL_ERROR_REPEAT_FINALIZE",
+        "acl.finalize again after a finalize (a finalize without any acl.init returns 0: acl.cpp 42, 630-646)",
+    ),  # acl_base_rt.h:104
     100038: ("ACL_ERROR_NOT_STATIC_AIPP", "not static aipp"),  # acl_base_rt.h:105
     100039: ("ACL_ERROR_COMPILING_STUB_MODE", "compiling stub mode"),  # acl_base_rt.h:106
     100040: ("ACL_ERROR_GROUP_NOT_SET", "group not set"),  # acl_base_rt.h:107
@@ -134,6 +146,10 @@ RET_CODES: dict[int, tuple[str, str]] = {
     ),  # rt_error_codes.h:59
     107039: ("ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY", "input array capacity insufficient"),  # rt_error_codes.h:60
     107040: ("ACL_ERROR_RT_MODEL_UPDATE_FAILED", "the model update failed"),  # rt_error_codes.h:61
+    107041: (
+        "ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC",
+        "async oper convert to sync oper, stream is captured, not support current oper",
+    ),  # rt_error_codes.h:62-63
     107042: ("ACL_ERROR_RT_SYMBOL_NOT_FOUND", "symbol not found"),  # rt_error_codes.h:64
     107043: ("ACL_ERROR_RT_INVALID_SYMBOL", "invalid device symbol"),  # rt_error_codes.h:65
     107044: ("ACL_ERROR_RT_INVALID_DEVICE_FUNCTION", "invalid device function"),  # rt_error_codes.h:66
@@ -371,7 +387,7 @@ def describe_ret(ret: int) -> str:
     return f"{ret} {name} ({meaning})"
 
 
-# --- aclDataType (pyacl.md §5.4) -------------------------------------------------------------
+# --- aclDataType (hicann/runtime include/external/acl/acl_base_rt.h:140-169) ---------------
 
 
 @dataclass(frozen=True)
@@ -435,7 +451,7 @@ def data_type(code: int) -> AclDataType:
     """The aclDataType of ``code``; unknown codes give an unsupported placeholder."""
     found = _TYPES_BY_CODE.get(code)
     if found is None:
-        return AclDataType(code, f"UNKNOWN_{code}", "", f"is aclDataType {code}, which pyacl.md does not list")
+        return AclDataType(code, f"UNKNOWN_{code}", "", f"is aclDataType {code}, which CANN's headers do not list")
     return found
 
 
@@ -448,7 +464,7 @@ def data_type_named(name: str) -> AclDataType:
         raise KeyError(f"unknown aclDataType name {name!r}; known: {', '.join(_TYPES_BY_NAME)}") from None
 
 
-# --- aclFormat (pyacl.md §5.5) ---------------------------------------------------------------
+# --- aclFormat (acl_base_rt.h:171-192) ------------------------------------------------------
 
 #: aclFormat code -> layout name as specs.TensorSpec.format spells it.
 FORMATS: dict[int, str] = {
@@ -486,11 +502,12 @@ def format_code(name: str) -> int:
         raise KeyError(f"unknown aclFormat {name!r}; known: {', '.join(_FORMAT_CODES)}") from None
 
 
-# --- runtime enums (pyacl.md §5.3, §5.6) -----------------------------------------------------
+# --- runtime enums (hicann/runtime include/external/acl/acl_rt.h) ---------------------------
 
 
 class MemcpyKind(IntEnum):
-    """aclrtMemcpyKind; each member is ``ACL_MEMCPY_<name>`` in the headers."""
+    """aclrtMemcpyKind (acl_rt.h:144-153; 5-7 are not used here); each member is
+    ``ACL_MEMCPY_<name>`` in the headers."""
 
     HOST_TO_HOST = 0
     HOST_TO_DEVICE = 1
@@ -504,7 +521,7 @@ class MemcpyKind(IntEnum):
 
 
 class MallocPolicy(IntEnum):
-    """aclrtMemMallocPolicy; each member is ``ACL_MEM_MALLOC_<name>`` in the headers."""
+    """aclrtMemMallocPolicy (acl_rt.h:177-185); each member is ``ACL_MEM_MALLOC_<name>`` in the headers."""
 
     HUGE_FIRST = 0
     HUGE_ONLY = 1
@@ -520,14 +537,14 @@ class MallocPolicy(IntEnum):
         return f"ACL_MEM_MALLOC_{self.name}"
 
 
-#: OR-able flags that may accompany a malloc policy.
+#: OR-able flags that may accompany a malloc policy (acl_rt.h:186-187).
 MALLOC_FLAGS = {0x0100: "ACL_MEM_TYPE_LOW_BAND_WIDTH", 0x1000: "ACL_MEM_TYPE_HIGH_BAND_WIDTH"}
 
 #: aclrtRunMode (acl_rt.h 105-108): the application runs on the device (ACL_DEVICE) or on a host
 #: with a PCIe card (ACL_HOST)
 ACL_DEVICE, ACL_HOST = 0, 1
 
-# --- model constants (pyacl.md §5.7) ---------------------------------------------------------
+# --- model constants (hicann/ge inc/external/acl/acl_mdl.h) ---------------------------------
 
-#: The extra model input of dynamic batch / HW / dims models.
+#: The extra model input of dynamic batch / HW / dims models (acl_mdl.h:39).
 ACL_DYNAMIC_TENSOR_NAME = "ascend_mbatch_shape_data"

@@ -15,7 +15,7 @@ Gear kinds:
     413-453). The runtime speaks another layout: ``get_input_dynamic_dims`` returns, and
     ``set_input_dynamic_dims`` takes, the *full* dims of every input in ``shape_order``, static
     inputs and axes included (hicann/ge api/acl/acl_model/model/model_om2.cpp 1876-1921;
-    docs/zh/api/graph_engine_api/c/acl/aclmdlGetInputDynamicDims.md). ``runtime_dims`` and
+    docs/zh/api/graph_engine_api/c/acl/aclmdlGetInputDynamicDims.md 42-66). ``runtime_dims`` and
     ``gear_of_runtime_dims`` convert between the two;
   - ``"range"``: no gears; each -1 axis takes any size within the axis's range
     (``get_input_dims_range``), set per run with ``set_dataset_tensor_desc``.
@@ -56,7 +56,7 @@ class LayoutTensor:
 
     ``dims`` are what the buffer holds, as ``get_input_dims_v2`` reports them (-1 on gear axes and
     dynamic axes; outputs at the largest gear). For an AIPP input they differ from the image's own
-    dims, ``image_dims`` (V1; aclmdlGetInputDims.md vs aclmdlGetInputDimsV2.md): a YUV420SP image
+    dims, ``image_dims`` (V1; aclmdlGetInputDims.md 31-61 vs aclmdlGetInputDimsV2.md 31-61): a YUV420SP image
     of h x w is V1 [n, h, w, 3] but V2 [n, 1.5h, w, 1], and only V2's product is its byte size.
     ``size`` is ``get_*_size_by_index``: the bytes of the largest shape (0 when unbounded).
     """
@@ -229,7 +229,13 @@ class ModelLayout:
         return [filled.get(t.name, t.dims) for t in self.inputs]
 
     def _key(self, shapes: Sequence[Shape]) -> tuple[Shape, ...]:
-        return tuple(s for s, t in zip(shapes, self.inputs) if not t.free)
+        """What picks the gear: the fixed inputs' shapes, and the batch axis of a dynamic-AIPP image
+        in a dynamic-batch model (its batch follows the gear; only its image size is free)."""
+        return tuple(
+            s if not t.free else s[:1]
+            for s, t in zip(shapes, self.inputs)
+            if not t.free or (self.kind == "batch" and t.dynamic_aipp and t.dims and t.dims[0] < 0)
+        )
 
     def input_shapes(self, g: int) -> dict[str, Shape]:
         """Every input's shape at gear ``g`` (a free input: its declared dims, with -1)."""
@@ -243,7 +249,7 @@ class ModelLayout:
 
     def runtime_dims(self, g: int) -> Shape:
         """What ``set_input_dynamic_dims`` takes at dims gear ``g``: the full shapes of the inputs in
-        ``shape_order``, concatenated (aclmdlSetInputDynamicDims.md)."""
+        ``shape_order``, concatenated (aclmdlSetInputDynamicDims.md 44)."""
         shapes = self.input_shapes(g)
         return tuple(d for name in self.shape_order for d in shapes[name])
 
@@ -275,7 +281,11 @@ class ModelLayout:
         try:
             return self._by_shapes[self._key(concrete)]
         except KeyError:
-            asked = ", ".join(f"{n} {format_shape(s)}" for n, s, t in zip(names, concrete, self.inputs) if not t.free)
+            asked = ", ".join(
+                f"{n} {format_shape(s)}"
+                for n, s, t in zip(names, concrete, self.inputs)
+                if not t.free or (self.kind == "batch" and t.dynamic_aipp)
+            )
             raise ValueError(f"the model cannot run {asked}; it runs {self.runnable()}") from None
 
     def _free_problem(self, tensor: LayoutTensor, shape: Shape) -> str | None:

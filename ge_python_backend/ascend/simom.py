@@ -19,9 +19,14 @@ The JSON description mirrors what ATC bakes into a real .om::
      "outputs": [{... "dims" at the largest gear, "size" at the largest gear}, ...],
      "gear_kind": "" | "batch" | "hw" | "dims" | "range",
      "gears": [[...], ...]          (dims: the -1 values in shape_order, as ATC's _pred_value_<i>),
-     "shape_order": [names]         (dims: ATC's --input_shape order, user_designate_shape_order),
+     "shape_order": [names]         (dims: ATC's --input_shape order, user_designate_shape_order;
+                                     a file without it runs with the dynamic inputs in model order,
+                                     and SimOm.shape_order_recorded says it was not recorded),
      "gear_outputs": [[output dims, ...] per gear],
-     "producer": {"tool": ..., ...}}
+     "producer": {"tool": ..., ...},
+     optional "stream_num", "event_num" (the streams and events the model creates at load, as a
+     real .om records them in its ModelDef attributes stream_num / event_num; not recorded: one
+     stream, no events)}
 
 Inputs are listed in the runtime's index order: ``ascend_dynamic_aipp_data`` right after its
 image, ``ascend_mbatch_shape_data`` last (multi_batch_clone_pass.cc 470-511 gives it the index
@@ -48,6 +53,8 @@ from ge_python_backend.specs import ModelSpec
 #: The 8 bytes a sim-OM starts with; the OM reader knows them to refuse the file as simulated.
 MAGIC = SIM_OM_MAGIC
 VERSION = 2
+#: streams and events a model whose file records none is counted with
+DEFAULT_MODEL_STREAMS, DEFAULT_MODEL_EVENTS = 1, 0
 _HEADER = struct.Struct("<8sIIQ")
 
 
@@ -87,6 +94,23 @@ class SimOm:
     model_inputs: tuple[ModelInput, ...]
     producer: Mapping[str, str]
     onnx: bytes
+    #: the file records the --input_shape order of a dims model. A file without it (written with this
+    #: False) still runs on the simulator, with the dynamic inputs in model order (the layout's default),
+    #: but a reader cannot tell that order from a guess
+    shape_order_recorded: bool = True
+    #: the streams and events the model creates when it loads (ATTR_MODEL_STREAM_NUM / _EVENT_NUM;
+    #: hicann/ge runtime/v1/graph/load/model_manager/model_utils.cc 1321-1324), None: not recorded
+    stream_num: int | None = None
+    event_num: int | None = None
+
+    @property
+    def model_streams(self) -> int:
+        """Streams a load of this model takes: stream_num, or 1 when the file records none."""
+        return DEFAULT_MODEL_STREAMS if self.stream_num is None else self.stream_num
+
+    @property
+    def model_events(self) -> int:
+        return DEFAULT_MODEL_EVENTS if self.event_num is None else self.event_num
 
     @property
     def all_inputs(self) -> tuple[LayoutTensor, ...]:
@@ -109,6 +133,9 @@ class SimOm:
     def spec(self) -> ModelSpec:
         facts = {"producer": self.producer.get("tool", ""), "sim_om_version": str(VERSION)}
         facts.update({k: str(v) for k, v in self.producer.items() if k != "tool"})
+        for key in ("stream_num", "event_num"):
+            if getattr(self, key) is not None:
+                facts[key] = str(getattr(self, key))
         return self.layout.spec("sim-om", facts)
 
 
@@ -145,15 +172,19 @@ def _tensor_json(entry: ModelInput | LayoutTensor) -> dict[str, Any]:
 
 
 def encode_sim_om(om: SimOm) -> bytes:
-    description = {
+    description: dict[str, Any] = {
         "inputs": [_tensor_json(m) for m in om.model_inputs],
         "outputs": [_tensor_json(t) for t in om.layout.outputs],
         "gear_kind": om.layout.kind,
         "gears": [list(g) for g in om.layout.gears],
-        "shape_order": list(om.layout.shape_order),
         "gear_outputs": [[list(s) for s in shapes] for shapes in om.layout.gear_outputs],
         "producer": dict(om.producer),
     }
+    if om.shape_order_recorded:
+        description["shape_order"] = list(om.layout.shape_order)
+    for key in ("stream_num", "event_num"):
+        if getattr(om, key) is not None:
+            description[key] = getattr(om, key)
     text = json.dumps(description, indent=1).encode()
     return _HEADER.pack(MAGIC, VERSION, len(text), len(om.onnx)) + text + om.onnx
 
@@ -187,7 +218,12 @@ def decode_sim_om(data: bytes, origin: str = "<memory>") -> SimOm:
         layout, model_inputs = _layout(description, version)
     except (ValueError, KeyError, TypeError, ConfigError) as exc:
         raise OmFormatError(f"{origin}: offset {_HEADER.size}: bad JSON description: {exc}") from None
-    return SimOm(layout, model_inputs, dict(description.get("producer", {})), data[_HEADER.size + json_len :])
+    recorded = version == 1 or "shape_order" in description  # version 1: the order is its convention
+    producer = dict(description.get("producer", {}))
+    resources = [description.get(key) for key in ("stream_num", "event_num")]
+    if any(v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0) for v in resources):
+        raise OmFormatError(f"{origin}: stream_num and event_num must be integers >= 0, found {resources}")
+    return SimOm(layout, model_inputs, producer, data[_HEADER.size + json_len :], recorded, *resources)
 
 
 def _tensor(entry: Mapping[str, Any]) -> LayoutTensor:

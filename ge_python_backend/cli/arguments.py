@@ -40,3 +40,15 @@ def state_pair(text: str) -> StatePair:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{text!r}: expected INPUT=OUTPUT ({exc})") from None
     return pair
+
+
+def tensor_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """NAME:D0,D1,... (the name may hold ':'; -1 for any size)."""
+    name, sep, dims = text.rpartition(":")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        shape = ()
+    if not sep or not name or not shape:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME:D0,D1,... (e.g. x:-1,3,224,224)")
+    return name, shape

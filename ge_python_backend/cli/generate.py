@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ge_python_backend.cli.arguments import device_list, int_list, setting, state_pair
+from ge_python_backend.cli.arguments import device_list, int_list, setting, state_pair, tensor_shape
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.generate import (
     DEFAULT_MAX_QUEUE_SIZE,
@@ -116,6 +116,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=(),
         help="model inputs without a batch axis (one value per request)",
     )
+    parser.add_argument(
+        "--shape",
+        dest="shapes",
+        type=tensor_shape,
+        action="append",
+        default=[],
+        metavar="NAME:D0,D1,...",
+        help="dims for a tensor the model file leaves open: a rank where it has none, sizes for -1 axes "
+        "(full shape, batch axis included; repeatable)",
+    )
     parser.add_argument("--list-templates", action="store_true", help="list templates and exit")
 
 
@@ -127,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model is None:
         raise ConfigError("give a model file (or --list-templates)")
     options = GenerateOptions(
-        name=args.name or args.model.stem,
+        name=args.model.stem if args.name is None else args.name,
         template=args.template,
         backend=args.backend,
         version=args.version,
@@ -151,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         states=tuple(args.states),
         state_batch_axis=args.state_batch_axis,
         unbatched_inputs=args.unbatched_inputs,
+        shapes=dict(args.shapes),
     )
     result = generate(args.model, args.output, options)
     print(f"wrote {result.model_dir}")

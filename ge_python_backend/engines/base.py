@@ -66,6 +66,9 @@ class Engine(ABC):
     #: True when ``Slot.run`` returns views of slot memory that its next run overwrites
     #: (acl's pinned buffers); False when every run returns fresh arrays (ONNX Runtime).
     outputs_alias_slot_memory: bool = True
+    #: True when the engine's string tensors hold UTF-8 text (ONNX Runtime): BYTES input elements
+    #: that are not UTF-8 are refused per request before they reach a batch.
+    utf8_strings: bool = False
 
     @property
     @abstractmethod

@@ -81,20 +81,47 @@ _ORT_TYPES = {
 #: Providers that take a device_id provider option.
 _DEVICE_PROVIDERS = {"CANNExecutionProvider", "CUDAExecutionProvider", "ROCMExecutionProvider"}
 
+#: ONNX Runtime's log severity "error" (0 verbose, 1 info, 2 warning, 3 error, 4 fatal).
+_ORT_LOG_ERROR = 3
+
 #: Distinct input shapes a slot keeps buffers for (least recently used dropped first).
 _BUFFER_CACHE_SHAPES = 16
 
 
-def _tensor_spec(node: Any) -> TensorSpec:
+def _tensor_spec(node: Any, unranked: frozenset[str]) -> TensorSpec:
     dtype = _ORT_TYPES.get(node.type, "")
-    shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in (node.shape or ()))
-    return TensorSpec(node.name, dtype, shape, native_type=node.type)
+    if node.name in unranked:
+        return TensorSpec(node.name, dtype, (), native_type=node.type, dynamic_rank=True)
+    dims = tuple(node.shape or ())
+    shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in dims)
+    names = tuple(d if isinstance(d, str) else "" for d in dims)
+    return TensorSpec(node.name, dtype, shape, native_type=node.type, dim_names=names if any(names) else ())
 
 
-def spec_from_session(session: Any) -> ModelSpec:
-    """The ModelSpec of a loaded ONNX Runtime session."""
-    inputs = tuple(_tensor_spec(n) for n in session.get_inputs())
-    outputs = tuple(_tensor_spec(n) for n in session.get_outputs())
+def unranked_tensors(model_path: Path) -> frozenset[str]:
+    """Names of the graph inputs and outputs whose rank the ONNX file leaves open.
+
+    ONNX Runtime reports them with shape [] like a scalar, so the file itself is read (with the
+    ``onnx`` package, without external data). Without ``onnx`` nothing can be told apart."""
+    try:
+        import onnx
+    except ImportError:
+        return frozenset()
+    try:
+        graph = onnx.load(str(model_path), load_external_data=False).graph
+    except Exception:  # ONNX Runtime loaded it; anything onnx cannot parse is left to ORT
+        return frozenset()
+    return frozenset(
+        value.name
+        for value in (*graph.input, *graph.output)
+        if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")
+    )
+
+
+def spec_from_session(session: Any, unranked: frozenset[str] = frozenset()) -> ModelSpec:
+    """The ModelSpec of a loaded ONNX Runtime session; ``unranked`` names tensors of open rank."""
+    inputs = tuple(_tensor_spec(n, unranked) for n in session.get_inputs())
+    outputs = tuple(_tensor_spec(n, unranked) for n in session.get_outputs())
     return ModelSpec(
         inputs=inputs,
         outputs=outputs,
@@ -102,6 +129,12 @@ def spec_from_session(session: Any) -> ModelSpec:
         source="onnx",
         facts={"producer": session.get_modelmeta().producer_name or ""},
     )
+
+
+def _spec(session: Any, model_path: Path) -> ModelSpec:
+    nodes = [*session.get_inputs(), *session.get_outputs()]
+    maybe_unranked = any(not node.shape for node in nodes)  # a scalar, or a tensor of open rank
+    return spec_from_session(session, unranked_tensors(model_path) if maybe_unranked else frozenset())
 
 
 def _import_onnxruntime():
@@ -114,8 +147,18 @@ def _import_onnxruntime():
     return onnxruntime
 
 
-def load_session(model_path: Path, *, device_id: int = 0, slots: int = 1, options: Mapping[str, Any] | None = None):
-    """An ONNX Runtime session for ``model_path`` configured from engine ``options``."""
+def load_session(
+    model_path: Path,
+    *,
+    device_id: int = 0,
+    slots: int = 1,
+    options: Mapping[str, Any] | None = None,
+    quiet: bool = False,
+):
+    """An ONNX Runtime session for ``model_path`` configured from engine ``options``.
+
+    ``quiet``: ONNX Runtime logs errors only (reading a model offline must not print its
+    warnings, e.g. about unused initializers, on the command line's stderr)."""
     ort = _import_onnxruntime()
     values = {p.name: p.default for p in PARAMETERS} | dict(options or {})
     available = set(ort.get_available_providers())
@@ -128,6 +171,8 @@ def load_session(model_path: Path, *, device_id: int = 0, slots: int = 1, option
         )
     providers = [(p, {"device_id": str(device_id)}) if p in _DEVICE_PROVIDERS else (p, {}) for p in requested]
     session_options = ort.SessionOptions()
+    if quiet:
+        session_options.log_severity_level = _ORT_LOG_ERROR
     session_options.intra_op_num_threads = values["onnxruntime_intra_op_threads"]
     session_options.inter_op_num_threads = values["onnxruntime_inter_op_threads"]
     spin = values["onnxruntime_spinning"]
@@ -149,8 +194,8 @@ def load_session(model_path: Path, *, device_id: int = 0, slots: int = 1, option
 
 
 def read_onnx_spec(model_path: Path) -> ModelSpec:
-    """Describe an .onnx file (loads it on the CPU provider)."""
-    return spec_from_session(load_session(model_path))
+    """Describe an .onnx file (loads it on the CPU provider, ONNX Runtime's warnings silenced)."""
+    return _spec(load_session(model_path, quiet=True), Path(model_path))
 
 
 class _OrtSlot(Slot):
@@ -160,6 +205,8 @@ class _OrtSlot(Slot):
         self._session = session
         self._spec = spec
         self._output_names = [o.name for o in spec.outputs]
+        self._text_inputs = {t.name for t in spec.inputs if t.dtype == "BYTES"}
+        self._text_outputs = {t.name for t in spec.outputs if t.dtype == "BYTES"}
         self._buffers: OrderedDict[tuple[str, tuple[int, ...]], np.ndarray] = OrderedDict()
         self._staged: dict[str, np.ndarray] = {}
 
@@ -167,7 +214,7 @@ class _OrtSlot(Slot):
         staged = {}
         for spec in self._spec.inputs:
             shape = tuple(shapes[spec.name])
-            if not shape_fits(shape, spec.shape):
+            if not spec.dynamic_rank and not shape_fits(shape, spec.shape):
                 raise EngineError(
                     f"input {spec.name!r}: the model takes {format_shape(spec.shape)}, "
                     f"asked to run {format_shape(shape)}"
@@ -190,12 +237,43 @@ class _OrtSlot(Slot):
 
     def run(self) -> dict[str, np.ndarray]:
         started = time.perf_counter()
+        feeds = {
+            name: _as_text(name, array) if name in self._text_inputs else array for name, array in self._staged.items()
+        }
         try:
-            results = self._session.run(self._output_names, self._staged)
+            results = self._session.run(self._output_names, feeds)
         except Exception as exc:  # ORT raises several private exception types
             raise EngineError(f"ONNX Runtime failed: {exc}") from None
         self.last_times = PhaseTimes(execute=time.perf_counter() - started)
-        return dict(zip(self._output_names, results))
+        return {
+            name: _as_bytes(result) if name in self._text_outputs else result
+            for name, result in zip(self._output_names, results)
+        }
+
+
+def _as_text(name: str, array: np.ndarray) -> np.ndarray:
+    """A BYTES input as ONNX Runtime takes strings: ``str`` elements (it would call ``str()`` on
+    ``bytes`` and send "b'..'"). Requests were checked to be UTF-8 (``utf8_strings``)."""
+    text = np.empty(array.shape, dtype=np.object_)
+    flat, source = text.reshape(-1), array.reshape(-1)
+    for index, value in enumerate(source):
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            try:
+                flat[index] = bytes(value).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise EngineError(f"input {name!r} element {index} is not UTF-8 text ({exc.reason})") from None
+        else:
+            flat[index] = str(value)
+    return text
+
+
+def _as_bytes(array: np.ndarray) -> np.ndarray:
+    """A string output of ONNX Runtime (``str`` elements) as Triton's BYTES: UTF-8 ``bytes``."""
+    result = np.empty(array.shape, dtype=np.object_)
+    flat = result.reshape(-1)
+    for index, value in enumerate(array.reshape(-1)):
+        flat[index] = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    return result
 
 
 class OnnxRuntimeEngine(Engine):
@@ -203,12 +281,13 @@ class OnnxRuntimeEngine(Engine):
 
     name = "onnxruntime"
     outputs_alias_slot_memory = False  # session.run returns fresh arrays
+    utf8_strings = True  # ONNX Runtime's string tensors hold UTF-8 text
 
     def __init__(
         self, model_path: Path, *, device_id: int = 0, slots: int = 1, options: Mapping[str, Any] | None = None
     ):
         self._session = load_session(model_path, device_id=device_id, slots=slots, options=options)
-        self.spec = spec_from_session(self._session)
+        self.spec = _spec(self._session, Path(model_path))
         self._providers = self._session.get_providers()
         self._slots = tuple(_OrtSlot(i, self._session, self.spec) for i in range(slots))
 

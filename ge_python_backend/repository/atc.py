@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ge_python_backend.ascend import atcflags
 from ge_python_backend.ascend.aipp import AippConfig, AippMode, parse_aipp_config
 from ge_python_backend.engines import ModelKind
 from ge_python_backend.errors import ConfigError
@@ -83,42 +84,16 @@ _LIST_FLAGS = ("--input_shape", "--dynamic_batch_size", "--dynamic_dims")
 
 
 def parse_input_shape(text: str) -> dict[str, tuple[int, ...]]:
-    """``"x:-1,3,224,224;y:1,-1"`` -> {"x": (-1, 3, 224, 224), "y": (1, -1)}, in the given order."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for part in (p.strip() for p in text.split(";")):
-        if not part:
-            continue
-        name, sep, dims = part.rpartition(":")
-        if not sep or not name:
-            raise ConfigError(f"--input-shape item {part!r} is not NAME:D0,D1,... (e.g. x:-1,3,224,224)")
-        if name in shapes:
-            raise ConfigError(f"--input-shape names input {name!r} twice")
-        if "~" in dims:
-            raise ConfigError(
-                f"--input-shape of {name!r}: {dims!r} is a shape range; atc-cmd emits fixed sizes, -1 batch "
-                "axes and --dynamic-dims gears only"
-            )
-        try:
-            values = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
-        except ValueError:
-            raise ConfigError(f"--input-shape of {name!r}: {dims!r} is not a list of sizes and -1") from None
-        if any(d < -1 or d == 0 for d in values):
-            raise ConfigError(f"--input-shape of {name!r}: {dims!r}: each axis is a size >= 1 or -1")
-        shapes[name] = values
-    return shapes
+    """atc-cmd's ``--input-shape``: ATC's syntax in the given order, without shape ranges."""
+    shapes = atcflags.parse_input_shape(
+        text, "--input-shape", ranges_refused="atc-cmd emits fixed sizes, -1 batch axes and --dynamic-dims gears only"
+    )
+    return {name: tuple(d for d in dims if isinstance(d, int)) for name, dims in shapes.items()}
 
 
 def parse_dynamic_dims(text: str) -> tuple[tuple[int, ...], ...]:
     """ATC's ``--dynamic_dims``: ``"1,20;2,40"`` -> ((1, 20), (2, 40)) (gears by ``;``, values by ``,``)."""
-    gears = []
-    for part in (p.strip() for p in text.split(";")):
-        if not part:
-            continue
-        try:
-            gears.append(tuple(int(v) for v in part.split(",")))
-        except ValueError:
-            raise ConfigError(f"--dynamic-dims gear {part!r} is not a comma-separated list of integers") from None
-    return tuple(gears)
+    return atcflags.parse_gear_list(text, "--dynamic-dims")
 
 
 def _quoted(argument: str) -> str:

@@ -4,16 +4,27 @@ Nothing is loaded or run: config.pbtxt is parsed with Triton's schema, model fil
 through ``modelfile.read_model_file`` and model.py through ``ast`` (``modelcode``). Checks:
 
 - config: parses, no fields tritonserver 2.51 does not know, ``name`` equals the folder name;
-- versions: numeric folders exist (and those ``version_policy`` names); backend python has
+- the server's own load rules, in its words (``_check_server_rules``): names, data types and
+  dims of every tensor, no empty reshape without batching, positive preferred sizes, control
+  tensors of the sequence batcher, warm-up dims, a version policy that selects a version;
+- versions: folders read as the server reads them (``versions``: leading zeros ignored, ``7abc``
+  read as 7, beyond int64 aborts the server: ``fatal``); backend python has
   ``<version>/model.py``; backend ge needs the ge backend installed (a warning);
 - parameters: known to GEModel, the engines, Triton or model.py's ``extra_parameters``, and
   well-formed (parsed by the same ``Parameter`` parsers GEModel uses);
 - engine and model file: present, of the kind the engine runs;
+- a config GEModel's auto-complete would complete is completed first, exactly as at load
+  (``triton.settings.auto_complete``), and its contradictions are reported as the load reports them;
 - I/O: names, data types and dims (batch axis removed when ``max_batch_size`` > 0) agree with
   the model file, unless model.py overrides ``preprocess``/``postprocess``;
 - batching: ``max_batch_size`` within the model's batch gears, preferred sizes gears and
-  <= ``max_batch_size``, no ``dynamic_batching`` without batching, warm-up inputs known;
+  <= ``max_batch_size``, no ``dynamic_batching`` without batching, warm-up inputs known, and
+  no batching where an output keeps its batch off axis 0 or carries none;
+- the classification template's load checks (labels file, image size, top_k);
 - instance groups: no KIND_GPU on an NPU engine.
+
+What only the server can tell (no GPU on this machine, ...) is ``check --load``'s
+(``ops.loadcheck``).
 """
 
 from __future__ import annotations
@@ -23,28 +34,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import json_format
+
 from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, GEError
+from ge_python_backend.hooks.classification import ImageClassifier
 from ge_python_backend.params import Parameter
 from ge_python_backend.repository.config import config_json, mc, read_config_file
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, ge_backend_file
 from ge_python_backend.repository.modelcode import HOOKS, ModelCode, read_model_code
-from ge_python_backend.repository.modelfile import ModelFile, read_model_file
+from ge_python_backend.repository.modelfile import read_model_file
+from ge_python_backend.repository.versions import FolderKind, read_version_folder
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.serving.matching import compare_io
-from ge_python_backend.specs import TensorSpec, api_type
-from ge_python_backend.triton.settings import CORE_PARAMETERS, TRITON_PARAMETERS, read_settings
-
-#: Folders of a model folder that are not versions and that Triton or Python put there.
-_NOT_VERSIONS = ("__pycache__", "warmup")
+from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
+from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
+from ge_python_backend.triton.settings import (
+    CORE_PARAMETERS,
+    TRITON_PARAMETERS,
+    ModelSettings,
+    auto_complete,
+    read_settings,
+)
 
 
 @dataclass(frozen=True)
 class Problem:
+    """``fatal``: loading it would abort or hang tritonserver itself (not only fail this model),
+    so ``check --load`` never loads it."""
+
     path: Path
     severity: str  # "error" or "warning"
     message: str
+    fatal: bool = False
 
     def __str__(self) -> str:
         return f"{self.path}: {self.severity}: {self.message}"
@@ -54,6 +76,8 @@ class Problem:
 class CheckReport:
     models: tuple[str, ...]
     problems: tuple[Problem, ...]
+    #: the repository checked (a model folder checked alone: its parent)
+    root: Path = Path()
 
     @property
     def errors(self) -> tuple[Problem, ...]:
@@ -63,34 +87,40 @@ class CheckReport:
     def warnings(self) -> tuple[Problem, ...]:
         return tuple(p for p in self.problems if p.severity == "warning")
 
+    def fatal_models(self) -> tuple[str, ...]:
+        """Models with a problem that would abort tritonserver itself."""
+        return tuple(sorted({p.path.relative_to(self.root).parts[0] for p in self.problems if p.fatal}))
 
-def check_repository(repository: Path, backends: Path | None = None) -> CheckReport:
+
+def check_repository(repository: Path, backends: Path | None = None, ge_backend_ready: bool = False) -> CheckReport:
     """Check every model folder of ``repository`` (or ``repository`` itself when it is one).
 
     ``backends``: the Triton backends folder where backend "ge" should be installed (None: no
-    tritonserver was found, so whether it is installed cannot be told)."""
+    tritonserver was found, so whether it is installed cannot be told); ``ge_backend_ready``:
+    the server that loads the models installs it itself."""
     repository = Path(repository)
     if not repository.is_dir():
         raise ConfigError(f"model repository {repository} is not a folder")
     if (repository / "config.pbtxt").is_file():
-        folders = [repository]
+        folders, root = [repository], repository.parent
     else:
-        folders = sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith("."))
+        folders, root = sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith(".")), repository
     if not folders:
-        return CheckReport((), (Problem(repository, "error", "holds no model folder"),))
-    ge_backend = _GeBackend(backends)
+        return CheckReport((), (Problem(repository, "error", "holds no model folder"),), root)
+    ge_backend = _GeBackend(backends, ge_backend_ready)
     problems: list[Problem] = []
     for folder in folders:
         problems += _ModelCheck(folder, ge_backend).run()
-    return CheckReport(tuple(f.name for f in folders), tuple(problems))
+    return CheckReport(tuple(f.name for f in folders), tuple(problems), root)
 
 
 class _GeBackend:
-    """Whether backend "ge" is installed, looked up once."""
+    """Whether backend "ge" is installed, looked up once (``ready``: the server that will load
+    the models installs it itself, as ``check --load`` and ``ge-triton serve`` do)."""
 
-    def __init__(self, backends: Path | None) -> None:
+    def __init__(self, backends: Path | None, ready: bool = False) -> None:
         self._backends = backends
-        self._answer: str | None = None
+        self._answer: str | None = "" if ready else None
 
     def missing(self) -> str | None:
         """None when installed; otherwise what to tell the user."""
@@ -121,6 +151,8 @@ class _Parameters:
     extras: tuple[Parameter, ...] | None
     valid: bool = True
     layout: Layout = field(default_factory=Layout)
+    #: GEModel's settings reader accepts the parameters (the per-version checks may read them)
+    readable: bool = False
 
 
 class _ModelCheck:
@@ -130,8 +162,8 @@ class _ModelCheck:
         self.ge_backend = ge_backend
         self.problems: list[Problem] = []
 
-    def error(self, path: Path, message: str) -> None:
-        self.problems.append(Problem(path, "error", message))
+    def error(self, path: Path, message: str, fatal: bool = False) -> None:
+        self.problems.append(Problem(path, "error", message, fatal))
 
     def warning(self, path: Path, message: str) -> None:
         self.problems.append(Problem(path, "warning", message))
@@ -149,6 +181,7 @@ class _ModelCheck:
                 "Triton requires them to be equal",
             )
         self._check_scheduling(config)
+        self._check_server_rules(config)
         versions = self._versions(config)
         if config.backend not in ("python", "ge"):
             what = f"backend {config.backend!r}" if config.backend else f"platform {config.platform!r}"
@@ -158,6 +191,8 @@ class _ModelCheck:
                 self.warning(self.config_path, f"{what} is not served by ge_python_backend; only generic checks ran")
             return self.problems
         codes = {v: self._model_code(config, v) for v in versions}
+        if any(code.problem for code in codes.values()):
+            return self.problems  # reported: the file cannot load, nothing more can be told from it
         if any(not code.uses_package for code in codes.values()):
             self.warning(self.config_path, "model.py does not use ge_python_backend; only generic checks ran")
             return self.problems
@@ -181,10 +216,10 @@ class _ModelCheck:
         if max_batch < 0:
             self.error(self.config_path, f"max_batch_size is {max_batch}; expected 0 (no batching) or more")
         if config.HasField("dynamic_batching") and max_batch <= 0:
-            self.error(
+            self.warning(
                 self.config_path,
-                "dynamic_batching needs max_batch_size > 0; with max_batch_size 0 requests "
-                "run alone: remove dynamic_batching or set max_batch_size",
+                "dynamic_batching has no effect with max_batch_size 0 (tritonserver loads it, requests "
+                "run alone): remove dynamic_batching or set max_batch_size",
             )
         for preferred in _preferred_sizes(config):
             if max_batch > 0 and not 1 <= preferred <= max_batch:
@@ -207,24 +242,130 @@ class _ModelCheck:
                     f"max_batch_size {max_batch}",
                 )
 
+    def _check_server_rules(self, config) -> None:
+        """Rules tritonserver 2.51 applies to every config at load, with its own words (CORE r24.10
+        ``src/model_config_utils.cc``: ``ValidateIOShape`` :296-420, ``ValidateModelConfig``
+        :1366-1625; warm-up in ``src/backend_model_instance.cc:353-510``)."""
+        non_batching = config.max_batch_size == 0
+        for kind in ("input", "output"):
+            for entry in getattr(config, kind):
+                self._check_tensor_entry(kind, entry, non_batching)
+        for preferred in config.dynamic_batching.preferred_batch_size:
+            if preferred <= 0:
+                self.error(self.config_path, f"dynamic batching preferred size {preferred} must be positive")
+        if non_batching and config.dynamic_batching.preferred_batch_size:
+            self.error(
+                self.config_path,
+                "dynamic batching preferred size must be <= max batch size, and max_batch_size is 0: Triton refuses "
+                "the model; remove preferred_batch_size",
+            )
+        for control_input in config.sequence_batching.control_input:
+            for control in control_input.control:
+                self._check_control(control_input.name, control)
+        inputs = {entry.name: entry for entry in config.input}
+        for warmup in config.model_warmup:
+            for name, data in warmup.inputs.items():
+                if -1 in data.dims:
+                    self.error(
+                        self.config_path,
+                        f"model_warmup {warmup.name!r}: warmup setting expects all variable-size dimensions are "
+                        f"specified for input {name!r} (dims {list(data.dims)})",
+                    )
+                if name in inputs and not any(data.dims) and list(inputs[name].dims):
+                    self.error(self.config_path, f"model_warmup {warmup.name!r} gives input {name!r} no dims")
+
+    def _check_tensor_entry(self, kind: str, entry, non_batching: bool) -> None:
+        if not entry.name:
+            self.error(self.config_path, f"model {kind} must specify 'name'")
+            return
+        where = f"model {kind} {entry.name!r}"
+        if entry.data_type == mc.TYPE_INVALID:
+            self.error(self.config_path, f"{where} must specify 'data_type'")
+        if not entry.dims:
+            self.error(
+                self.config_path,
+                f"{where} must specify 'dims' (a scalar is dims: [1]; with max_batch_size > 0 add reshape: "
+                "{ shape: [ ] })",
+            )
+        if entry.HasField("reshape") and not entry.reshape.shape and non_batching:
+            self.error(
+                self.config_path,
+                f"{where} cannot have empty reshape for non-batching model as scalar tensors are not supported: "
+                "declare dims: [1] without reshape (GEModel hands the model the scalar)",
+            )
+        if any(d < 1 and d != -1 for d in entry.dims):
+            self.error(
+                self.config_path,
+                f"{where} dimension must be integer >= 1, or -1 to indicate a variable-size dimension "
+                f"(dims {list(entry.dims)})",
+            )
+        if entry.HasField("reshape") and any(d < 1 and d != -1 for d in entry.reshape.shape):
+            self.error(
+                self.config_path,
+                f"{where} reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension",
+            )
+
+    def _check_control(self, name: str, control) -> None:
+        kind = mc.ModelSequenceBatching.Control.Kind.Name(control.kind)
+        values = [
+            (field_name, list(getattr(control, field_name)))
+            for field_name in ("int32_false_true", "fp32_false_true", "bool_false_true")
+            if getattr(control, field_name)
+        ]
+        if kind == "CONTROL_SEQUENCE_CORRID":
+            allowed = (mc.TYPE_UINT64, mc.TYPE_INT64, mc.TYPE_UINT32, mc.TYPE_INT32, mc.TYPE_STRING)
+            if control.data_type not in allowed:
+                self.error(
+                    self.config_path,
+                    f"unexpected data type for control CONTROL_SEQUENCE_CORRID ({name!r}). Allowed data types are "
+                    "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING",
+                )
+            return
+        if len(values) != 1:
+            self.error(
+                self.config_path,
+                f"sequence batching control {name!r} ({kind}) must specify exactly one of 'int32_false_true', "
+                "'fp32_false_true' or 'bool_false_true'",
+            )
+        for field_name, listed in values:
+            if len(listed) != 2:
+                self.error(
+                    self.config_path,
+                    f"sequence batching control {field_name!r} must have exactly 2 entries for {kind} ({name!r})",
+                )
+
     def _versions(self, config) -> list[int]:
-        versions = []
+        """The version folders, read the way tritonserver 2.51 reads them (``versions``)."""
+        versions: dict[int, Path] = {}
         for entry in sorted(self.folder.iterdir()):
-            if not entry.is_dir() or entry.name in _NOT_VERSIONS:
+            if not entry.is_dir():
                 continue
-            if entry.name.isdigit():
-                versions.append(int(entry.name))
-            else:
-                self.warning(entry, "not a version folder (version folders are numeric); Triton ignores it")
+            found = read_version_folder(entry.name)
+            if found.kind is FolderKind.FATAL:
+                self.error(entry, f"version folder name {found.reason}", fatal=True)
+            elif found.kind is FolderKind.MISREAD:
+                self.error(entry, found.reason, fatal=True)
+            elif found.kind is FolderKind.IGNORED:
+                if entry.name not in ("__pycache__", "warmup"):
+                    self.warning(entry, f"{found.reason}; Triton ignores it")
+            elif found.version is not None:
+                versions[found.version] = entry
         if not versions:
             self.error(self.folder, "no version folder: put the model in a numeric folder such as 1/")
         for wanted in config.version_policy.specific.versions:
             if wanted not in versions:
                 self.error(self.config_path, f"version_policy asks for version {wanted}, which has no folder")
+        if config.version_policy.HasField("latest") and config.version_policy.latest.num_versions < 1:
+            self.error(
+                self.config_path,
+                "version_policy latest num_versions is 0: tritonserver loads no version ('at least one version must "
+                "be available under the version policy'); use 1 or more",
+            )
+        self._version_dirs = versions
         return sorted(versions)
 
     def _model_code(self, config, version: int) -> ModelCode:
-        version_dir = self.folder / str(version)
+        version_dir = self._version_dirs[version]
         path = version_dir / (config.default_model_filename or "model.py")
         if config.backend == "ge":
             if path.is_file():
@@ -232,7 +373,7 @@ class _ModelCheck:
             missing = self.ge_backend.missing()
             if missing:
                 self.warning(self.config_path, missing)
-            return ModelCode(path, True, frozenset(), ())
+            return ModelCode(path, True, frozenset(), (), auto_completes=True)
         if not path.is_file():
             self.error(path, 'missing: backend "python" loads it (or use backend "ge", which needs no model.py)')
             return ModelCode(path, True, frozenset(HOOKS), None)
@@ -272,26 +413,35 @@ class _ModelCheck:
                 parameters.valid = False
                 self.error(self.config_path, str(exc))
         if parameters.valid:
-            self._check_settings(config, extras or ())
+            parameters.readable = self._check_settings(config, extras or ())
         values = parameters.values
         parameters.layout = Layout.of(
             values["unbatched_inputs"], values["sequence_state"], values["sequence_state_batch_axis"]
         )
         return parameters
 
-    def _check_settings(self, config, extras: tuple[Parameter, ...]) -> None:
+    def _check_settings(self, config, extras: tuple[Parameter, ...]) -> bool:
         """What GEModel checks across parameters, by running its own settings reader."""
-        args = {"model_config": config_json(config, self.folder.name), "model_repository": str(self.folder)}
         try:
-            read_settings(args, extras)
+            self._settings(config, extras, "1")
         except ConfigError as exc:
             self.error(self.config_path, str(exc))
+            return False
+        return True
+
+    def _settings(self, config, extras: tuple[Parameter, ...], version_folder: str) -> ModelSettings:
+        args = {
+            "model_config": config_json(config, self.folder.name),
+            "model_repository": str(self.folder),
+            "model_version": version_folder,
+        }
+        return read_settings(args, extras)
 
     # -- one version ----------------------------------------------------------------------------
 
     def _check_version(self, config, version: int, code: ModelCode, parameters: _Parameters) -> EngineInfo | None:
         """Check one version folder's model file against the config; returns the engine that runs it."""
-        version_dir = self.folder / str(version)
+        version_dir = self._version_dirs[version]
         found = self._engine_and_file(version_dir, parameters.values)
         if found is None:
             return None
@@ -308,28 +458,58 @@ class _ModelCheck:
                 f"{info.name!r}, which runs a {info.model_kind.description}",
             )
             return info
-        try:
-            parameters.layout.check(model.spec)
-        except ConfigError as exc:
-            self.error(self.config_path, str(exc))
+        completed = self._auto_completed(config, version_dir, code, parameters)
+        if completed is None:
             return info
-        self._check_batching(config, model, parameters.layout)
+        config = completed
         problems: list[str] = []
         inputs = _config_tensors(config.input, "input", problems).values()
         outputs = _config_tensors(config.output, "output", problems).values()
-        states = frozenset(name for pair in parameters.values["sequence_state"] for name in (pair.input, pair.output))
-        problems += compare_io(
-            model.spec,
-            inputs,
-            outputs,
-            batching=config.max_batch_size > 0,
-            layout=parameters.layout,
-            states=states,
-            overrides=code.overrides,
-        )
+        batching = config.max_batch_size > 0
+        try:
+            parameters.layout.check(model.spec)
+            spec = refine_spec(model.spec, inputs, outputs, batching=batching, layout=parameters.layout)
+            states = frozenset(n for pair in parameters.values["sequence_state"] for n in (pair.input, pair.output))
+            problems += compare_io(
+                spec,
+                inputs,
+                outputs,
+                batching=batching,
+                layout=parameters.layout,
+                states=states,
+                overrides=code.overrides,
+            )
+            problems += layout_problems(spec, parameters.layout, batching=batching)
+        except ConfigError as exc:
+            self.error(self.config_path, str(exc))
+            return info
+        self._check_batching(config, spec, model.path, parameters.layout)
         for message in problems:
             self.error(self.config_path, f"{message} (model file {path.relative_to(self.folder)})")
+        if parameters.readable and "ImageClassifier" in code.imported:
+            self._check_classifier(config, parameters.extras or (), version_dir, spec)
         return info
+
+    def _auto_completed(self, config, version_dir: Path, code: ModelCode, parameters: _Parameters):
+        """The config as the server's auto-complete (GEModel's, with tritonserver's default
+        auto-complete on) completes it; None, reported, when that would fail the load."""
+        if not code.auto_completes or not parameters.readable or not _incomplete(config, code.overrides):
+            return config  # a written-out config: compare_io reports every contradiction, with more detail
+        data = json_format.MessageToDict(config, preserving_proto_field_name=True)
+        try:
+            auto_complete(data, version_dir, parameters.extras or (), code.overrides)
+        except ConfigError as exc:
+            self.error(self.config_path, f"GEModel's auto-complete fails the load: {exc}")
+            return None
+        return json_format.ParseDict(data, mc.ModelConfig())
+
+    def _check_classifier(self, config, extras: tuple[Parameter, ...], version_dir: Path, spec) -> None:
+        """What the classification template's model.py checks at load (labels file, image input,
+        top_k), run here so that generate and check refuse what the load would."""
+        try:
+            ImageClassifier.from_settings(self._settings(config, extras, version_dir.name), spec)
+        except ConfigError as exc:
+            self.error(version_dir / "model.py", f"the image classifier would not load: {exc}")
 
     def _engine_and_file(self, version_dir: Path, values: Mapping[str, Any]) -> tuple[EngineInfo, Path] | None:
         """The engine and model file GEModel would pick (for auto: the first candidate, as on an NPU host)."""
@@ -367,10 +547,10 @@ class _ModelCheck:
                     f"{where} asks for GPUs (KIND_GPU/gpus): the server fails to load it without CUDA GPUs",
                 )
 
-    def _check_batching(self, config, model: ModelFile, layout: Layout) -> None:
-        batch = layout.batch_first_spec(model.spec).batch
+    def _check_batching(self, config, spec: ModelSpec, path: Path, layout: Layout) -> None:
+        batch = layout.batch_first_spec(spec).batch
         max_batch = config.max_batch_size
-        source = model.path.relative_to(self.folder)
+        source = path.relative_to(self.folder)
         if max_batch > 0 and batch.kind == "none":
             self.error(
                 self.config_path,
@@ -393,6 +573,17 @@ class _ModelCheck:
                     f"preferred_batch_size {preferred} is not a batch gear of {source} "
                     f"(gears {gears}): such batches would be padded",
                 )
+
+
+def _incomplete(config, overrides: frozenset[str]) -> bool:
+    """Auto-complete has something to fill: a side without entries (that no hook replaces) or
+    an entry without its data type or dims."""
+    entries = list(config.input) + list(config.output)
+    return (
+        (not config.input and "preprocess" not in overrides)
+        or (not config.output and "postprocess" not in overrides)
+        or any(e.data_type == mc.TYPE_INVALID or not e.dims for e in entries)
+    )
 
 
 def _preferred_sizes(config) -> list[int]:

@@ -4,32 +4,37 @@
     <repository>/<name>/<version>/model.om | model.onnx
     <repository>/<name>/<version>/model.py        (unless backend "ge": then no per-model code)
 
-The config is a ``ModelConfig`` protobuf built from the model's own description; flags override
-what the model implies, and contradictions are errors that say what conflicts.
+The config is a ``ModelConfig`` protobuf built from the model's own description through
+``serving.plan`` (the same plan GEModel's auto-complete fills a config with); flags override
+what the model implies, and contradictions are errors that say what conflicts. The folder is
+written to a staging folder first and checked with ``check`` (the rules GEModel and
+tritonserver 2.51 apply at load): a folder that would not load is never written.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ge_python_backend.engines import engine, engine_parameters
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import ModelConfig, format_config, mc, read_config_file
 from ge_python_backend.repository.modelfile import ModelFile, read_model_file
 from ge_python_backend.repository.templates import Template, load_template, safe_join
+from ge_python_backend.repository.versions import MAX_VERSION, FolderKind, read_version_folder
 from ge_python_backend.serving.axes import Layout
+from ge_python_backend.serving.plan import DEFAULT_QUEUE_DELAY_US, ConfigTensor, PlanRequest, plan_serving
 from ge_python_backend.serving.sequences import StatePair
-from ge_python_backend.specs import ModelSpec, TensorSpec, config_type
+from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_shapes, format_shape
 from ge_python_backend.triton.settings import CORE_PARAMETERS
 
-#: Default largest batch for a model whose batch axis takes any size.
-DEFAULT_DYNAMIC_MAX_BATCH = 8
 #: Instances (instance_group count) of a model on an NPU engine (acl, acl-sim) unless --instances
 #: says otherwise; 1 for the others. Answers are returned from execute (the registry's
 #: DEFAULT_RESPONSE_MODE), so one instance runs one batch at a time and its slot idles while the
@@ -59,12 +64,18 @@ CONTROL_INPUTS = (
     ("READY", "CONTROL_SEQUENCE_READY"),
     ("CORRID", "CONTROL_SEQUENCE_CORRID"),
 )
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+#: Longest model name written (a folder name; file systems allow 255 bytes).
+MAX_NAME_LENGTH = 128
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_STAGING_PREFIX = ".ge-triton-generate-"
 
 
 @dataclass(frozen=True)
 class GenerateOptions:
-    """Everything ``generate`` may be told; None means: derive it from the model."""
+    """Everything ``generate`` may be told; None means: derive it from the model.
+
+    ``shapes`` gives tensors (inputs or outputs) dims the model file leaves open: a rank for a
+    tensor without one, sizes for -1 axes."""
 
     name: str
     template: str = "generic"
@@ -73,7 +84,7 @@ class GenerateOptions:
     engine: str | None = None
     max_batch_size: int | None = None
     preferred_batch_sizes: tuple[int, ...] | None = None
-    max_queue_delay_us: int = 500
+    max_queue_delay_us: int = DEFAULT_QUEUE_DELAY_US
     #: None: DEFAULT_NPU_INSTANCES on an NPU engine, else 1
     instance_count: int | None = None
     device_ids: tuple[int, ...] = (0,)
@@ -91,6 +102,7 @@ class GenerateOptions:
     states: tuple[StatePair, ...] = ()
     state_batch_axis: int = 0
     unbatched_inputs: tuple[str, ...] = ()
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for flag, value, low in (
@@ -104,6 +116,11 @@ class GenerateOptions:
         ):
             if value < low:
                 raise ConfigError(f"{flag} {value}: expected an integer >= {low}")
+        if self.version > MAX_VERSION:
+            raise ConfigError(
+                f"--version {self.version} is beyond int64 (at most {MAX_VERSION}): tritonserver 2.51 aborts on such "
+                "a version folder (std::out_of_range from stoll)"
+            )
         for flag, micros in (
             ("--queue-timeout-ms", self.queue_timeout_us),
             ("--sequence-idle-ms", self.sequence_idle_us),
@@ -125,7 +142,14 @@ class Generated:
 
 def check_name(name: str) -> str:
     """A model name usable as one folder name: no separators, no '..', nothing absolute."""
-    if not _SAFE_NAME.match(name) or name in (".", ".."):
+    if not name:
+        raise ConfigError("model name is empty (--name ''); give a name, or leave --name out to use the file's name")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ConfigError(
+            f"model name {name[:20]!r}... is {len(name)} characters long; at most {MAX_NAME_LENGTH} "
+            "(it becomes a folder name)"
+        )
+    if not _NAME.match(name) or name in (".", ".."):
         raise ConfigError(
             f"model name {name!r} is not safe as a folder name; use letters, digits, '_', '-' and '.' "
             "(no path separators, not starting with '.' or '-')"
@@ -133,93 +157,55 @@ def check_name(name: str) -> str:
     return name
 
 
-def batching_plan(spec: ModelSpec, options: GenerateOptions) -> tuple[int, tuple[int, ...], list[str]]:
-    """(max_batch_size, preferred batch sizes, notes) from the model and the flags."""
-    notes: list[str] = []
-    batch = spec.batch
-    wanted = options.max_batch_size
-    max_batch: int
-    preferred: tuple[int, ...]
-    if batch.kind == "none":
-        if wanted:
+def with_shapes(spec: ModelSpec, shapes: Mapping[str, tuple[int, ...]]) -> ModelSpec:
+    """``spec`` with the dims ``shapes`` gives (``--shape NAME:D0,D1``): a rank for a tensor whose
+    rank the file leaves open, sizes for its -1 axes; anything else that disagrees is refused.
+    Batch support is derived again from the result unless the model has compiled gears."""
+    if not shapes:
+        return spec
+    tensors = {t.name: t for t in spec.inputs + spec.outputs}
+    unknown = sorted(set(shapes) - set(tensors))
+    if unknown:
+        raise ConfigError(f"--shape names {unknown[0]!r}, which the model does not have; it has {sorted(tensors)}")
+
+    def shaped(tensor: TensorSpec) -> TensorSpec:
+        given = shapes.get(tensor.name)
+        if given is None:
+            return tensor
+        if any(d == 0 or d < -1 for d in given):
+            raise ConfigError(f"--shape {tensor.name}: {format_shape(given)}: sizes are >= 1, or -1 for any size")
+        if tensor.dynamic_rank:
+            return replace(tensor, shape=given, dynamic_rank=False)
+        fits = len(given) == len(tensor.shape) and all(m in (-1, g) for g, m in zip(given, tensor.shape))
+        if not fits:
             raise ConfigError(
-                f"--max-batch-size {wanted} conflicts with the model: it has no batch axis on axis 0 "
-                "(some tensor's axis 0 is fixed or differs), so it can only be served with max_batch_size 0"
+                f"--shape {tensor.name}: {format_shape(given)} does not fit the model's {tensor.shape_text()} "
+                "(same rank; only -1 axes may be given a size)"
             )
-        notes.append("max_batch_size 0: the model has no batch axis on axis 0, each request runs alone")
-        max_batch, preferred = 0, ()
-    elif batch.kind == "static":
-        if wanted is None:
-            notes.append(
-                f"max_batch_size 0: axis 0 is fixed at {batch.sizes[0]} in the model file (no dynamic batch), "
-                "so requests carry the full shape and run alone"
-            )
-        elif wanted:
-            notes.append(f"requests are padded or split to the model's fixed batch {batch.sizes[0]}")
-        max_batch, preferred = wanted or 0, ()
-    elif batch.kind == "gears":
-        largest = batch.sizes[-1]  # gears always list their sizes (BatchSupport checks)
-        if wanted is not None and wanted > largest:
-            raise ConfigError(
-                f"--max-batch-size {wanted} is above the model's largest batch gear {largest} "
-                f"(gears {', '.join(map(str, batch.sizes))})"
-            )
-        max_batch = largest if wanted is None else wanted
-        preferred = tuple(g for g in batch.sizes if g <= max_batch)
-    else:
-        max_batch = DEFAULT_DYNAMIC_MAX_BATCH if wanted is None else wanted
-        preferred = ()
-    if options.preferred_batch_sizes is not None:
-        preferred = options.preferred_batch_sizes
-    if preferred and max_batch == 0:
-        raise ConfigError(
-            f"--preferred-batch-sizes {','.join(map(str, preferred))} conflicts with max_batch_size 0 "
-            "(the model has no usable batch axis, or --max-batch-size 0 was given); give --max-batch-size N "
-            "when the model's batch axis allows batching"
-        )
-    bad = [p for p in preferred if not 1 <= p <= max_batch]
-    if bad:
-        raise ConfigError(f"preferred batch size {bad[0]} is outside 1..max_batch_size ({max_batch})")
-    if batch.kind == "gears":
-        off_gear = [p for p in preferred if p not in batch.sizes]
-        if off_gear:
-            raise ConfigError(
-                f"preferred batch size {off_gear[0]} is not one of the model's batch gears "
-                f"{', '.join(map(str, batch.sizes))}"
-            )
-    return max_batch, preferred, notes
+        return replace(tensor, shape=given, dim_names=())
+
+    inputs = tuple(shaped(t) for t in spec.inputs)
+    outputs = tuple(shaped(t) for t in spec.outputs)
+    refined = replace(spec, inputs=inputs, outputs=outputs)
+    if spec.batch.kind in ("dynamic", "static", "none") and not spec.shape_gears:
+        refined = replace(refined, batch=batch_support_from_shapes(inputs, outputs))
+    return refined
 
 
-def _add_tensor(entries, tensor: TensorSpec | Mapping[str, Any], batched: bool) -> None:
-    """One config input/output: a model tensor (batch axis dropped when ``batched``) or a
-    template's literal entry. A rank-0 tensor is sent as [1] and reshaped to a scalar."""
-    entry = entries.add()
-    if not isinstance(tensor, TensorSpec):
-        entry.name = tensor["name"]
-        entry.data_type = mc.DataType.Value(tensor["data_type"])
-        entry.dims.extend(int(d) for d in tensor["dims"])
+def _add_entry(entries, entry: ConfigTensor | Mapping[str, Any]) -> None:
+    """One config input/output: a planned model tensor or a template's literal entry."""
+    added = entries.add()
+    if isinstance(entry, ConfigTensor):
+        added.name = entry.name
+        added.data_type = mc.DataType.Value(entry.data_type)
+        added.dims.extend(entry.dims)
+        if entry.reshape is not None:
+            added.reshape.SetInParent()
+            added.reshape.shape.extend(entry.reshape)
         return
-    if not tensor.dtype or tensor.dtype == "BF16":
-        raise ConfigError(
-            f"tensor {tensor.name!r} has type {tensor.dtype or tensor.native_type}, which the Python "
-            "backend cannot carry as a numpy array; use a template whose preprocess/postprocess converts it"
-        )
-    entry.name = tensor.name
-    entry.data_type = mc.DataType.Value(config_type(tensor.dtype))
-    dims = tensor.shape[1:] if batched else tensor.shape
-    entry.dims.extend(dims if dims else (1,))
-    if not dims:
-        entry.reshape.SetInParent()
-
-
-def _model_io(spec: ModelSpec, options: GenerateOptions, batching: bool):
-    """(inputs, outputs) the clients see, each as (tensor, batched): state tensors are the
-    model's own business; unbatched inputs keep their full shape."""
-    states_in = {p.input for p in options.states}
-    states_out = {p.output for p in options.states}
-    inputs = [(t, batching and t.name not in options.unbatched_inputs) for t in spec.inputs if t.name not in states_in]
-    outputs = [(t, batching) for t in spec.outputs if t.name not in states_out]
-    return inputs, outputs
+    added.name = entry["name"]
+    added.data_type = mc.DataType.Value(entry["data_type"])
+    added.dims.extend(int(d) for d in entry["dims"])
 
 
 def _add_scheduling(config, options: GenerateOptions, preferred: tuple[int, ...]) -> None:
@@ -257,44 +243,80 @@ def _add_scheduling(config, options: GenerateOptions, preferred: tuple[int, ...]
 
 
 def parse_version_policy(text: str, config) -> None:
-    """latest:N | all | specific:1,3 into ``config.version_policy``."""
+    """latest:N | all | specific:1,3 into ``config.version_policy`` (N >= 1, versions 1..int64:
+    tritonserver 2.51 loads nothing under ``latest: 0``)."""
     kind, _, value = text.partition(":")
     try:
         if kind == "latest":
-            config.version_policy.latest.num_versions = int(value or 1)
+            count = int(value or 1)
+            if count < 1:
+                raise ValueError(count)
+            config.version_policy.latest.num_versions = count
         elif kind == "all" and not value:
             config.version_policy.all.SetInParent()
         elif kind == "specific":
-            config.version_policy.specific.versions.extend(int(v) for v in value.split(","))
+            versions = [int(v) for v in value.split(",")]
+            if any(not 1 <= v <= MAX_VERSION for v in versions):
+                raise ValueError(versions)
+            config.version_policy.specific.versions.extend(versions)
         else:
             raise ValueError(kind)
     except ValueError:
-        raise ConfigError(f"--version-policy {text!r}: expected latest:N, all or specific:1,3") from None
+        raise ConfigError(
+            f"--version-policy {text!r}: expected latest:N (N >= 1), all or specific:1,3 (versions 1..{MAX_VERSION})"
+        ) from None
+
+
+def _check_policy_versions(config, versions: set[int]) -> None:
+    """A specific version policy must name only versions the model folder has (Triton skips the
+    missing ones and, when none is left, fails: "at least one version must be available under
+    the version policy", CORE r24.10 ``model_lifecycle.cc:116-126, 451-457``)."""
+    missing = sorted(set(config.version_policy.specific.versions) - versions)
+    if missing:
+        raise ConfigError(
+            f"--version-policy names version {missing[0]}, which has no folder (the model has "
+            f"{', '.join(map(str, sorted(versions)))}); add it with --add-version --version {missing[0]}, or name "
+            "only versions that exist"
+        )
 
 
 def build_config(model: ModelFile, template: Template, values: Mapping[str, str], options: GenerateOptions):
     """The ModelConfig for ``model`` rendered with ``template``; returns (config, notes)."""
-    spec = model.spec
+    spec = with_shapes(model.spec, options.shapes)
     layout = options.layout()
     layout.check(spec)
     if options.states and not options.sequence:
         raise ConfigError("--state needs --sequence (state is kept per sequence)")
-    max_batch, preferred, notes = batching_plan(layout.batch_first_spec(spec), options)
-    batching = max_batch > 0
-    config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=max_batch)
-    inputs, outputs = _model_io(spec, options, batching)
+    if options.warmup and options.sequence:
+        raise ConfigError(
+            "--warmup with --sequence: Triton's warm-up requests carry no sequence correlation ID, which a stateful "
+            "model needs, so the load would fail ('failed to run warmup sample'); leave --warmup out"
+        )
+    request = PlanRequest(
+        layout=layout,
+        states=frozenset(name for pair in options.states for name in (pair.input, pair.output)),
+        max_batch_size=options.max_batch_size,
+        preferred_batch_sizes=options.preferred_batch_sizes,
+        client_inputs=template.inputs is None,
+        client_outputs=template.outputs is None,
+    )
+    plan = plan_serving(spec, request)
+    notes = list(plan.notes)
+    config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=plan.max_batch_size)
+    inputs: list[ConfigTensor | Mapping[str, Any]] = list(plan.inputs)
+    outputs: list[ConfigTensor | Mapping[str, Any]] = list(plan.outputs)
     if template.inputs is not None:
-        inputs = [(t, batching) for t in template.render_data(list(template.inputs), values, "inputs")]
+        inputs = template.render_data(list(template.inputs), values, "inputs")
     if template.outputs is not None:
-        outputs = [(t, batching) for t in template.render_data(list(template.outputs), values, "outputs")]
-    clash = {name for name, _ in CONTROL_INPUTS} & {t.name for t, _ in inputs if isinstance(t, TensorSpec)}
+        outputs = template.render_data(list(template.outputs), values, "outputs")
+    clash = {name for name, _ in CONTROL_INPUTS} & {t.name for t in plan.inputs}
     if options.sequence and clash:
         raise ConfigError(f"model input {sorted(clash)[0]!r} clashes with a sequence control input name")
-    for tensor, batched in inputs:
-        _add_tensor(config.input, tensor, batched)
-    for tensor, batched in outputs:
-        _add_tensor(config.output, tensor, batched)
-    _add_scheduling(config, options, preferred)
+    for entry in inputs:
+        _add_entry(config.input, entry)
+    for entry in outputs:
+        _add_entry(config.output, entry)
+    _add_scheduling(config, options, plan.preferred_batch_sizes)
     if options.version_policy:
         parse_version_policy(options.version_policy, config)
     group = config.instance_group.add()
@@ -319,7 +341,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
     for key, value in parameters.items():
         config.parameters[key].string_value = str(value)
     if options.warmup:
-        _add_warmup(config, max_batch)
+        _add_warmup(config, spec, layout)
     return config, notes
 
 
@@ -344,14 +366,22 @@ def _check_parameters(parameters: Mapping[str, str]) -> None:
         declared[name].read(text)
 
 
-def _add_warmup(config, max_batch: int) -> None:
+def _add_warmup(config, spec: ModelSpec, layout: Layout) -> None:
+    """A zero-data warm-up sample: every variable dim set (Triton refuses -1 there, CORE r24.10
+    ``src/backend_model_instance.cc:370-380``), the batch the smallest the model runs."""
+    max_batch = config.max_batch_size
+    smallest = spec.batch.sizes[0] if spec.batch.kind == "gears" else 1
     warmup = config.model_warmup.add()
     warmup.name = "zeros"
-    warmup.batch_size = max(max_batch, 1)
+    warmup.batch_size = max(max_batch and smallest, 1)
     for entry in config.input:
         data = warmup.inputs[entry.name]
         data.data_type = entry.data_type
-        data.dims.extend(1 if d == -1 else d for d in entry.dims)
+        dims = [1 if d == -1 else d for d in entry.dims]
+        batch_first = not max_batch and entry.name in {t.name for t in spec.inputs} and layout.axis(entry.name) == 0
+        if batch_first and dims and entry.dims[0] == -1:
+            dims[0] = smallest
+        data.dims.extend(dims)
         data.zero_data = True
 
 
@@ -374,8 +404,9 @@ def _describe(entries: Mapping[str, tuple]) -> str:
     return ", ".join(f"{n} {mc.DataType.Name(t)} {dims}" for n, (t, dims) in sorted(entries.items())) or "none"
 
 
-def _add_version(model_dir: Path, config, options: GenerateOptions) -> list[str]:
-    """Check that another version of an existing model can share its config; update the policy."""
+def _add_version(model_dir: Path, config, options: GenerateOptions) -> tuple[Any, list[str]]:
+    """Check that another version of an existing model can share its config; returns the
+    config the folder will have (its version policy updated) and notes."""
     config_file = model_dir / "config.pbtxt"
     if not config_file.is_file():
         raise ConfigError(f"--add-version: {config_file} does not exist; generate the model first")
@@ -386,23 +417,50 @@ def _add_version(model_dir: Path, config, options: GenerateOptions) -> list[str]
     reason = _same_io(existing, config)
     if reason:
         raise ConfigError(f"--add-version: all versions of a model share one config.pbtxt, but {reason}")
+    versions = {options.version}
+    for entry in model_dir.iterdir():
+        found = read_version_folder(entry.name)
+        if entry.is_dir() and found.kind is FolderKind.VERSION and found.version is not None:
+            versions.add(found.version)
     if options.version_policy:
         existing.ClearField("version_policy")
         parse_version_policy(options.version_policy, existing)
-        config_file.write_text(format_config(existing), encoding="utf-8")
-    return (
-        []
-        if options.version_policy
-        else [
-            "config.pbtxt kept as it was: Triton serves only the latest version unless version_policy says otherwise "
-            "(--version-policy all)"
-        ]
-    )
+        _check_policy_versions(existing, versions)
+        return existing, []
+    _check_policy_versions(existing, versions)
+    return existing, [
+        "config.pbtxt kept as it was: Triton serves only the latest version unless version_policy says otherwise "
+        "(--version-policy all)"
+    ]
+
+
+def _verify(model_dir: Path, shown_as: Path) -> None:
+    """Refuse a written model folder that ``check`` finds errors in (the rules GEModel and the
+    server apply at load); ``shown_as`` is where the folder is meant to be, for messages."""
+    errors = check_repository(model_dir).errors
+    if errors:
+        first = errors[0]
+        where = shown_as / first.path.relative_to(model_dir) if first.path.is_relative_to(model_dir) else first.path
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        message = first.message.replace(str(model_dir), str(shown_as))
+        raise ConfigError(f"the model folder would not load, so nothing was written: {where}: {message}{more}")
+
+
+def _write_version(
+    model_dir: Path, model_path: Path, model: ModelFile, template: Template, values, options: GenerateOptions
+) -> list[Path]:
+    version_dir = model_dir / str(options.version)
+    version_dir.mkdir()
+    shutil.copyfile(model_path, version_dir / model.default_name)
+    files = [version_dir / model.default_name]
+    if options.backend != "ge":
+        files += template.write_files(model_dir, options.version, values)
+    return files
 
 
 def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Generated:
     """Write the model folder for ``model_path`` into ``repository`` (or, with ``add_version``,
-    one more version folder of an existing model)."""
+    one more version folder of an existing model), once ``check`` finds it loads."""
     name = check_name(options.name)
     if options.backend not in ("python", "ge"):
         raise ConfigError(f"--backend {options.backend!r}: accepted python or ge")
@@ -411,30 +469,53 @@ def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Ge
             f"--backend ge serves models without per-model code, but template {options.template!r} brings its own "
             "model.py; use --backend python with it"
         )
+    if Path(repository).exists() and not Path(repository).is_dir():
+        raise ConfigError(f"model repository {repository} is not a folder")
     model = read_model_file(model_path)
     template = load_template(options.template)
     values = template.values(options.template_options)
     values.update(name=name, source=Path(model_path).name, model_file=model.default_name)
     config, notes = build_config(model, template, values, options)
     model_dir = safe_join(Path(repository), name)
-    files = []
-    if options.add_version:
-        notes += _add_version(model_dir, config, options)
-    else:
-        if model_dir.exists():
-            if not options.overwrite:
-                raise ConfigError(f"{model_dir} exists; pass --force to replace it, or --add-version to add a version")
-            shutil.rmtree(model_dir)
-        model_dir.mkdir(parents=True)
-        (model_dir / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
-        files.append(model_dir / "config.pbtxt")
-    version_dir = model_dir / str(options.version)
-    version_dir.mkdir()
-    shutil.copyfile(model_path, version_dir / model.default_name)
-    files.append(version_dir / model.default_name)
     if options.backend == "ge":
-        written = []
         notes.append('backend "ge": no model.py; install the backend once with `ge-triton install-backend`')
-    else:
-        written = template.write_files(model_dir, options.version, values)
-    return Generated(model_dir, tuple(files + written), config, tuple(notes))
+    if options.add_version:
+        return _generate_version(model_dir, model_path, model, template, values, config, notes, options)
+    if model_dir.exists() and not options.overwrite:
+        raise ConfigError(f"{model_dir} exists; pass --force to replace it, or --add-version to add a version")
+    _check_policy_versions(config, {options.version})
+    staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX))
+    try:
+        staged = staging / name
+        staged.mkdir()
+        (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
+        files = [staged / "config.pbtxt"] + _write_version(staged, model_path, model, template, values, options)
+        _verify(staged, model_dir)
+        if model_dir.exists():
+            shutil.rmtree(model_dir)
+        model_dir.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(staged), str(model_dir))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    written = tuple(model_dir / f.relative_to(staged) for f in files)
+    return Generated(model_dir, written, config, tuple(notes))
+
+
+def _generate_version(
+    model_dir: Path, model_path: Path, model: ModelFile, template: Template, values, config, notes, options
+) -> Generated:
+    """--add-version: the new version folder next to the others, undone when ``check`` fails."""
+    shared, more_notes = _add_version(model_dir, config, options)
+    config_file = model_dir / "config.pbtxt"
+    before = config_file.read_text(encoding="utf-8")
+    version_dir = model_dir / str(options.version)
+    try:
+        if options.version_policy:
+            config_file.write_text(format_config(shared), encoding="utf-8")
+        files = _write_version(model_dir, model_path, model, template, values, options)
+        _verify(model_dir, model_dir)
+    except BaseException:
+        shutil.rmtree(version_dir, ignore_errors=True)
+        config_file.write_text(before, encoding="utf-8")
+        raise
+    return Generated(model_dir, tuple(files), config, tuple(notes + more_notes))

@@ -23,13 +23,18 @@ class ModelCode:
     """``uses_package``: the file imports ge_python_backend. ``overrides``: hooks it replaces
     (all of them when unknown, e.g. when TritonPythonModel does not derive from GEModel directly).
     ``extra_parameters``: its declared parameters, None when they cannot be read statically.
-    ``problem``: why Triton could not load the file."""
+    ``problem``: why Triton could not load the file. ``imported``: the names it imports from
+    ge_python_backend (``ImageClassifier`` tells ``check`` to run the classifier's checks).
+    ``auto_completes``: its class is GEModel's own auto-complete (it derives from GEModel and
+    does not define ``auto_complete_config``), so the server completes the config with it."""
 
     path: Path
     uses_package: bool
     overrides: frozenset[str]
     extra_parameters: tuple[Parameter, ...] | None
     problem: str | None = None
+    imported: frozenset[str] = frozenset()
+    auto_completes: bool = False
 
 
 def read_model_code(path: Path) -> ModelCode:
@@ -53,7 +58,11 @@ def read_model_code(path: Path) -> ModelCode:
     extras: tuple[Parameter, ...] | None = ()
     if declared:
         extras = _extra_parameters(declared[-1], _package_imports(tree))
-    return ModelCode(path, uses_package, frozenset(HOOKS) & methods, extras)
+    imported = frozenset(attribute for _, attribute in _package_imports(tree).values())
+    completes = "auto_complete_config" not in methods
+    return ModelCode(
+        path, uses_package, frozenset(HOOKS) & methods, extras, imported=imported, auto_completes=completes
+    )
 
 
 def _unknown(path: Path, uses_package: bool, problem: str | None = None) -> ModelCode:

@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ge_python_backend.ascend.om import read_om
-from ge_python_backend.ascend.simom import read_sim_om
 from ge_python_backend.engines import EngineInfo, ModelKind, detect_kind, engine_for_kind
+from ge_python_backend.engines.offline import read_model_spec
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.specs import ModelSpec
 
@@ -47,14 +46,4 @@ def read_model_file(path: Path) -> ModelFile:
             f"{path}: not a model file ge-triton knows (expected a CANN .om starting with 'IMOD', a simulated .om "
             f"from ge-triton sim-compile, or an .onnx file); first bytes: {head!r}"
         )
-    return ModelFile(path, kind, engine_for_kind(kind), _read_spec(path, kind))
-
-
-def _read_spec(path: Path, kind: ModelKind) -> ModelSpec:
-    if kind is ModelKind.SIM_OM:
-        return read_sim_om(path)
-    if kind is ModelKind.OM:
-        return read_om(path).spec
-    from ge_python_backend.engines.onnxruntime import read_onnx_spec
-
-    return read_onnx_spec(path)
+    return ModelFile(path, kind, engine_for_kind(kind), read_model_spec(path, kind))

@@ -91,6 +91,8 @@ class Template:
 
     def _checked(self, key: str, option: Mapping[str, Any], value: str) -> str:
         if option.get("file"):
+            if Path(value).is_dir():
+                raise ConfigError(f"template {self.name!r} option {key!r}: {value} is a folder, not a file")
             if not Path(value).is_file():
                 raise ConfigError(f"template {self.name!r} option {key!r}: file {value} does not exist")
             return value

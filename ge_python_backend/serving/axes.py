@@ -1,7 +1,9 @@
 """Where each engine tensor keeps its batch axis.
 
-Most models batch on axis 0, but a recurrent state is often laid out ``[layers, batch, hidden]``
-and some inputs are not batched at all (a scalar setting shared by every row). The runner works
+Most models batch on axis 0, but a recurrent state is often laid out ``[layers, batch, hidden]``,
+some inputs are not batched at all (a scalar setting shared by every row), and a compiled model
+may keep an output's batch elsewhere (``x [N,4]`` -> Transpose -> ``y [4,N]``) or return a value
+that does not carry the batch at all (a scalar). The runner works
 on *batch-first* views: ``to_batch_first`` moves a tensor's batch axis to the front (a view, no
 copy) and ``engine_shape`` puts it back where the engine wants it.
 """
@@ -19,9 +21,14 @@ from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_sh
 
 @dataclass(frozen=True)
 class Layout:
-    """Batch axis per engine tensor: an int (default 0), or None for an unbatched input."""
+    """Batch axis per engine tensor: an int (default 0), or None for an unbatched input.
+
+    ``axes`` come from GEModel's parameters (unbatched inputs, state pairs); ``outputs`` are
+    the batch axes of model outputs read from the model's shapes (``with_outputs``): an int,
+    or None for an output that does not carry the batch (it is returned whole)."""
 
     axes: Mapping[str, int | None] = field(default_factory=dict)
+    outputs: Mapping[str, int | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, unbatched: Iterable[str] = (), states: Iterable = (), state_axis: int = 0) -> Layout:
@@ -33,13 +40,30 @@ class Layout:
         return cls(axes)
 
     def axis(self, name: str) -> int | None:
-        return self.axes.get(name, 0)
+        if name in self.axes:
+            return self.axes[name]
+        return self.outputs.get(name, 0)
+
+    def with_outputs(self, spec: ModelSpec) -> Layout:
+        """This layout plus the batch axis of every output the parameters do not place, read
+        from the model's shapes (``output_batch_axes``)."""
+        given = {name for name in self.axes}
+        return replace(self, outputs=output_batch_axes(spec, given))
+
+    def whole_outputs(self, spec: ModelSpec) -> tuple[str, ...]:
+        """Outputs that do not carry the batch (returned whole, never split between requests)."""
+        return tuple(t.name for t in spec.outputs if self.axis(t.name) is None)
+
+    def moved_outputs(self, spec: ModelSpec) -> dict[str, int]:
+        """Client-visible outputs whose batch axis is not axis 0: output -> its batch axis."""
+        return {t.name: axis for t in spec.outputs if t.name not in self.axes and (axis := self.axis(t.name))}
 
     def unbatched(self, spec: ModelSpec) -> tuple[str, ...]:
         return tuple(t.name for t in spec.inputs if self.axis(t.name) is None)
 
     def check(self, spec: ModelSpec) -> None:
-        """Every named tensor exists and every batch axis is within its rank."""
+        """Every named tensor exists, every batch axis is within its rank, and a scalar input of a
+        model that batches is unbatched."""
         tensors = {t.name: t for t in spec.inputs + spec.outputs}
         for name, axis in self.axes.items():
             if name not in tensors:
@@ -51,14 +75,26 @@ class Layout:
             rank = len(tensors[name].shape)
             if axis is not None and not 0 <= axis < rank:
                 raise ConfigError(f"batch axis {axis} of {name!r} is outside its rank {rank}")
+        if spec.batch.kind == "none":
+            return
+        for tensor in spec.inputs:
+            if not tensor.shape and not tensor.dynamic_rank and self.axis(tensor.name) is not None:
+                raise ConfigError(
+                    f"input {tensor.name!r} is a scalar (rank 0), but the model batches its other inputs "
+                    f"({spec.batch.kind} batch{' ' + ', '.join(map(str, spec.batch.sizes)) if spec.batch.sizes else ''}"
+                    f"), so it has no batch axis to batch on: list it in parameter unbatched_inputs "
+                    f"(ge-triton generate --unbatched-inputs {tensor.name}): one value per request"
+                )
 
     def _moved(self, tensor: TensorSpec) -> TensorSpec:
         axis = self.axis(tensor.name)
         if not axis:
             return tensor
-        shape = list(tensor.shape)
+        shape, names = list(tensor.shape), list(tensor.dim_names)
         shape.insert(0, shape.pop(axis))
-        return replace(tensor, shape=tuple(shape))
+        if names:
+            names.insert(0, names.pop(axis))
+        return replace(tensor, shape=tuple(shape), dim_names=tuple(names))
 
     def batch_first_spec(self, spec: ModelSpec) -> ModelSpec:
         """``spec`` with every batched tensor's batch axis first and unbatched inputs left out.
@@ -88,3 +124,33 @@ class Layout:
         shape = list(batch_first[1:])
         shape.insert(axis, batch_first[0])
         return tuple(shape)
+
+
+def output_batch_axes(spec: ModelSpec, given: Iterable[str] = ()) -> dict[str, int | None]:
+    """Where each output of a model with batch gears keeps the batch (outputs in ``given`` are
+    placed by the caller and skipped).
+
+    The readers mark with -1 every output axis whose size changes between the gears. Axis 0
+    being -1 is the usual batch-first output (not listed); a single other -1 axis holds the
+    batch (``[4,-1]``: axis 1); no -1 axis means the output does not change with the batch
+    (a scalar, a summary): None. Several -1 axes cannot be told apart: ConfigError, since rows
+    could then not be split back per request. The runner checks on every batch that the chosen
+    axis has the batch's size, so rows never reach another request even when the guess is wrong.
+    Models without gears need nothing here: their batch axis is axis 0 of every tensor by
+    construction (``batch_support_from_shapes``) or absent."""
+    if spec.batch.kind != "gears":
+        return {}
+    skip = set(given)
+    axes: dict[str, int | None] = {}
+    for tensor in spec.outputs:
+        if tensor.name in skip or (tensor.shape and tensor.shape[0] == -1):
+            continue
+        varying = [axis for axis, size in enumerate(tensor.shape) if size == -1]
+        if len(varying) > 1:
+            raise ConfigError(
+                f"output {tensor.name!r} {tensor.shape_text()}: axes {', '.join(map(str, varying))} all change with "
+                "the batch gear, so which one holds the batch cannot be told and its rows could not be split "
+                "back per request; compile the model with the batch on axis 0 of this output"
+            )
+        axes[tensor.name] = varying[0] if varying else None
+    return axes

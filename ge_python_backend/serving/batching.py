@@ -44,13 +44,16 @@ class ItemTensors(Protocol):
 class Profile:
     """Batches an engine runs: ``batch_sizes`` (None: any size up to ``limit``; ``limit`` None:
     unbounded) and each input's non-batch shape (-1: any size). ``padded`` profiles come from
-    compiled shape gears: smaller inputs are zero-padded up to their shape."""
+    compiled shape gears: smaller inputs are zero-padded up to their shape. ``whole`` names
+    outputs that do not carry the batch: padding rows or splitting a request would change them,
+    so a request must fill exactly one of ``batch_sizes``."""
 
     batch_sizes: tuple[int, ...] | None
     limit: int | None
     shapes: NonBatchShapes
     padded: bool = False
     label: str = ""
+    whole: tuple[str, ...] = ()
 
     def fits(self, shapes: NonBatchShapes) -> bool:
         for name, want in self.shapes.items():
@@ -80,14 +83,22 @@ class Profile:
         return f"{self.label + ': ' if self.label else ''}{batches}; {shapes}"
 
 
-def profiles_for(spec: ModelSpec, batching: bool, max_batch_size: int) -> tuple[Profile, ...]:
+def profiles_for(
+    spec: ModelSpec, batching: bool, max_batch_size: int, whole: tuple[str, ...] = ()
+) -> tuple[Profile, ...]:
     """The profiles of a model, for a config that batches (axis 0 is the request batch) or not.
 
     Without batching (``max_batch_size: 0``) a model that has a batch axis still runs each
     request's axis 0 through the same profiles, and a model without one runs each request
-    exactly as declared (batch_sizes == () marks that case).
+    exactly as declared (batch_sizes == () marks that case). ``whole``: outputs that do not
+    carry the batch (only without batching: each request must then be exactly one batch gear).
     """
     kind = spec.batch.kind
+    if whole and batching:
+        raise ConfigError(
+            f"max_batch_size is above 0 but output(s) {', '.join(map(repr, whole))} do not carry the batch, so "
+            "one engine batch cannot be split between requests; set max_batch_size: 0"
+        )
     if kind == "none":
         if batching:
             raise ConfigError(
@@ -98,7 +109,7 @@ def profiles_for(spec: ModelSpec, batching: bool, max_batch_size: int) -> tuple[
     limit = max_batch_size if batching else None
     sizes = None if kind == "dynamic" else spec.batch.sizes
     if not spec.shape_gears:
-        return (Profile(sizes, limit, {t.name: t.shape[1:] for t in spec.inputs}),)
+        return (Profile(sizes, limit, {t.name: t.shape[1:] for t in spec.inputs}, whole=whole),)
     merged: dict[tuple, list] = {}
     for gear in spec.shape_gears:
         full = {t.name: tuple(gear.shapes.get(t.name, t.shape)) for t in spec.inputs}
@@ -107,7 +118,7 @@ def profiles_for(spec: ModelSpec, batching: bool, max_batch_size: int) -> tuple[
         entry = merged.setdefault(key, [set(), gear.label, {n: s[1:] for n, s in full.items()}])
         entry[0] |= gear_batches
     return tuple(
-        Profile(tuple(sorted(batches)) if batches else sizes, limit, shapes, padded=True, label=label)
+        Profile(tuple(sorted(batches)) if batches else sizes, limit, shapes, padded=True, label=label, whole=whole)
         for batches, label, shapes in merged.values()
     )
 
@@ -143,7 +154,15 @@ def split_rows(rows: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def engine_batches(rows: int, profile: Profile) -> tuple[int, ...]:
-    """The padded batch size of each chunk needed to run ``rows`` rows on ``profile``."""
+    """The padded batch size of each chunk needed to run ``rows`` rows on ``profile``;
+    InputError when the profile takes only exact batches and ``rows`` is not one of them."""
+    if profile.whole and (profile.batch_sizes is None or rows not in profile.batch_sizes):
+        sizes = "any" if profile.batch_sizes is None else ", ".join(map(str, profile.batch_sizes))
+        raise InputError(
+            f"the request has {rows} row(s), but the model runs batches of {sizes} row(s) and its output(s) "
+            f"{', '.join(map(repr, profile.whole))} do not carry the batch (padding or splitting the request "
+            "would change them): send exactly one of those row counts"
+        )
     if profile.batch_sizes is None:
         if profile.limit is None or rows <= profile.limit:
             return (rows,)
@@ -247,18 +266,32 @@ def _one_copy(chunk: Chunk, items: ByIndex[ItemTensors], name: str, buffer: np.n
     return True
 
 
-def scatter(chunk: Chunk, outputs: Mapping[str, np.ndarray]) -> list[tuple[Part, dict[str, np.ndarray]]]:
-    """Each part's rows of every output (views, no copies)."""
+def scatter(
+    chunk: Chunk, outputs: Mapping[str, np.ndarray], whole: tuple[str, ...] = ()
+) -> list[tuple[Part, dict[str, np.ndarray]]]:
+    """Each part's rows of every output (views, no copies); outputs in ``whole`` do not carry
+    the batch and go to the chunk's only part as they are. ``outputs`` are batch-first views:
+    an output whose batch axis does not have the chunk's batch size is an error, never split."""
     if not chunk.batch_axis:
         return [(chunk.parts[0], dict(outputs))]
     batch = next(iter(chunk.shapes.values()))[0]
     for name, array in outputs.items():
+        if name in whole:
+            if len(chunk.parts) != 1:
+                raise ValueError(f"output {name!r} does not carry the batch but the batch holds several requests")
+            continue
         if array.ndim == 0 or array.shape[0] != batch:
             raise ValueError(
-                f"output {name!r} has shape {format_shape(array.shape)}; expected batch axis {batch} "
-                "(outputs must keep the batch on axis 0)"
+                f"output {name!r} has shape {format_shape(array.shape)} (batch axis first); expected its batch "
+                f"axis to be {batch}, the batch that ran: its rows cannot be split back per request"
             )
     return [
-        (part, {name: array[part.target_start : part.target_start + part.count] for name, array in outputs.items()})
+        (
+            part,
+            {
+                name: array if name in whole else array[part.target_start : part.target_start + part.count]
+                for name, array in outputs.items()
+            },
+        )
         for part in chunk.parts
     ]

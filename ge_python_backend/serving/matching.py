@@ -1,12 +1,18 @@
 """Does a Triton config describe a model's own tensors? One answer for GEModel (at load) and
-``ge-triton check`` (offline): every disagreement, each as one message."""
+``ge-triton check`` (offline): every disagreement, each as one message.
+
+Also the two things a config adds to what a model file says: the rank of tensors the file
+leaves open (``refine_spec``), and whether a batching config fits where the model keeps each
+tensor's batch (``layout_problems``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.specs import ModelSpec, TensorSpec, format_shape
+from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_shapes, format_shape
 
 
 def compare_io(
@@ -21,8 +27,11 @@ def compare_io(
 ) -> list[str]:
     """Disagreements between the config's I/O (dims as Triton sees them, batch axis removed when
     ``batching``) and the model's. A hook in ``overrides`` turns its side off; ``states`` are the
-    model's own tensors (never in the config); unbatched inputs keep their full shape."""
+    model's own tensors (never in the config); unbatched inputs keep their full shape. A rank-0
+    model tensor is declared ``dims: [1]`` (Triton has no scalar dims), with or without an
+    empty ``reshape``; a tensor of open rank matches any dims."""
     problems: list[str] = []
+    layout = layout.with_outputs(spec)
     moved = layout.batch_first_spec(spec)
     if "preprocess" not in overrides:
         declared = {t.name: t for t in config_inputs}
@@ -38,7 +47,7 @@ def compare_io(
             if name not in names
         ]
     if "postprocess" not in overrides:
-        produced = {t.name: t for t in moved.outputs if t.name not in states}
+        produced = {t.name: t for t in spec.outputs if t.name not in states}
         for tensor in config_outputs:
             if tensor.name not in produced:
                 problems.append(
@@ -46,7 +55,8 @@ def compare_io(
                 )
             else:
                 model_tensor = produced[tensor.name]
-                problems += _compare("output", model_tensor, model_tensor.shape, tensor, batching)
+                shape = moved.output(tensor.name).shape if batching else model_tensor.shape
+                problems += _compare("output", model_tensor, shape, tensor, batching)
     return problems
 
 
@@ -55,7 +65,7 @@ def _compare(
 ) -> list[str]:
     if config is None:
         return [
-            f"the model's {kind} {model.name!r} ({model.dtype or model.native_type} {format_shape(shape)}) is "
+            f"the model's {kind} {model.name!r} ({model.dtype or model.native_type} {model.shape_text()}) is "
             "missing from the config"
         ]
     problems = []
@@ -63,10 +73,66 @@ def _compare(
         problems.append(
             f"{kind} {model.name!r}: the config says {config.dtype}, the model has {model.dtype or model.native_type}"
         )
+    if model.dynamic_rank:
+        return problems
     dims = shape[1:] if batched else shape
+    if not dims and config.shape in ((), (1,)):
+        return problems  # a scalar: dims [1] (reshape [] or none)
     if len(dims) != len(config.shape) or any(c != m and -1 not in (c, m) for c, m in zip(config.shape, dims)):
         problems.append(
             f"{kind} {model.name!r}: config dims {format_shape(config.shape)} do not match the model's "
             f"{format_shape(dims)}" + (" (batch axis removed)" if batched else "")
+        )
+    return problems
+
+
+def refine_spec(
+    spec: ModelSpec,
+    config_inputs: Iterable[TensorSpec],
+    config_outputs: Iterable[TensorSpec],
+    *,
+    batching: bool,
+    layout: Layout,
+) -> ModelSpec:
+    """``spec`` with every tensor of open rank given the rank (and sizes) its config entry
+    declares: the batch axis in front when ``batching`` batches it. Batch support is derived
+    again from the completed shapes. Unchanged when no tensor has an open rank."""
+    if not any(t.dynamic_rank for t in spec.inputs + spec.outputs):
+        return spec
+    declared = {t.name: t for t in (*config_inputs, *config_outputs)}
+
+    def refined(tensor: TensorSpec) -> TensorSpec:
+        entry = declared.get(tensor.name)
+        if not tensor.dynamic_rank or entry is None:
+            return tensor
+        batched = batching and layout.axis(tensor.name) is not None
+        return replace(tensor, shape=((-1,) if batched else ()) + entry.shape, dynamic_rank=False)
+
+    inputs = tuple(refined(t) for t in spec.inputs)
+    outputs = tuple(refined(t) for t in spec.outputs)
+    return replace(spec, inputs=inputs, outputs=outputs, batch=batch_support_from_shapes(inputs, outputs))
+
+
+def layout_problems(spec: ModelSpec, layout: Layout, *, batching: bool) -> list[str]:
+    """Why a config with ``batching`` (max_batch_size > 0) cannot serve ``spec``: Triton puts
+    the batch on axis 0 of every client tensor, one engine batch holds rows of several
+    requests, and at least one input must carry them."""
+    if not batching:
+        return []
+    layout = layout.with_outputs(spec)
+    problems = [
+        f"output {name!r} keeps the batch on axis {axis} ({spec.output(name).shape_text()}), but with max_batch_size "
+        "> 0 Triton gives clients the batch on axis 0: set max_batch_size 0 (each request then runs alone and gets "
+        f"{name!r} in the model's own layout)"
+        for name, axis in layout.moved_outputs(spec).items()
+    ]
+    problems += [
+        f"output {name!r} ({spec.output(name).shape_text()}) does not carry the batch, so one engine batch cannot be "
+        "split between requests: set max_batch_size 0"
+        for name in layout.whole_outputs(spec)
+    ]
+    if spec.inputs and all(layout.axis(t.name) is None for t in spec.inputs):
+        problems.append(
+            "max_batch_size > 0 but every model input is unbatched, so no input carries the batch: set max_batch_size 0"
         )
     return problems

@@ -1,4 +1,8 @@
-"""The outputs a request asked for, in the config's data types."""
+"""The outputs a request asked for, in the config's data types.
+
+A rank-0 result leaves as ``[1]``: Triton declares a scalar output as ``dims: [1]`` (it has no
+scalar tensors in a model without batching), and that is the shape clients receive.
+"""
 
 from __future__ import annotations
 
@@ -36,6 +40,8 @@ class OutputSelector:
 
     def _typed(self, name: str, value: Any) -> np.ndarray:
         array = np.asarray(value)
+        if array.ndim == 0:
+            array = array.reshape(1)
         target = self._types.get(name)
         if target is None or array.dtype == target:
             return array

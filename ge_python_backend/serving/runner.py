@@ -35,6 +35,7 @@ from ge_python_backend.serving.requests import Arrays, Hook, Request
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.serving.tracking import Answers, Tracked
 from ge_python_backend.serving.validation import Prepared, Validator
+from ge_python_backend.specs import ModelSpec
 
 LOG = logging.getLogger(__name__)
 #: distinct non-batch shape sets whose profile is remembered
@@ -57,31 +58,37 @@ class Runner:
         sequences: SequenceStates | None = None,
         reject_nonfinite: bool = False,
         observers: Sequence[Observer] = (),
+        spec: ModelSpec | None = None,
     ) -> None:
+        """``spec``: the engine's model as the config completes it (tensors of open rank get the
+        config's rank, ``matching.refine_spec``); default the engine's own."""
         self._engine = engine
-        self._layout = layout or Layout()
-        self._layout.check(engine.spec)
-        self._spec = self._layout.batch_first_spec(engine.spec)
+        model = spec or engine.spec
+        self._layout = (layout or Layout()).with_outputs(model)
+        self._layout.check(model)
+        self._spec = self._layout.batch_first_spec(model)
+        self._whole = self._layout.whole_outputs(model)
         self._batching = batching
         self._postprocess = postprocess
         self._sequences = sequences
         self._observer = Observers(observers)
         self._validator = Validator(
-            engine.spec,
+            model,
             self._layout,
             batching=batching,
             max_batch_size=max_batch_size,
             preprocess=preprocess,
             sequences=sequences,
             reject_nonfinite=reject_nonfinite,
+            utf8_strings=engine.utf8_strings,
         )
         self._select = OutputSelector(output_types)
         self._aliasing_outputs = engine.outputs_alias_slot_memory
-        self.profiles: tuple[Profile, ...] = profiles_for(self._spec, batching, max_batch_size)
+        self.profiles: tuple[Profile, ...] = profiles_for(self._spec, batching, max_batch_size, self._whole)
         #: non-batch shapes -> the profile that runs them (or the InputError saying none does)
         self._profile_for: dict[tuple, Profile | InputError] = {}
         #: every batch axis is the first (or there is none): the batch-first views are the arrays
-        self._batch_first = not any(self._layout.axes.values())
+        self._batch_first = not any(self._layout.axes.values()) and not any(self._layout.outputs.values())
         self._free: queue.Queue[Slot] = queue.Queue()
         for slot in engine.slots:
             self._free.put(slot)
@@ -212,7 +219,12 @@ class Runner:
                 tracked[m].fail(profile, FailureKind.INPUT)
             return []
         rows = {m: max(tracked[m].rows, 1) for m in members}
-        chunks = plan_group(members, rows, shapes, profile)
+        try:
+            chunks = plan_group(members, rows, shapes, profile)
+        except InputError as exc:  # rows the profile cannot take (an exact-batch model)
+            for m in members:
+                tracked[m].fail(exc, FailureKind.INPUT)
+            return []
         for chunk in chunks:
             for part in chunk.parts:
                 tracked[part.item].parts_left += 1
@@ -315,7 +327,7 @@ class Runner:
         layout = self._layout
         try:
             batch_first = outputs if self._batch_first else {n: layout.to_batch_first(n, a) for n, a in outputs.items()}
-            pieces = scatter(chunk, batch_first)
+            pieces = scatter(chunk, batch_first, self._whole)
         except ValueError as exc:
             self._fail_chunk(chunk, tracked, EngineError(str(exc)))
             return

@@ -1,8 +1,13 @@
 """One request's tensors checked against the model and put in batch-first order.
 
 ``Validator.prepare`` runs the ``preprocess`` hook, injects sequence state, checks every model
-input (present, data type, shape honouring -1, not empty, finite when asked) and splits the
-tensors into batched ones (batch axis first) and unbatched ones (one value per request).
+input (present, data type, shape honouring -1, not empty, finite when asked, UTF-8 text where the
+engine's strings are text) and splits the tensors into batched ones (batch axis first) and
+unbatched ones (one value per request).
+
+A rank-0 model input travels as ``[1]`` (Triton has no scalar tensors in a model without
+batching: ``dims: [1]``, and an empty ``reshape`` is refused there) and is handed to the engine
+as the scalar it is.
 """
 
 from __future__ import annotations
@@ -51,11 +56,14 @@ class Validator:
         preprocess: Hook | None,
         sequences: SequenceStates | None,
         reject_nonfinite: bool,
+        utf8_strings: bool = False,
     ) -> None:
         self._inputs = spec.inputs
         self._layout = layout
         self._batching = batching
-        self.has_batch_axis = layout.batch_first_spec(spec).batch.kind != "none"
+        batched = [t for t in spec.inputs if layout.axis(t.name) is not None]
+        self.has_batch_axis = bool(batched) and layout.batch_first_spec(spec).batch.kind != "none"
+        self._utf8_strings = utf8_strings
         self._max_batch_size = max_batch_size
         self._preprocess = preprocess
         self._sequences = sequences
@@ -111,8 +119,11 @@ class Validator:
             self._check(tensor, array, client_shape)
             if len(self._accepted) < _ACCEPTED_LIMIT:
                 self._accepted.add(key)
+        array = _unwrapped_scalar(tensor, array, client_shape)
         if self._reject_nonfinite and array.dtype.kind == "f" and not np.isfinite(array).all():
             raise InputError(f"input {tensor.name!r} contains NaN or Inf, which parameter reject_nonfinite forbids")
+        if self._utf8_strings and tensor.dtype == "BYTES":
+            return _as_text(tensor.name, array)
         return array
 
     def _check(self, tensor: TensorSpec, array: np.ndarray, client_shape: tuple[int, ...]) -> None:
@@ -122,6 +133,7 @@ class Validator:
             raise InputError(
                 f"input {tensor.name!r} has data type {dtype_name(array.dtype)}; the model expects {tensor.dtype}"
             )
+        array = _unwrapped_scalar(tensor, array, client_shape)
         if not shape_fits(array.shape, client_shape):
             raise InputError(
                 f"input {tensor.name!r} has shape {format_shape(array.shape)}; "
@@ -148,3 +160,29 @@ class Validator:
         if not (array == array[:1]).all():
             raise InputError(f"unbatched input {tensor.name!r} must be the same for every row of the request")
         return array[0]
+
+
+def _as_text(name: str, array: np.ndarray) -> np.ndarray:
+    """BYTES elements as ``str`` (the engine's strings are UTF-8 text); InputError naming the
+    first element that is not UTF-8."""
+    text = np.empty(array.shape, dtype=np.object_)
+    flat = text.reshape(-1)
+    for index, value in enumerate(array.reshape(-1)):
+        if isinstance(value, str):
+            flat[index] = value
+            continue
+        try:
+            flat[index] = bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(
+                f"input {name!r} element {index} is not UTF-8 text (byte 0x{bytes(value)[exc.start]:02x} at offset "
+                f"{exc.start}); this engine's string tensors hold UTF-8 text"
+            ) from None
+    return text
+
+
+def _unwrapped_scalar(tensor: TensorSpec, array: np.ndarray, client_shape: tuple[int, ...]) -> np.ndarray:
+    """A rank-0 input arrives as [1] (or one [1] per row): the engine gets the scalar."""
+    if not tensor.shape and array.ndim == len(client_shape) + 1 and array.shape[-1] == 1:
+        return array.reshape(array.shape[:-1])
+    return array

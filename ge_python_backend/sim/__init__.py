@@ -1,7 +1,8 @@
 """A functional simulator of CANN's pyACL (``import acl``), for tests and CI without an NPU.
 
 ``get_acl()`` returns this process's stand-in for the ``acl`` module: the same positional-only
-functions, return tuples and ret codes as pyacl.md, executing simulated .om files (made by
+functions, return tuples and ret codes as the pyACL binding and CANN's headers
+(docs/fidelity.md), executing simulated .om files (made by
 ``sim_compile`` / ``ge-triton sim-compile``) on ONNX Runtime. It refuses the misuse the real
 runtime refuses and keeps a ledger of live resources. It models no performance beyond an
 optional fixed device time per execution.

@@ -15,7 +15,7 @@ mean/normalise > padding):
   rounding and saturation are not documented: the simulator shifts (floor) and clips to 0..255;
 - normalise (float network input only; "uint8 -> uint8: no effect"): ``(x - mean_chn - min_chn)
   * var_reci_chn``, with min and var_reci held as float16 as the device holds them, and the
-  result in float16 (AIPP output is FP16, config_file_template.md);
+  result in float16 (AIPP output is FP16, config_file_template.md 44, 268);
 - padding: ``padding_value`` around the crop;
 - the result in the network's layout (NCHW or NHWC) and type; a network that takes fewer channels
   than the AIPP produces (e.g. GRAY from a CSC) takes the first ones.
@@ -124,7 +124,7 @@ def _process(
     return result
 
 
-# -- the dynamic-AIPP parameter block (hicann/ge inc/graph_metadef/common/dynamic_aipp.h) --------
+# -- the dynamic-AIPP parameter block (hicann/ge inc/graph_metadef/common/dynamic_aipp.h:20-97) -
 
 # head (64 bytes): inputFormat u8, cscSwitch i8, rbuvSwapSwitch i8, axSwapSwitch i8, batchNum i8,
 # 3 reserved, srcImageSizeW i32, srcImageSizeH i32, 9 x i16 matrix, 6 reserved, 3 x u8 output
@@ -178,12 +178,21 @@ def encode_dynamic(head: AippConfig, batches: list[AippConfig]) -> bytes:
     return data
 
 
+_FORMAT_CODES = frozenset(f.value for f in AippInputFormat)
+
+
+def _batches_in(size: int) -> int:
+    return (size - DYNAMIC_AIPP_HEAD_BYTES) // DYNAMIC_AIPP_BATCH_BYTES
+
+
 def decode_dynamic(data: bytes) -> tuple[AippConfig, list[AippConfig]] | None:
-    """The head and per-batch configs of a parameter block; None when it was never set (input format 0)."""
+    """The head and per-batch configs of a parameter block; None when set_input_aipp never wrote it:
+    its input format is not an aclAippInputFormat (fresh device memory holds garbage, not zeros) or
+    its image count does not fit the block."""
     head = _HEAD.unpack_from(data)
-    if head[0] == 0:
-        return None
     fmt, csc, rbuv, ax, count, src_w, src_h = head[:7]
+    if fmt not in _FORMAT_CODES or not 0 < count <= _batches_in(len(data)):
+        return None
     matrix = head[7:16]
     base = AippConfig(
         aipp_mode=AippMode.DYNAMIC,

@@ -1,6 +1,7 @@
 """The ``acl`` module stand-in: top-level functions, ``acl.util``, and the assembly of the namespaces.
 
-Every function has pyACL's positional-only signature and return tuple (pyacl.md §2, §6);
+Every function has pyACL's positional-only signature and return tuple (the binding's per-function
+formats, tests/support/pyacl_binding.json);
 ``acl.rt`` and ``acl.mdl`` live in ``api_rt.py`` and ``api_mdl.py``.
 """
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from ge_python_backend.ascend.acljson import AclJson, problems
 from ge_python_backend.ascend.constants import ret_code
 from ge_python_backend.ascend.layout import LayoutTensor, Shape
+from ge_python_backend.ascend.limits import device_limits
 from ge_python_backend.ascend.simom import InputRole, SimOm, decode_sim_om, is_sim_om
 from ge_python_backend.errors import OmFormatError
 from ge_python_backend.sim.aipp import decode_dynamic
@@ -50,6 +51,8 @@ GE_FAILURE = ret_code("ACL_ERROR_GE_FAILURE")
 REPEAT_INITIALIZE = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
 DUMP_NOT_RUN = ret_code("ACL_ERROR_DUMP_NOT_RUN")
 INVALID_DUMP_CONFIG = ret_code("ACL_ERROR_INVALID_DUMP_CONFIG")
+NO_STREAM = ret_code("ACL_ERROR_RT_NO_STREAM_RESOURCE")
+NO_EVENT = ret_code("ACL_ERROR_RT_NO_EVENT_RESOURCE")
 
 #: First bytes of files the simulator recognises as real (unsimulated) model packages.
 _REAL_MODEL_MAGICS = {
@@ -113,6 +116,7 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         session = self._session(om)
         work_size, weight_size = model_costs(om)
         with sim.lock:
+            self._check_room(om, context.device)
             self._check_user_memory(om, work_size, weight_size, work, weight)
             own = (0 if work[0] else work_size) + (0 if weight[0] else weight_size)
             free = sim.config.device_memory - sim.device_used(context.device)
@@ -136,6 +140,29 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
             sim.models[model.model_id] = model
             sim.dumps.loaded(model)
             return model.model_id
+
+    def _check_room(self, om: SimOm, device: int) -> None:
+        """The streams and events the model creates at load (its stream_num / event_num,
+        davinci_model.cc 1460-1509) must fit the device: the runtime's 207008 / 207007 (how GE passes
+        them up from rtStreamCreateWithFlags is not traced: inferred)."""
+        sim = self._sim
+        limits = device_limits(sim.config.soc_name)
+        if limits is None:
+            return
+        streams = sim.streams_in_use(device) + om.model_streams
+        if streams > limits.streams:
+            raise AclFail(
+                NO_STREAM,
+                f"the model creates {om.model_streams} stream(s) at load; device {device} "
+                f"({sim.config.soc_name}) has {limits.streams}, {streams - om.model_streams} in use",
+            )
+        events = sim.events_in_use(device) + om.model_events
+        if events > limits.events:
+            raise AclFail(
+                NO_EVENT,
+                f"the model creates {om.model_events} event(s) at load; device {device} "
+                f"({sim.config.soc_name}) has {limits.events}, {events - om.model_events} in use",
+            )
 
     def _check_user_memory(
         self, om: SimOm, work_size: int, weight_size: int, work: tuple[int, int], weight: tuple[int, int]
@@ -176,7 +203,11 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
 
     @acl_function("skkkk", outputs=(0,), locked=False)
     def load_from_file_with_mem(self, model_path, work_ptr, work_size, weight_ptr, weight_size):
-        return self._load(_read_model_file(model_path), model_path, (work_ptr, work_size), (weight_ptr, weight_size))
+        """A dynamic (RT2) model takes only the weights: workPtr/workSize are not passed on
+        (model.cpp 1332-1335), the runtime holds its own work memory."""
+        data = _read_model_file(model_path)
+        work = (0, 0) if _parse_model(data, model_path).layout.kind == "range" else (work_ptr, work_size)
+        return self._load(data, model_path, work, (weight_ptr, weight_size))
 
     @acl_function("kk", outputs=(0,), locked=False)
     def load_from_mem(self, model_ptr, model_size):
@@ -186,13 +217,12 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
 
     @acl_function("s", outputs=(0, 0))
     def query_size(self, model_path):
+        """(work, weight). For a dynamic (shape-range) model GE answers work 0 and the weights of all
+        its submodels (GetModelMemAndWeightSize, model_manager.cc 2390-2409); its docs say not to use
+        it for such models (aclmdlQuerySize.md 27-45), the code does not refuse it."""
         om = _parse_model(_read_model_file(model_path), model_path)
-        if om.layout.kind == "range":  # "cannot be used when the input shape is not fixed" (aclmdlQuerySize.md)
-            raise AclFail(
-                GE_PARAM_INVALID,
-                f"{model_path} has shape ranges: query_size does not apply; load it with load_from_file",
-            )
-        return model_costs(om)
+        work, weight = model_costs(om)
+        return (0, weight) if om.layout.kind == "range" else (work, weight)
 
     @acl_function("I")
     def unload(self, model_id):
@@ -336,7 +366,10 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
                 continue
             block = sim.read(inputs[index].addr, entry.tensor.size, True, f"input {entry.tensor.name!r}")
             decoded = decode_dynamic(block)
-            if decoded is None:  # the docs require set_input_aipp before execute (aipp_intro.md)
+            if decoded is None:
+                # "call aclmdlSetInputAIPP before aclmdlExecute" (ATC AIPP/aipp_intro.md 33). CANN's host
+                # checks nothing here and what the device does with an unset block is not documented
+                # (davinci_model.cc 6577-6580 only skips the size check): the simulator refuses the run.
                 raise AclFail(
                     MODEL_EXECUTE,
                     f"the dynamic-AIPP parameters of input {entry.image!r} were never set: "
@@ -380,7 +413,9 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         with sim.lock:
             sim.check_device()
             for index, (tensor, buffer, result) in enumerate(zip(layout.outputs, outputs, results)):
-                if result.nbytes > buffer.size:  # a hybrid/RT2 model fails generically (500002, notes 4.8)
+                # too small: RT2 fails generically (hybrid_model_executor.cc 262-269, memory_copy.cc
+                # 566-572), which ACL_GET_ERRCODE_GE makes 500002 (error_codes_inner.h 24-28)
+                if result.nbytes > buffer.size:
                     code = GE_FAILURE if layout.kind == "range" else OUTPUT_NOT_MATCH
                     raise AclFail(
                         code,
@@ -430,15 +465,26 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         self._sim.dumps.initialized = True
 
     @acl_function("|s")
-    def set_dump(self, dump_config_path=""):
+    def set_dump(self, dump_config_path=None):
+        """NULL (no argument) -> 100000; a path that does not resolve or cannot be opened -> 100003
+        (GetConfigStrFromFile, json_parser.cpp 181-194); an empty file -> 0 and no change (197-201,
+        dump.cpp 168-169); a config the dump converter refuses -> 100009 (dump.cpp 180-185)."""
         dumps = self._sim.dumps
         if not dumps.initialized:
             raise AclFail(DUMP_NOT_RUN, "set_dump before init_dump")
-        if not dump_config_path:
+        if dump_config_path is None:
             raise AclFail(INVALID_PARAM, "set_dump needs the path of a dump config (acl.json syntax)")
         try:
-            data = json.loads(Path(dump_config_path).read_text(encoding="utf-8") or "{}")
+            if not dump_config_path:  # mmRealPath("") fails (json_parser.cpp 67-81)
+                raise ValueError("an empty path")
+            text = Path(dump_config_path).resolve(strict=True).read_text(encoding="utf-8")
         except (OSError, ValueError) as exc:
+            raise AclFail(INVALID_FILE, f"dump config {dump_config_path!r} cannot be read: {exc}") from None
+        if not text:
+            return
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
             raise AclFail(INVALID_DUMP_CONFIG, f"dump config {dump_config_path!r}: {exc}") from None
         if not isinstance(data, dict):
             raise AclFail(INVALID_DUMP_CONFIG, f"dump config {dump_config_path!r} is not a JSON object")

@@ -1,4 +1,7 @@
-"""``acl.rt``: devices, contexts, streams, memory, copies and events (pyacl.md §3)."""
+"""``acl.rt``: devices, contexts, streams, memory, copies and events.
+
+The rules and their sources in hicann/runtime are listed in docs/fidelity.md (sections 2-4).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +9,15 @@ from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_HOST, MALLOC_FLAG
 from ge_python_backend.ascend.limits import device_limits
 from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, acl_function
-from ge_python_backend.sim.state import BAD_HANDLE, INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
+from ge_python_backend.sim.state import INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
 from ge_python_backend.sim.streams import Event, Stream
 
 MEMORY_ALLOCATION = ret_code("ACL_ERROR_RT_MEMORY_ALLOCATION")
 ADDR_UNALIGNED = ret_code("ACL_ERROR_RT_ADDR_UNALIGNED")
 NO_STREAM = ret_code("ACL_ERROR_RT_NO_STREAM_RESOURCE")
 NO_EVENT = ret_code("ACL_ERROR_RT_NO_EVENT_RESOURCE")
+INTERNAL_ERROR = ret_code("ACL_ERROR_RT_INTERNAL_ERROR")
+TIMESTAMP_INVALID = ret_code("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID")
 #: where device-mode malloc_host memory starts past a 64-byte boundary ("if you need a 64-byte
 #: aligned start address, you must handle the alignment yourself", 11-02_host_memory_management.md 71-78)
 DEVICE_MODE_HOST_OFFSET = 32
@@ -73,9 +78,19 @@ class RtApi(Namespace):
 
     @acl_function("i", outputs=(0,))
     def create_context(self, device_id):
+        """A context holds streams of its own (05_context_management.md 67-78): 207008 when the
+        device has no room for them."""
         sim = self._sim
         sim.check_device_id(device_id)
+        limits = device_limits(sim.config.soc_name)
         context = sim.add(sim.contexts, lambda handle: Context(handle, device_id, default=False))
+        if limits is not None and sim.streams_in_use(device_id) > limits.streams:
+            del sim.contexts[context]
+            raise AclFail(
+                NO_STREAM,
+                f"device {device_id} ({sim.config.soc_name}) has {limits.streams} streams: no room for "
+                f"the streams of a new context",
+            )
         sim.bind(context)
         return context
 
@@ -95,7 +110,7 @@ class RtApi(Namespace):
             raise AclFail(
                 INVALID_PARAM,
                 f"context {context:#x} still owns {', '.join(owned)}; destroy its events "
-                f"and streams and unload its models first (pyacl.md §10)",
+                f"and streams and unload its models first",  # a simulator rule (inferred): no source found
             )
         sim.remove(sim.contexts, context, "context")
 
@@ -114,8 +129,9 @@ class RtApi(Namespace):
 
     @acl_function("", outputs=(0,))
     def create_stream(self):
-        """207008 past the SoC's streams per device, the default stream and each loaded model's
-        counted (06_stream_management.md 81-96; the simulator gives every model one stream)."""
+        """207008 past the SoC's streams per device, the default stream, each created context's and
+        each loaded model's counted (06_stream_management.md 81-96, 05_context_management.md 67-78;
+        the simulator gives every model one stream)."""
         sim = self._sim
         context = sim.current_context()
         limits = device_limits(sim.config.soc_name)
@@ -123,7 +139,7 @@ class RtApi(Namespace):
             raise AclFail(
                 NO_STREAM,
                 f"device {context.device} ({sim.config.soc_name}) has {limits.streams} streams, "
-                "all in use (the default stream and each loaded model's included)",
+                "all in use (the default stream, each context's and each loaded model's included)",
             )
         return sim.add(sim.streams, lambda handle: Stream(handle, context.handle))
 
@@ -178,7 +194,7 @@ class RtApi(Namespace):
         sim.current_context()
         users = sim.memory_users(dev_ptr)
         if users:
-            # "must not be freed while the model is loaded" (aclmdlLoadFromFileWithMem.md); the real
+            # "must not be freed while the model is loaded" (aclmdlLoadFromFileWithMem.md 45-48); the real
             # runtime would let it go and fail on the next execute
             ids = ", ".join(str(m.model_id) for m in users)
             raise AclFail(
@@ -274,9 +290,10 @@ class RtApi(Namespace):
 
     @acl_function("kkkkik", locked=False)
     def memcpy_async(self, dst, dest_max, src, count, kind, stream):
-        """Both addresses 64-byte aligned, else 107008 (CANN 8.5/9.0 aclrtMemcpyAsync.md 44-45; the
-        code is the runtime's for an unaligned address, acl_base_rt.h); host memory not from
-        malloc_host makes the call wait for the copy."""
+        """Both addresses 64-byte aligned, else 107008 (CANN 8.5/9.0 docs/api_docs/aclrtMemcpyAsync.md:44;
+        107008 ACL_ERROR_RT_ADDR_UNALIGNED is rt_error_codes.h:29, the runtime's mapping of
+        RT_ERROR_MEMORY_ADDRESS_UNALIGNED, errcode_manage.cc:315); host memory not from malloc_host
+        makes the call wait for the copy (11-03_memory_copy_and_set.md 136-140)."""
         with self._sim.lock:
             alignment = self._sim.config.memcpy_alignment
             for side, addr in (("destination", dst), ("source", src)):
@@ -330,13 +347,19 @@ class RtApi(Namespace):
 
     @acl_function("kk", outputs=(0.0,))
     def event_elapsed_time(self, start, end):
+        """An event never recorded -> 507000 (RT_ERROR_EVENT_RECORDER_NULL, event.cc 1249-1251,
+        errcode_manage.cc 197); recorded but not yet complete, its timestamp still unset -> 107006
+        (RT_ERROR_EVENT_TIMESTAMP_INVALID, event.cc 1265-1270, errcode_manage.cc 198)."""
         self._sim.current_context()
         first = self._sim.lookup(self._sim.events, start, "event")
         last = self._sim.lookup(self._sim.events, end, "event")
         for event in (first, last):
-            if not (event.recorded and event.done.is_set()):
+            if not event.recorded:
+                raise AclFail(INTERNAL_ERROR, f"event {event.handle:#x} was never recorded (record_event first)")
+        for event in (first, last):
+            if not event.done.is_set():
                 raise AclFail(
-                    BAD_HANDLE,
-                    f"event {event.handle:#x} has not completed (record it and synchronize its stream first)",
+                    TIMESTAMP_INVALID,
+                    f"event {event.handle:#x} has not completed yet (synchronize its stream or the event first)",
                 )
         return (last.time - first.time) * 1000.0

@@ -18,7 +18,9 @@ class TensorDescCalls(Namespace):
     """create_tensor_desc and what a tensor desc answers."""
 
     def _desc(self, handle: int) -> TensorDesc:
-        return self._sim.lookup(self._sim.tensor_descs, handle, "tensor desc")
+        """A desc the caller created, or a dataset's own copy (get_dataset_tensor_desc: execute
+        rewrites the output descs of a shape-range model, model.cpp 672-693, 818-842)."""
+        return self._sim.tensor_desc(handle)
 
     @acl_function("iOi", value=True)
     def create_tensor_desc(self, dtype, dims, fmt):

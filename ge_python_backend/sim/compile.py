@@ -37,6 +37,7 @@ from ge_python_backend.ascend.aipp import (
     AippMode,
     parse_aipp_config,
 )
+from ge_python_backend.ascend.atcflags import Dim, format_dims, parse_gear_list, parse_input_shape, parse_int_list
 from ge_python_backend.ascend.constants import AclDataType, data_type_named
 from ge_python_backend.ascend.layout import UNBOUNDED, GearKind, LayoutTensor, ModelLayout, Shape
 from ge_python_backend.ascend.simom import (
@@ -73,9 +74,6 @@ INPUT_FORMATS = ("NCHW", "NHWC", "ND")
 #: ATC's gear count limits (--dynamic_batch_size.md / --dynamic_dims.md: 2..100).
 MIN_GEARS, MAX_GEARS = 2, 100
 
-#: One axis of --input_shape: a size, -1, or a (low, high) range (high UNBOUNDED for "a~").
-Dim = int | tuple[int, int]
-
 
 @dataclass(frozen=True)
 class AtcOptions:
@@ -111,7 +109,7 @@ class AtcOptions:
         """These options in ATC's spelling (kept in the file as a provenance fact)."""
         parts = []
         if self.input_shape:
-            parts.append("--input_shape=" + ";".join(f"{n}:{_dims_text(d)}" for n, d in self.input_shape.items()))
+            parts.append("--input_shape=" + ";".join(f"{n}:{format_dims(d)}" for n, d in self.input_shape.items()))
         parts.append(f"--input_format={self.input_format}")
         if self.dynamic_batch_size:
             parts.append("--dynamic_batch_size=" + ",".join(map(str, self.dynamic_batch_size)))
@@ -126,60 +124,7 @@ class AtcOptions:
         return " ".join(parts)
 
 
-def _dims_text(dims: tuple[Dim, ...]) -> str:
-    return ",".join(f"{d[0]}~{'' if d[1] == UNBOUNDED else d[1]}" if isinstance(d, tuple) else str(d) for d in dims)
-
-
 # -- ATC's option strings -------------------------------------------------------------------
-
-
-def parse_int_list(text: str, what: str) -> tuple[int, ...]:
-    """``"1,2,4"`` -> (1, 2, 4) ("" -> ()); ConfigError naming ``what`` otherwise."""
-    if not text.strip():
-        return ()
-    try:
-        return tuple(int(p) for p in text.split(","))
-    except ValueError:
-        raise ConfigError(f"{what}: {text!r} is not a comma-separated list of integers") from None
-
-
-def parse_gear_list(text: str, what: str) -> tuple[tuple[int, ...], ...]:
-    """``"224,224;448,448"`` -> ((224, 224), (448, 448))."""
-    return tuple(parse_int_list(part.strip(), what) for part in text.split(";") if part.strip())
-
-
-def parse_input_shape(text: str) -> dict[str, tuple[Dim, ...]]:
-    """ATC's ``--input_shape``: ``"x:-1,3,224,224;y:1~8,4"`` -> {"x": (-1, 3, 224, 224), "y": ((1, 8), 4)},
-    in the given order. ``a~b`` is a range, ``a~`` a range with no upper bound."""
-    shapes: dict[str, tuple[Dim, ...]] = {}
-    for part in (p.strip() for p in text.split(";")):
-        if not part:
-            continue
-        name, sep, dims = part.rpartition(":")
-        if not sep or not name:
-            raise ConfigError(f"--input_shape item {part!r} is not NAME:D0,D1,... (e.g. x:-1,3,224,224)")
-        if name in shapes:
-            raise ConfigError(f"--input_shape names input {name!r} twice")
-        shapes[name] = tuple(_dim(d.strip(), name) for d in dims.split(",")) if dims.strip() else ()
-    return shapes
-
-
-def _dim(text: str, name: str) -> Dim:
-    try:
-        if "~" in text:
-            low, _, high = text.partition("~")
-            bounds = (int(low), int(high) if high else UNBOUNDED)
-            if bounds[0] < 0 or (bounds[1] != UNBOUNDED and bounds[1] < bounds[0]):
-                raise ValueError
-            return bounds
-        value = int(text)
-        if value < -1:
-            raise ValueError
-        return value
-    except ValueError:
-        raise ConfigError(
-            f"--input_shape of {name!r}: {text!r} is not a size, -1 or a range low~high (e.g. 1~8)"
-        ) from None
 
 
 def atc_options(
@@ -288,7 +233,7 @@ def _shapes(options: AtcOptions, onnx_inputs: list[_OnnxInput]) -> dict[str, tup
 
 
 def _gears(options: AtcOptions, shapes: Mapping[str, tuple[Dim, ...]]) -> tuple[Shape, ...]:
-    """Validate the requested gears against the -1 axes (ATC's checks, multi_batch_options.cc)."""
+    """Validate the requested gears against the -1 axes (ATC's checks, multi_batch_options.cc 32, 477-500, 613-655)."""
     kind = options.kind
     if kind in ("", "range"):
         return ()
@@ -356,7 +301,7 @@ def _aipp_by_input(options: AtcOptions, names: list[str], kind: GearKind) -> dic
 def _aipp_input(
     name: str, network: _OnnxInput, dims: Shape, fmt: str, config: AippConfig, batch_gears: tuple[Shape, ...]
 ) -> tuple[LayoutTensor, NetworkInput]:
-    """The UINT8 NHWC image input ATC puts in front of ``network`` (Aipp InferShape, insert_aipp_op_util.cc)."""
+    """The UINT8 NHWC image input ATC puts in front of ``network`` (Aipp InferShape, insert_aipp_op_util.cc 672-709)."""
     if len(dims) != 4 or fmt == "ND":
         raise ConfigError(
             f"AIPP on input {name!r}: the network input must be 4-D NCHW or NHWC, got {format_shape(dims)}"
@@ -389,7 +334,7 @@ def _aipp_input(
 
 
 def _aipp_data_input(image: str, batch: int, first: bool) -> LayoutTensor:
-    """The dynamic-AIPP parameter input: UINT8 [64 + 96 x N] (aipp_op.cc 114-169; aclmdlGetAippDataSize.md)."""
+    """The dynamic-AIPP parameter input: UINT8 [64 + 96 x N] (aipp_op.cc 114-169; acl_aipp_om2.cpp 372-382)."""
     size = DYNAMIC_AIPP_HEAD_BYTES + DYNAMIC_AIPP_BATCH_BYTES * batch
     name = DYNAMIC_AIPP_INPUT if first else f"{DYNAMIC_AIPP_INPUT}_{image}"
     return LayoutTensor(name, data_type_named("UINT8"), "ND", (size,), size)
@@ -409,13 +354,17 @@ def sim_compile(
     input_format: str | None = None,
     insert_op_conf: str | Path | Sequence[AippConfig] | None = None,
     soc_version: str = "",
+    stream_num: int | None = None,
+    event_num: int | None = None,
 ) -> ModelSpec:
     """Compile ``onnx_path`` into the sim-OM ``out_path`` and return its ModelSpec.
 
     Strings are accepted in ATC's spelling: ``batch_gears`` is --dynamic_batch_size ("1,2,4,8"),
     ``input_shapes`` --input_shape ("x:-1,3,224,224;y:1~8,4"), ``dynamic_image_size``
     ("224,224;448,448"), ``dynamic_dims`` ("1,2;3,4": the -1 values in --input_shape order),
-    ``insert_op_conf`` an AIPP config file (or parsed configs).
+    ``insert_op_conf`` an AIPP config file (or parsed configs). ``stream_num`` and ``event_num``
+    record the streams and events the model creates at load, as ATC records them in a real .om
+    (graph_builder.cc 189-190); unset, the simulator counts one stream and no events.
     """
     options = atc_options(
         input_shape=input_shapes,
@@ -426,10 +375,12 @@ def sim_compile(
         insert_op_conf=insert_op_conf,
         soc_version=soc_version,
     )
-    return compile_model(Path(onnx_path), Path(out_path), options)
+    return compile_model(Path(onnx_path), Path(out_path), options, resources=(stream_num, event_num))
 
 
-def compile_model(onnx_path: Path, out_path: Path, options: AtcOptions) -> ModelSpec:
+def compile_model(
+    onnx_path: Path, out_path: Path, options: AtcOptions, resources: tuple[int | None, int | None] = (None, None)
+) -> ModelSpec:
     """``sim_compile`` on parsed ATC options."""
     import onnx
 
@@ -473,7 +424,7 @@ def compile_model(onnx_path: Path, out_path: Path, options: AtcOptions) -> Model
         "onnx_sha256": hashlib.sha256(onnx_bytes).hexdigest(),
         "options": options.command_line(),
     }
-    om = SimOm(layout, tuple(model_inputs), producer, onnx_bytes)
+    om = SimOm(layout, tuple(model_inputs), producer, onnx_bytes, True, *resources)
     write_sim_om(out_path, om)
     return om.spec()
 
@@ -518,7 +469,7 @@ def _range(dim: Dim) -> tuple[int, int]:
 
 def _sized(tensor: LayoutTensor, layout: ModelLayout) -> LayoutTensor:
     """``tensor`` with ``get_input_size_by_index``'s size: the largest gear's bytes (each input its
-    own largest, multi_batch_clone_pass.cc 1150-1167), a range's largest (0 when unbounded,
+    own largest, multi_batch_clone_pass.cc 1169-1191), a range's largest (0 when unbounded,
     model_om2.cpp 426-458), an AIPP image's as ATC computes it (kept)."""
     if tensor.size:
         return tensor

@@ -83,7 +83,9 @@ class Fault:
         if self.call < 1:
             raise ValueError(f"{self.function}: call number {self.call} must be >= 1")
         if self.ret is not None and self.ret not in RET_CODES:
-            raise ValueError(f"{self.function}: ret {self.ret} is not a code listed in pyacl.md")
+            raise ValueError(
+                f"{self.function}: ret {self.ret} is not a code in CANN's headers (ascend/constants.py RET_CODES)"
+            )
         if self.ret == 0:
             raise ValueError(f"{self.function}: a fault cannot return success (0)")
 
@@ -113,7 +115,7 @@ def _parse_entry(entry: str) -> Fault:
         try:
             ret = ret_code(raw_ret)
         except KeyError:
-            raise ValueError(f"fault {entry!r}: {raw_ret!r} is not a ret code name from pyacl.md") from None
+            raise ValueError(f"fault {entry!r}: {raw_ret!r} is not a ret code name in CANN's headers") from None
     return Fault(match["fn"], int(match["n"]), ret)
 
 

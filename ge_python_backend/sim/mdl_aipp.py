@@ -19,6 +19,7 @@ from ge_python_backend.ascend.aipp import (
     AippMode,
 )
 from ge_python_backend.ascend.constants import ret_code
+from ge_python_backend.ascend.limits import npu_arch
 from ge_python_backend.ascend.simom import InputRole
 from ge_python_backend.sim.aipp import encode_dynamic, network_nchw
 from ge_python_backend.sim.mdl_desc import DYNAMIC_AIPP_NODE, WITH_DYNAMIC_AIPP
@@ -29,8 +30,13 @@ from ge_python_backend.sim.state import INVALID_PARAM
 
 DYNAMIC_LENGTH = ret_code("ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID")
 FAILURE = ret_code("ACL_ERROR_FAILURE")
-#: padded width limit of the Atlas inference series (aipp_param_check.cpp; config_file_template.md)
+#: the AIPP output width after padding is at most 1080 on these NpuArchs (DAV_1001 910, DAV_2002
+#: 310P, DAV_2201 910B/910_93, DAV_3510 950; aipp_param_check.cpp:241-257), not on others (DAV_3002 310B)
 MAX_PADDED_WIDTH = 1080
+PADDED_WIDTH_ARCHS = frozenset({1001, 2002, 2201, 3510})
+#: NpuArchs whose dynamic AIPP takes the four formats; any other arch refuses dynamic AIPP
+#: (AippInputFormatCheck, aipp_param_check.cpp:28-53)
+DYNAMIC_AIPP_ARCHS = frozenset({1001, 2002, 2201, 3002, 3510})
 
 
 def _switch(value: int, name: str) -> bool:
@@ -210,7 +216,7 @@ class AippCalls(Namespace):
                 f"input {index} ({entry.tensor.name!r}) is not a dynamic-AIPP parameter "
                 f"input (its AIPP type is not {DYNAMIC_AIPP_NODE})",
             )
-        _check_set(model, entry.image, found)
+        _check_set(model, entry.image, found, npu_arch(sim.config.soc_name))
         dataset_found = sim.lookup(sim.datasets, dataset, "dataset")
         if index >= len(dataset_found.buffers):
             raise AclFail(
@@ -244,17 +250,19 @@ class AippCalls(Namespace):
         self._set_input_aipp(model_id, dataset, attached, aipp)
 
 
-def _check_set(model: LoadedModel, image: str, aipp: AippSet) -> None:
-    """AippParamsCheck and the model checks of set_input_aipp (aipp_param_check.cpp, acl_aipp.cpp)."""
+def _check_set(model: LoadedModel, image: str, aipp: AippSet, arch: int | None) -> None:
+    """AippParamsCheck (aipp_param_check.cpp:312-347) with the simulated SoC's NpuArch (None: a SoC the
+    platform tables do not know, whose arch rules are skipped), and the model checks of set_input_aipp
+    (acl_aipp.cpp 107-262)."""
     entry = model.om.client_input(image)
     network, config = entry.network, entry.tensor.aipp
     if network is None or config is None:
         raise AclFail(INVALID_PARAM, f"input {image!r} has no dynamic AIPP")
-    fmt = _check_head(aipp.head)
+    fmt = _check_head(aipp.head, arch)
     width, height = aipp.head.src_image_size_w, aipp.head.src_image_size_h
     batch, _, model_h, model_w = network_nchw(network)
     layout = model.om.layout
-    if batch < 0 and layout.kind == "batch":  # dynamic batch: created for the largest gear (--insert_op_conf.md)
+    if batch < 0 and layout.kind == "batch":  # dynamic batch: made for the largest gear (--insert_op_conf.md 73-76)
         batch = max(g[0] for g in layout.gears)
     if batch > 0 and len(aipp.batches) != batch:
         raise AclFail(INVALID_PARAM, f"the AIPP set is for {len(aipp.batches)} image(s), the model input takes {batch}")
@@ -267,14 +275,20 @@ def _check_set(model: LoadedModel, image: str, aipp: AippSet) -> None:
         )
     for number, item in enumerate(aipp.batches):
         _check_image(
-            number, replace(item, input_format=fmt, src_image_size_w=width, src_image_size_h=height), model_h, model_w
+            number,
+            replace(item, input_format=fmt, src_image_size_w=width, src_image_size_h=height),
+            model_h,
+            model_w,
+            arch,
         )
 
 
-def _check_head(head: AippConfig) -> AippInputFormat:
+def _check_head(head: AippConfig, arch: int | None) -> AippInputFormat:
     fmt = head.input_format
     if fmt is None:
         raise AclFail(INVALID_PARAM, "the AIPP set has no input format (set_aipp_input_format)")
+    if arch is not None and arch not in DYNAMIC_AIPP_ARCHS:
+        raise AclFail(INVALID_PARAM, f"dynamic AIPP is not supported on NpuArch {arch}")
     if fmt not in SUPPORTED_FORMATS:
         raise AclFail(INVALID_PARAM, f"input format {fmt.name} is not supported by dynamic AIPP")
     if head.csc_switch and fmt is AippInputFormat.YUV400_U8:
@@ -287,7 +301,7 @@ def _check_head(head: AippConfig) -> AippInputFormat:
     return fmt
 
 
-def _check_image(number: int, item: AippConfig, model_h: int, model_w: int) -> None:
+def _check_image(number: int, item: AippConfig, model_h: int, model_w: int, arch: int | None) -> None:
     width, height = item.src_image_size_w, item.src_image_size_h
     if item.crop:
         if item.load_start_pos_w + item.crop_size_w > width or item.load_start_pos_h + item.crop_size_h > height:
@@ -303,5 +317,7 @@ def _check_image(number: int, item: AippConfig, model_h: int, model_w: int) -> N
             f"image {number}: the AIPP output is {out_w}x{out_h}, the model input is "
             f"{model_w}x{model_h}; they must be equal",
         )
-    if item.padding and out_w > MAX_PADDED_WIDTH:
-        raise AclFail(INVALID_PARAM, f"image {number}: the padded width {out_w} is above {MAX_PADDED_WIDTH}")
+    if item.padding and arch in PADDED_WIDTH_ARCHS and out_w > MAX_PADDED_WIDTH:
+        raise AclFail(
+            INVALID_PARAM, f"image {number}: the padded width {out_w} is above {MAX_PADDED_WIDTH} (NpuArch {arch})"
+        )

@@ -81,13 +81,13 @@ class DescCalls(Namespace):
 
     @acl_function("kk", outputs=({},))
     def get_input_dims(self, model_desc, index):
-        """V1: the image's dims for an AIPP input (davinci_model.cc 4328-4356; aclmdlGetInputDims.md)."""
+        """V1: the image's dims for an AIPP input (davinci_model.cc 4328-4356; aclmdlGetInputDims.md 31-61)."""
         tensor = self._tensor(model_desc, index, False)
         return dims_dict(tensor.name, tensor.v1_dims)
 
     @acl_function("kk", outputs=({},))
     def get_input_dims_v2(self, model_desc, index):
-        """V2: what the buffer holds; its product is the input's size (aclmdlGetInputDimsV2.md)."""
+        """V2: what the buffer holds; its product is the input's size (aclmdlGetInputDimsV2.md 31-61)."""
         tensor = self._tensor(model_desc, index, False)
         return dims_dict(tensor.name, tensor.dims)
 

@@ -15,13 +15,12 @@ from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, acl_function
 from ge_python_backend.sim.state import INVALID_PARAM
 
-DYNAMIC_ADDR = ret_code("ACL_ERROR_GE_DYNAMIC_INPUT_ADDR_INVALID")
 DYNAMIC_LENGTH = ret_code("ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID")
 NOT_A_GEAR = ret_code("ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID")
 MODEL_EXECUTE = ret_code("ACL_ERROR_RT_MODEL_EXECUTE")
 #: "index" of the gear lookups is reserved: (size_t)-1 (model_om2.cpp 1846-1921)
 RESERVED_INDEX = (1 << 64) - 1
-#: aclmdlIODims holds 128 dims (acl_mdl.h ACL_MAX_DIM_CNT)
+#: aclmdlIODims holds 128 dims (ACL_MAX_DIM_CNT, hicann/ge inc/external/acl/acl_mdl.h:25)
 MAX_DIMS = 128
 
 
@@ -72,7 +71,7 @@ class GearCalls(Namespace):
     @acl_function("kkk", outputs=(None,))
     def get_input_dynamic_dims(self, model_desc, index, gear_count):
         """Each gear as the full dims of the inputs in ``--input_shape`` order, static ones included
-        (model_om2.cpp 1876-1921); ``name`` is not written ("name not used", aclmdlGetInputDynamicDims.md)."""
+        (model_om2.cpp 1876-1921); ``name`` is not written ("name not used", aclmdlGetInputDynamicDims.md 54)."""
         if index != RESERVED_INDEX:
             raise AclFail(INVALID_PARAM, f"index must be -1 (reserved), got {index}")
         if gear_count > 4096:  # the binding refuses before calling C (mdl_wrap.cpp 1088-1141)
@@ -88,25 +87,30 @@ class GearCalls(Namespace):
         padding = [{"name": "", "dimCount": 0, "dims": []}] * (gear_count - len(found))
         return [{"name": "", "dimCount": len(d), "dims": list(d)} for d in found] + padding
 
-    def _dynamic_buffer(self, model: LoadedModel, dataset: int, index: int):
-        """The dataset buffer the setter writes: GE takes any index with a buffer and a non-NULL
-        address (model.cpp 1850-1861); the simulator also insists on ascend_mbatch_shape_data's index
-        where the model has one, to catch an engine that writes the gear into a client input (a static
-        model goes on to GE's answer: 145013, or 145012 for dims, ge_executor.cc 375-621)."""
+    def _dynamic_buffer(self, dataset: int, index: int):
+        """The dataset buffer the setter writes, as the ACL layer checks it before GE is called: a
+        buffer at ``index`` with a non-NULL address, else 100000 (model.cpp 1850-1860, 1891-1901,
+        1936-1944). GE's own NULL check (145011) is never reached through pyACL."""
         sim = self._sim
         found = sim.lookup(sim.datasets, dataset, "dataset")
         if index >= len(found.buffers):
             raise AclFail(INVALID_PARAM, f"dataset {dataset:#x} has {len(found.buffers)} buffer(s), no index {index}")
+        buffer = sim.lookup(sim.buffers, found.buffers[index], "data buffer")
+        if buffer.addr == 0:
+            raise AclFail(INVALID_PARAM, f"the data buffer at index {index} has a NULL address")
+        return buffer
+
+    def _check_index(self, model: LoadedModel, index: int) -> None:
+        """GE takes any index with a buffer (model.cpp 1850-1861); the simulator also insists on
+        ascend_mbatch_shape_data's index where the model has one, to catch an engine that writes the
+        gear into a client input (a static model goes on to GE's answer: 145013, or 145012 for dims,
+        ge_executor.cc 375-621)."""
         if model.dynamic_index is not None and index != model.dynamic_index:
             raise AclFail(
                 INVALID_PARAM,
                 f"index {index} is not the index of {ACL_DYNAMIC_TENSOR_NAME!r} ({model.dynamic_index}); look it "
                 f"up with get_input_index_by_name (the real runtime writes the gear into whatever buffer is there)",
             )
-        buffer = sim.lookup(sim.buffers, found.buffers[index], "data buffer")
-        if buffer.addr == 0:
-            raise AclFail(DYNAMIC_ADDR, f"the {ACL_DYNAMIC_TENSOR_NAME!r} buffer has a NULL address")
-        return buffer
 
     def _select(self, model: LoadedModel, buffer, values: tuple[int, ...], minimum: int, length_first: bool) -> None:
         """Check the buffer length (145012) and the gear (145013) in GE's order, store the gear on the
@@ -138,27 +142,29 @@ class GearCalls(Namespace):
 
     @acl_function("IkkK")
     def set_dynamic_batch_size(self, model_id, dataset, index, batch_size):
-        model = self._model(model_id, "selecting a gear")
         if batch_size == 0:
             raise AclFail(INVALID_PARAM, "batch size 0")
-        buffer = self._dynamic_buffer(model, dataset, index)
+        buffer = self._dynamic_buffer(dataset, index)
+        model = self._model(model_id, "selecting a gear")
+        self._check_index(model, index)
         if model.om.layout.kind != "batch":
             raise AclFail(NOT_A_GEAR, f"model {model_id} has {model.om.layout.kind or 'no'} gears, not batch gears")
         self._select(model, buffer, (batch_size,), 4, length_first=True)
 
     @acl_function("IkkKK")
     def set_dynamic_hw_size(self, model_id, dataset, index, height, width):
-        model = self._model(model_id, "selecting a gear")
         if height == 0 or width == 0:
             raise AclFail(INVALID_PARAM, f"height {height} x width {width}: neither may be 0")
-        buffer = self._dynamic_buffer(model, dataset, index)
+        buffer = self._dynamic_buffer(dataset, index)
+        model = self._model(model_id, "selecting a gear")
+        self._check_index(model, index)
         if model.om.layout.kind != "hw":
             raise AclFail(NOT_A_GEAR, f"model {model_id} has {model.om.layout.kind or 'no'} gears, not image sizes")
         self._select(model, buffer, (height, width), 8, length_first=True)
 
     @acl_function("IkkO")
     def set_input_dynamic_dims(self, model_id, dataset, index, dims):
-        """The full dims of the --input_shape inputs, in that order (aclmdlSetInputDynamicDims.md):
+        """The full dims of the --input_shape inputs, in that order (aclmdlSetInputDynamicDims.md 44):
         the count and every static value must match (else 145012), the -1 values one gear (else 145013)."""
         if not isinstance(dims, dict):
             raise TypeError("acl.mdl.set_input_dynamic_dims: argument 4 is not dict")
@@ -168,10 +174,11 @@ class GearCalls(Namespace):
             raise TypeError("The dims of parameter 4 is not a list.")
         if not isinstance(count, int) or len(values) < count or not all(isinstance(v, int) for v in values[:count]):
             raise TypeError("the dims of fourth parameter is not list of int")
-        model = self._model(model_id, "selecting a gear")
         if count == 0:
             raise AclFail(INVALID_PARAM, "dimCount is 0")
-        buffer = self._dynamic_buffer(model, dataset, index)
+        buffer = self._dynamic_buffer(dataset, index)
+        model = self._model(model_id, "selecting a gear")
+        self._check_index(model, index)
         layout = model.om.layout
         if layout.kind != "dims":
             raise AclFail(

@@ -1,6 +1,7 @@
 """Argument parsing and return shapes of simulated pyACL functions.
 
-pyACL wrappers are METH_VARARGS C functions that parse with ``PyArg_ParseTuple`` (pyacl.md §1):
+pyACL wrappers are METH_VARARGS C functions that parse with ``PyArg_ParseTuple`` (the binding's
+utils_methods.h:34-45, py_init_acl.cpp:40):
 arguments are positional only, counts are exact, and each format letter accepts only certain
 Python types. ``acl_function`` gives a Python method the same behaviour and the same return
 conventions: ``ret``; ``(outputs..., ret)``; or a plain value.

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ge_python_backend.ascend.constants import RET_CODES, ret_code
+from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
 from ge_python_backend.sim.dfx import DumpState, ProfilingState
 from ge_python_backend.sim.faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultPlan, FaultState
 from ge_python_backend.sim.memory import DeviceMemory, HostMemory, read_host, write_host
@@ -54,8 +55,9 @@ class SimConfig:
     #: Device time per row of the batch axis, in ms.
     row_ms: float = 0.0
     #: What get_dynamic_batch / get_dynamic_hw / get_input_dynamic_gear_count / get_input_dynamic_dims
-    #: return for a gear kind the model lacks: 0 answers "no gears" (ret 0, count 0, as pyacl.md §4.3
-    #: infers); any other code makes them fail with that code instead (a runtime may do either).
+    #: return for a gear kind the model lacks: 0 answers "no gears" (ret 0, count 0, as GE does:
+    #: model_om2.cpp 1803-1807, 1830-1834, 1866-1870); any other code makes them fail with that code
+    #: instead (to test an engine against a runtime that answers otherwise).
     absent_gears_ret: int = 0
     #: where the application runs: "host" (a PCIe card, ACL_HOST) or "device" (ACL_DEVICE: Atlas
     #: 200/500, 310P open form), where malloc_host is device memory and not 64-byte aligned
@@ -375,15 +377,25 @@ class SimState:
         return [m for m in self.models.values() if addr in (m.weight_ptr, m.work_ptr)]
 
     def streams_in_use(self, device: int) -> int:
-        """Streams of ``device``: its default stream, those created and one per loaded model."""
-        contexts = {c.handle for c in self.contexts.values() if c.device == device}
-        created = sum(1 for s in self.streams.values() if s.context in contexts)
-        models = sum(1 for m in self.models.values() if m.device == device)
-        return (device in self.devices) + created + models
+        """Streams of ``device``: its default stream (bound by set_device, or by the first
+        create_context), each created context's own (1, or 2 on the Atlas inference series in EP
+        form: 05_context_management.md 67-78), those created and each loaded model's stream_num
+        (1 when its file records none; davinci_model.cc 1460-1489)."""
+        on_device = [c for c in self.contexts.values() if c.device == device]
+        created_contexts = [c for c in on_device if not c.default]
+        limits = device_limits(self.config.soc_name)
+        per_context = limits.context_streams(self.config.run_mode == "device") if limits is not None else 1
+        handles = {c.handle for c in on_device}
+        created = sum(1 for s in self.streams.values() if s.context in handles)
+        models = sum(m.om.model_streams for m in self.models.values() if m.device == device)
+        default = DEVICE_DEFAULT_STREAMS if device in self.devices or created_contexts else 0
+        return default + per_context * len(created_contexts) + created + models
 
     def events_in_use(self, device: int) -> int:
+        """Events created on ``device`` and each loaded model's event_num (davinci_model.cc 1503-1509)."""
         contexts = {c.handle for c in self.contexts.values() if c.device == device}
-        return sum(1 for e in self.events.values() if e.context in contexts)
+        models = sum(m.om.model_events for m in self.models.values() if m.device == device)
+        return sum(1 for e in self.events.values() if e.context in contexts) + models
 
     def is_device(self, addr: int) -> bool:
         return self.device_memory.contains(addr)

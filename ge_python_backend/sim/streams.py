@@ -51,12 +51,16 @@ class Stream:
         self._error: AclFail | None = None
         self._stopping = False
         self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._serve, name=f"sim-stream-{handle:#x}", daemon=True)
-        self._thread.start()
+        #: the worker starts with the first submitted work, so a stream that never runs anything
+        #: (e.g. one of a thousand made to reach the device's stream limit) costs no thread
+        self._thread: threading.Thread | None = None
 
     def submit(self, label: str, work: Callable[[], None], always: Callable[[], None] | None = None) -> None:
         """Queue ``work``; ``always`` runs after it, or instead of it when the stream is in error."""
         with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name=f"sim-stream-{self.handle:#x}", daemon=True)
+                self._thread.start()
             self._queue.append((label, work, always))
             self._pending += 1
             self._cond.notify_all()
@@ -105,5 +109,6 @@ class Stream:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        if threading.current_thread() is not self._thread:
-            self._thread.join()
+            thread = self._thread
+        if thread is not None and threading.current_thread() is not thread:
+            thread.join()

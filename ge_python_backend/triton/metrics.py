@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ge_python_backend.serving.observers import FailureKind, Observer, Phase
@@ -41,6 +41,10 @@ IDLE_FLUSH_GAP = 0.1
 HEARTBEAT_INTERVAL = 1.0
 HEARTBEAT = "ge_heartbeat_timestamp_seconds"
 
+#: how often the device's memory is read (acl.rt.get_mem_info), from the flush thread
+DEVICE_MEMORY_INTERVAL = 5.0
+DEVICE_MEMORY = "ge_device_memory_bytes"
+
 #: name -> (kind, help text, extra label name or None)
 METRICS = {
     "ge_batches": ("counter", "Engine calls (batches) executed", None),
@@ -52,25 +56,42 @@ METRICS = {
     "ge_sequences_active": ("gauge", "Sequences with state held by the model (sequence batching)", None),
     "ge_engine_healthy": ("gauge", "1 while the engine serves; 0 after a fatal failure (reload the model)", None),
     HEARTBEAT: ("gauge", "Unix time of the instance's last heartbeat, sent every second while its stub runs", None),
+    DEVICE_MEMORY: ("gauge", "Device memory of the instance's NPU (acl.rt.get_mem_info): free and total", "kind"),
+}
+#: the values of each metric's extra label
+LABEL_VALUES = {
+    "ge_phase_duration_us": tuple(p.value for p in Phase),
+    "ge_request_failures": tuple(k.value for k in FailureKind),
+    DEVICE_MEMORY: ("free", "total"),
 }
 
 
 class TritonMetrics(Observer):
-    """An Observer that reports to Triton's metrics endpoint."""
+    """An Observer that reports to Triton's metrics endpoint. ``device_memory`` (the engine's
+    (free, total) reader, with the ``device`` it reads) adds ``ge_device_memory_bytes``."""
 
-    def __init__(self, pb_utils: Any, labels: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        pb_utils: Any,
+        labels: Mapping[str, str],
+        device_memory: Callable[[], tuple[int, int] | None] | None = None,
+        device: str = "",
+    ) -> None:
         labels = dict(labels, pid=str(os.getpid()))
         kinds = {"counter": pb_utils.MetricFamily.COUNTER, "gauge": pb_utils.MetricFamily.GAUGE}
+        names = [n for n in METRICS if n != DEVICE_MEMORY or device_memory is not None]
         self._families = {
-            name: pb_utils.MetricFamily(name, help_text, kinds[kind]) for name, (kind, help_text, _) in METRICS.items()
+            name: pb_utils.MetricFamily(name, METRICS[name][1], kinds[METRICS[name][0]]) for name in names
         }
         self._metrics: dict[tuple[str, str], Any] = {}
-        label_values = {"phase": [p.value for p in Phase], "kind": [k.value for k in FailureKind]}
-        for name, (_, _, extra) in METRICS.items():
-            values = label_values[extra] if extra else [""]
-            for value in values:
-                metric_labels = dict(labels, **({extra: value} if extra else {}))
+        for name in names:
+            extra = METRICS[name][2]
+            own = dict(labels, device=device) if name == DEVICE_MEMORY else labels
+            for value in LABEL_VALUES[name] if extra else ("",):
+                metric_labels = dict(own, **({extra: value} if extra else {}))
                 self._metrics[(name, value)] = self._families[name].Metric(labels=metric_labels)
+        self._device_memory = device_memory
+        self._memory_read = 0.0
         self._pending: dict[tuple[str, str], float] = {}
         self._gauges: dict[str, float] = {
             "ge_batches_in_flight": 0,
@@ -79,6 +100,7 @@ class TritonMetrics(Observer):
             HEARTBEAT: time.time(),
         }
         self._sent_gauges: dict[str, float] = {}
+        self._memory: tuple[int, int] | None = None
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._idle = threading.Event()
@@ -135,6 +157,7 @@ class TritonMetrics(Observer):
                 if not woken or now - self._gauges[HEARTBEAT] >= HEARTBEAT_INTERVAL:
                     self._gauges[HEARTBEAT] = now
             try:
+                self._read_device_memory(now)
                 self.flush()
                 failed = False
             except Exception:  # logged once per run of failures; the next flush retries
@@ -143,6 +166,16 @@ class TritonMetrics(Observer):
                 failed = True
             if woken:  # coalesce: an idle flush at most every IDLE_FLUSH_GAP
                 self._stop.wait(IDLE_FLUSH_GAP)
+
+    def _read_device_memory(self, now: float) -> None:
+        """The device's free and total memory, every DEVICE_MEMORY_INTERVAL (off the request path)."""
+        if self._device_memory is None or now - self._memory_read < DEVICE_MEMORY_INTERVAL:
+            return
+        self._memory_read = now
+        found = self._device_memory()
+        if found is not None:
+            with self._lock:
+                self._memory = found
 
     def flush(self) -> None:
         """Send what changed since the last flush."""
@@ -153,11 +186,15 @@ class TritonMetrics(Observer):
                 pending, self._pending = self._pending, {}
                 gauges = {k: v for k, v in self._gauges.items() if self._sent_gauges.get(k) != v}
                 self._sent_gauges.update(gauges)
+                memory, self._memory = self._memory, None
             for key, value in pending.items():
                 if value:
                     self._metrics[key].increment(value)
             for name, value in gauges.items():
                 self._metrics[(name, "")].set(value)
+            if memory is not None:
+                self._metrics[(DEVICE_MEMORY, "free")].set(memory[0])
+                self._metrics[(DEVICE_MEMORY, "total")].set(memory[1])
 
     def close(self) -> None:
         self._stop.set()

@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,15 +24,15 @@ from ge_python_backend.engines import Engine, ResponseMode, engine, open_engine,
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError
 from ge_python_backend.params import Parameter
-from ge_python_backend.serving.matching import compare_io
+from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import Arrays, Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.serving.sequences import SequenceStates
-from ge_python_backend.specs import format_shape
+from ge_python_backend.specs import ModelSpec, format_shape
 from ge_python_backend.triton import capabilities, logbridge
 from ge_python_backend.triton.metrics import TritonMetrics
-from ge_python_backend.triton.settings import ModelSettings, read_settings
+from ge_python_backend.triton.settings import ModelSettings, auto_complete, read_settings
 
 LOG = logging.getLogger(__name__)
 
@@ -60,6 +61,27 @@ class GEModel:
     runner: Runner
 
     # -- Triton entry points ------------------------------------------------------------
+
+    @classmethod
+    def auto_complete_config(cls, auto_complete_model_config: Any) -> Any:
+        """Triton's auto-complete (run before ``initialize``, in a process of its own, unless the
+        server has ``--disable-auto-complete-config``): fill ``max_batch_size``, inputs, outputs
+        and ``dynamic_batching`` from the model file, with the values ``ge-triton generate``
+        writes; declared values are kept, and a contradiction fails the load naming the field,
+        the model's value and the config's. A class method, so the hooks a subclass overrides
+        leave their side of the I/O to its config (the stub calls it on the class:
+        python_backend r24.10 ``src/pb_stub.cc:499-502``)."""
+        config = auto_complete_model_config.as_dict()
+        name = config.get("name", "?")
+        try:
+            filled = auto_complete(config, Path(pb_utils.get_model_dir()), cls.extra_parameters, cls._overridden())
+        except GEError as exc:  # what the user must fix: the message says what
+            raise pb_utils.TritonModelException(f"model {name!r}: auto-complete: {exc}") from None
+        except Exception as exc:  # a bug: one line for the load error, the stub logs the traceback
+            raise pb_utils.TritonModelException(f"model {name!r}: auto-complete: {type(exc).__name__}: {exc}") from exc
+        if filled:
+            pb_utils.Logger.log_info(f"model {name!r}: auto-complete filled " + "; ".join(filled))
+        return auto_complete_model_config
 
     def initialize(self, args: dict[str, str]) -> None:
         self._engine: Engine | None = None
@@ -105,6 +127,13 @@ class GEModel:
             _readable(self._request(r, partial(responses.__setitem__, i)) for i, r in enumerate(requests)), wait=True
         )
         return responses
+
+    def is_ready(self) -> bool:
+        """Asked by Triton r26.03 and later on ``/v2/models/<model>/ready``: False once a fatal engine
+        failure took the model out of service, so load balancers stop sending to this instance.
+        Earlier versions never ask; there each request gets 503 and ``ge_engine_healthy`` is 0."""
+        runner = self._runner
+        return runner is not None and runner.out_of_service is None
 
     def finalize(self) -> None:
         self._release()
@@ -161,7 +190,10 @@ class GEModel:
             peers=settings.instances_on_device,
         )
         settings.layout.check(self.engine.spec)  # names the state/unbatched tensors the model lacks
-        self._check_io()
+        spec = refine_spec(
+            self.engine.spec, settings.inputs, settings.outputs, batching=settings.batching, layout=settings.layout
+        )
+        self._check_io(spec)
         mode = settings.response_mode
         if mode is ResponseMode.AUTO:
             mode = engine(self.engine.name).response_mode
@@ -175,9 +207,12 @@ class GEModel:
             mode = ResponseMode.RETURN
         self._answer_through_sender = mode is ResponseMode.SENDER
         if settings.metrics:
+            npu = engine(self.engine.name).npu
             self.metrics = TritonMetrics(
                 pb_utils,
                 {"model": settings.model_name, "version": settings.model_version, "instance": settings.instance_name},
+                device_memory=self.engine.device_memory if npu else None,
+                device=str(settings.device_id),
             )
         self.runner = self._runner = Runner(
             self.engine,
@@ -191,6 +226,7 @@ class GEModel:
             sequences=self._sequence_states(),
             reject_nonfinite=settings.reject_nonfinite,
             observers=self._observers(),
+            spec=spec,
         )
 
     def _observers(self) -> list[Observer]:
@@ -218,27 +254,33 @@ class GEModel:
             initial[pair.input] = np.full(shape, value, dtype=tensor.numpy_dtype)
         return SequenceStates(settings.sequence_state, initial, settings.sequence_idle_timeout)
 
-    def _overrides(self, hook: str) -> bool:
-        return getattr(type(self), hook) is not getattr(GEModel, hook)
+    @classmethod
+    def _overridden(cls) -> frozenset[str]:
+        """The hooks this class replaces."""
+        return frozenset(
+            hook for hook in ("preprocess", "postprocess") if getattr(cls, hook) is not getattr(GEModel, hook)
+        )
 
     def _hooked(self, hook: str) -> bool:
         """``hook`` does something: overridden by the class, or set on this instance."""
-        return self._overrides(hook) or hook in vars(self)
+        return hook in self._overridden() or hook in vars(self)
 
-    def _check_io(self) -> None:
+    def _check_io(self, spec: ModelSpec) -> None:
         """Without hooks, the config must describe the model's own tensors (state tensors are
-        the model's business, not the client's)."""
+        the model's business, not the client's), and a batching config must fit where the model
+        keeps each tensor's batch."""
         settings = self.settings
         states = frozenset(name for pair in settings.sequence_state for name in (pair.input, pair.output))
         problems = compare_io(
-            self.engine.spec,
+            spec,
             settings.inputs,
             settings.outputs,
             batching=settings.batching,
             layout=settings.layout,
             states=states,
-            overrides=frozenset(hook for hook in ("preprocess", "postprocess") if self._overrides(hook)),
+            overrides=self._overridden(),
         )
+        problems += layout_problems(spec, settings.layout, batching=settings.batching)
         if problems:
             raise ConfigError("; ".join(problems))
 

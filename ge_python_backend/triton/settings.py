@@ -16,8 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from ge_python_backend.engines import ResponseMode, engine_choices, engine_parameters
-from ge_python_backend.errors import ConfigError
+from ge_python_backend.engines import (
+    ResponseMode,
+    auto_candidates,
+    detect_kind,
+    engine,
+    engine_choices,
+    engine_parameters,
+)
+from ge_python_backend.engines.offline import read_model_spec
+from ge_python_backend.engines.registry import AUTO
+from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.params import (
     Parameter,
     parse_bool,
@@ -29,8 +38,10 @@ from ge_python_backend.params import (
     parse_parameters,
 )
 from ge_python_backend.serving.axes import Layout
+from ge_python_backend.serving.matching import refine_spec
+from ge_python_backend.serving.plan import PlanRequest, complete_config, plan_serving, wanted_batch
 from ge_python_backend.serving.sequences import StatePair, parse_initial_values, parse_state_pairs
-from ge_python_backend.specs import TensorSpec, api_type
+from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
 
 #: Parameters read by Triton's Python backend itself; accepted and left alone.
 TRITON_PARAMETERS = ("EXECUTION_ENV_PATH", "FORCE_CPU_ONLY_INPUT_TENSORS")
@@ -277,3 +288,84 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         extra={p.name: values[p.name] for p in extra},
         config=config,
     )
+
+
+def auto_complete(
+    config: dict[str, Any],
+    version_dir: Path,
+    extra_parameters: Iterable[Parameter] = (),
+    overridden: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Complete ``config`` (Triton's JSON form, changed in place) from the model file in
+    ``version_dir``, as GEModel's ``auto_complete_config`` does: ``max_batch_size`` from the
+    gears, inputs, outputs and ``dynamic_batching`` with the preferred sizes, planned by
+    ``serving.plan`` exactly as ``ge-triton generate`` plans them. What the config declares is
+    kept and checked (ConfigError naming the field, the model's value and the config's); a hook
+    in ``overridden`` leaves its side (inputs for preprocess, outputs for postprocess) to the
+    config. Returns what was filled, one line each. A model file that cannot be found or read
+    is left to ``initialize``, which opens it and reports what to fix (nothing is filled).
+
+    Only ``max_batch_size``, ``input``, ``output``, the scheduler (when the config sets none)
+    and ``model_transaction_policy`` survive auto-complete (CORE r24.10
+    ``src/backend_model.cc:741-793``), so parameters and instance groups are never touched."""
+    probe = dict(config, input=[], output=[])  # the declared I/O is checked against the plan below
+    args = {
+        "model_config": json.dumps(probe),
+        "model_repository": str(version_dir.parent),
+        "model_version": version_dir.name,
+        "model_name": str(config.get("name", "")),
+    }
+    settings = read_settings(args, extra_parameters)
+    try:
+        path, kind = _model_file(settings, version_dir)
+        model_spec = read_model_spec(path, kind)
+    except GEError as exc:  # initialize opens the file and says what to fix, in its own words
+        return [f"nothing: the model file cannot be read here ({exc}); initialize reports it"]
+    spec = _with_declared_dims(model_spec, config, settings)
+    states = frozenset(name for pair in settings.sequence_state for name in (pair.input, pair.output))
+    request = PlanRequest(
+        layout=settings.layout,
+        states=states,
+        max_batch_size=wanted_batch(config),
+        source="max_batch_size",
+        client_inputs="preprocess" not in overridden,
+        client_outputs="postprocess" not in overridden,
+    )
+    return complete_config(
+        config,
+        plan_serving(spec, request),
+        fill_inputs="preprocess" not in overridden,
+        fill_outputs="postprocess" not in overridden,
+    )
+
+
+def _model_file(settings: ModelSettings, version_dir: Path):
+    """The model file GEModel will open, and its kind (engine auto: the first candidate, NPU
+    engines first, as ``check`` does; no device is touched)."""
+    if settings.engine == AUTO:
+        candidates = auto_candidates(version_dir, settings.model_file)
+        if not candidates.found:
+            raise ConfigError(candidates.nothing_message(f"in {version_dir}"))
+        info, path = candidates.found[0]
+    else:
+        info = engine(settings.engine)
+        path = info.model_path(version_dir, settings.model_file)
+        if not path.is_file():
+            raise ConfigError(f"model file {path} does not exist (parameter model_file, engine {info.name})")
+    kind = detect_kind(path)
+    if kind is not info.model_kind:
+        found = kind.description if kind is not None else "not a model file ge-triton knows"
+        raise ConfigError(f"model file {path} is {found}; engine {info.name} runs a {info.model_kind.description}")
+    return path, kind
+
+
+def _with_declared_dims(spec: ModelSpec, config: Mapping[str, Any], settings: ModelSettings) -> ModelSpec:
+    """Tensors of open rank take the dims the config declares for them (with its max_batch_size)."""
+    declared = [
+        TensorSpec(str(entry["name"]), "", tuple(int(d) for d in entry["dims"]), native_type="declared")
+        for kind in ("input", "output")
+        for entry in config.get(kind, [])
+        if entry.get("name") and entry.get("dims")
+    ]
+    batching = int(config.get("max_batch_size", 0) or 0) > 0
+    return refine_spec(spec, declared, (), batching=batching, layout=settings.layout)

@@ -93,3 +93,67 @@ def random_like(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generato
     if np.issubdtype(dtype, np.integer):
         return rng.integers(-50, 50, size=shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
+
+
+def three_inputs(path: Path) -> Path:
+    """a FP32 [N,4], b FP32 [M,K], s FP32 [2,3] -> ya = 2a [N,4], yb = b + sum(s) [M,K], ys = 2s [2,3].
+
+    For dims models: two dynamic inputs of different ranks and a static one, each output tied to
+    one input, so a wrong gear layout shows up as a wrong shape or value."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("ReduceSum", ["s"], ["total"], keepdims=0),
+            helper.make_node("Add", ["b", "total"], ["yb"]),
+            helper.make_node("Mul", ["a", "two"], ["ya"]),
+            helper.make_node("Mul", ["s", "two"], ["ys"]),
+        ],
+        "three_inputs",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, ["M", "K"]),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, 3]),
+        ],
+        [
+            helper.make_tensor_value_info("ya", TensorProto.FLOAT, ["N", 4]),
+            helper.make_tensor_value_info("yb", TensorProto.FLOAT, ["M", "K"]),
+            helper.make_tensor_value_info("ys", TensorProto.FLOAT, [2, 3]),
+        ],
+        [numpy_helper.from_array(np.array(2.0, np.float32), "two")],
+    )
+    return _save(graph, path)
+
+
+def scaled(path: Path, inputs: dict[str, list]) -> Path:
+    """Each input ``name`` (FP32, the given dims, str for a free axis) -> ``name_out`` = (i + 1) x input."""
+    nodes, values = [], []
+    for i, name in enumerate(inputs):
+        nodes.append(helper.make_node("Mul", [name, f"k{i}"], [f"{name}_out"]))
+        values.append(numpy_helper.from_array(np.array(i + 1.0, np.float32), f"k{i}"))
+    graph = helper.make_graph(
+        nodes,
+        "scaled",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, d) for n, d in inputs.items()],
+        [helper.make_tensor_value_info(f"{n}_out", TensorProto.FLOAT, d) for n, d in inputs.items()],
+        values,
+    )
+    return _save(graph, path)
+
+
+def image_conv(path: Path, batch: int | str = 1, height: int = 6, width: int = 8) -> Path:
+    """x FP32 [batch,3,H,W] (NCHW) -> c = conv3x3(x) [batch,2,H,W]: a network behind an AIPP."""
+    rng = np.random.default_rng(3)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "K"], ["c"], pads=[1, 1, 1, 1])],
+        "image_conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, height, width])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [batch, 2, height, width])],
+        [numpy_helper.from_array(rng.standard_normal((2, 3, 3, 3)).astype(np.float32), "K")],
+    )
+    return _save(graph, path)
+
+
+def open_sim(path, slots=1, peers=1, **options):
+    """Engine acl-sim on ``path`` (device 0); ``options`` are its parameters."""
+    from ge_python_backend.engines import open_engine
+
+    return open_engine("acl-sim", path, device_id=0, slots=slots, options=options, peers=peers)

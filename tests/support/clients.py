@@ -21,12 +21,19 @@ def _inputs(module, arrays: Mapping[str, np.ndarray]):
 
 
 def infer_many(
-    protocol: str, url: str, model: str, requests: Sequence[Mapping[str, np.ndarray]], concurrency: int = 32
+    protocol: str,
+    url: str,
+    model: str,
+    requests: Sequence[Mapping[str, np.ndarray]],
+    concurrency: int = 32,
+    parameters: Sequence[Mapping[str, object]] | None = None,
 ):
-    """Send every request concurrently; return a list of (outputs dict | None, error | None)."""
+    """Send every request concurrently (``parameters``: each one's request parameters); return a
+    list of (outputs dict | None, error | None) in order."""
+    given = [dict(p) or None for p in parameters] if parameters is not None else [None] * len(requests)
     if protocol == "http":
         client = httpclient.InferenceServerClient(url, concurrency=concurrency)
-        pending = [client.async_infer(model, _inputs(httpclient, r)) for r in requests]
+        pending = [client.async_infer(model, _inputs(httpclient, r), parameters=p) for r, p in zip(requests, given)]
         results = []
         for job in pending:
             try:
@@ -39,9 +46,12 @@ def infer_many(
         return results
     client = grpcclient.InferenceServerClient(url)
     done: queue.Queue = queue.Queue()
-    for index, arrays in enumerate(requests):
+    for index, (arrays, request_parameters) in enumerate(zip(requests, given)):
         client.async_infer(
-            model, _inputs(grpcclient, arrays), callback=lambda result, error, i=index: done.put((i, result, error))
+            model,
+            _inputs(grpcclient, arrays),
+            callback=lambda result, error, i=index: done.put((i, result, error)),
+            parameters=request_parameters,
         )
     results = [None] * len(requests)
     for _ in requests:

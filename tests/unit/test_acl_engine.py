@@ -24,6 +24,9 @@ from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import parse_parameters
 from ge_python_backend.sim.plugin import PARAMETERS
 from tests.support import acl_sim_nets as nets
+from tests.support.acl_sim_nets import open_sim
+
+pytestmark = pytest.mark.usefixtures("clean_simulator")
 
 
 @pytest.fixture(scope="module")
@@ -43,18 +46,6 @@ def models(tmp_path_factory):
         "dims": (two, folder / "dims.om"),
         "dir": folder,
     }
-
-
-@pytest.fixture(autouse=True)
-def clean_simulator():
-    assert sim.live() == []
-    yield
-    sim.configure(faults="", device_ms=0.0, row_ms=0.0, absent_gears_ret=0)
-    assert sim.live() == []
-
-
-def open_sim(path, slots=1, **options):
-    return open_engine("acl-sim", path, device_id=0, slots=slots, options=options)
 
 
 def gear_shapes(spec):

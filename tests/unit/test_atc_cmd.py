@@ -362,7 +362,7 @@ def test_cli_dims_and_option_errors(tmp_path, capsys):
     for flags, fragment in (
         (["--input-shape", "mask:1~8,-1"], "is a shape range"),
         (["--input-shape", "mask:-1,-1;mask:2,2"], "names input 'mask' twice"),
-        (["--input-shape", shape, "--dynamic-dims", "1,1,x,20;2,2,30,40"], "gear '1,1,x,20' is not"),
+        (["--input-shape", shape, "--dynamic-dims", "1,1,x,20;2,2,30,40"], "--dynamic-dims: '1,1,x,20' is not"),
     ):
         assert main([*argv, *flags]) == 2
         err = capsys.readouterr().err

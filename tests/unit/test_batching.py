@@ -177,5 +177,7 @@ def test_profiles_without_batching_and_without_a_batch_axis():
 def test_scatter_refuses_outputs_that_lost_the_batch_axis():
     profile = Profile(GEARS, 8, {"x": (2,)})
     (chunk,) = plan_group([0], {0: 3}, {"x": (2,)}, profile)
-    with pytest.raises(ValueError, match="output 'y' has shape \\[3\\]; expected batch axis 4"):
+    with pytest.raises(
+        ValueError, match=r"output 'y' has shape \[3\] \(batch axis first\); expected its batch axis to be 4"
+    ):
         scatter(chunk, {"y": np.zeros(3)})

@@ -110,13 +110,6 @@ SEEDED = [
         "preferred_batch_size 3 is not a batch gear of 1/model.om (gears 1, 2, 4, 8)",
     ),
     (
-        "pair/config.pbtxt",
-        "instance_group",
-        "dynamic_batching { }\ninstance_group",
-        "pair/config.pbtxt",
-        "dynamic_batching needs max_batch_size > 0",
-    ),
-    (
         "gears/config.pbtxt",
         "kind: KIND_CPU",
         "kind: KIND_GPU",
@@ -181,6 +174,17 @@ def test_seeded_config_mistakes(repo, tmp_path, file, old, new, where, message):
     problem = only_error(repo, tmp_path)
     assert problem.path == repo / where
     assert message in problem.message
+
+
+def test_dynamic_batching_without_batching_is_a_warning(repo, tmp_path):
+    """tritonserver 2.51 loads it (tests/e2e/test_config_rules.py), so it is no error."""
+    edit(repo / "pair" / "config.pbtxt", "instance_group", "dynamic_batching { }\ninstance_group")
+    report = check_repository(repo, tmp_path)
+    assert report.errors == ()
+    assert [p.message for p in report.warnings] == [
+        "dynamic_batching has no effect with max_batch_size 0 (tritonserver loads it, requests run alone): "
+        "remove dynamic_batching or set max_batch_size"
+    ]
 
 
 def test_missing_model_py(repo, tmp_path):

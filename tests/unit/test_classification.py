@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import re
 
 import numpy as np
 import onnxruntime as ort
@@ -13,6 +14,7 @@ import pytest
 from ge_python_backend.errors import ConfigError, InputError
 from ge_python_backend.hooks.postprocessing import load_labels, softmax, top_k
 from ge_python_backend.hooks.preprocessing import ImageInput, decode_image, decode_images, image_input, normalize
+from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import read_config_file, set_parameters
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.specs import TensorSpec
@@ -230,18 +232,85 @@ def test_generated_classifier_without_batching(tmp_path):
     np.testing.assert_allclose(outputs["SCORES"], scores[0], atol=1e-6)
 
 
-@pytest.mark.parametrize(
-    "labels, message",
-    [
-        (b"\xff\xfe\x00", "labels.txt is not UTF-8 text"),
-        (b"", "labels.txt is empty"),
-        (b"a\nb\n", "has 2 labels, but the model has 10 classes"),
-    ],
-)
-def test_bad_labels_fail_the_load_with_what_to_fix(tmp_path, labels, message):
-    folder, _ = _classifier(tmp_path, labels=labels)
-    with pytest.raises(pb_utils.TritonModelException, match=message), ModelHarness(_model_class(folder), folder):
+TEN = "".join(f"kind {i}\n" for i in range(10))
+BAD_LABELS = [
+    (b"", "is empty"),
+    (TEN.encode("utf-16"), "is not UTF-8 text (byte 0xff at offset 0, line 1)"),
+    ("".join(f"caf\u00e9 {i}\n" for i in range(10)).encode("latin-1"), "is not UTF-8 text (byte 0xe9 at offset 3"),
+    (TEN.replace("kind 3\n", "kind 3\n\n").encode(), "line 5 is empty"),
+    ((TEN + "\n").encode(), "line 11 is empty"),
+    (TEN.replace("kind 3", "  ").encode(), "line 4 is empty"),
+    (b"a\nb\n", "has 2 labels, but the model has 10 classes"),
+    ((TEN + "kind 10\n").encode(), "has 11 labels, but the model has 10 classes"),
+]
+
+
+@pytest.mark.parametrize("labels, message", BAD_LABELS)
+def test_generate_and_check_refuse_bad_labels(tmp_path, labels, message):
+    """Finding: empty, UTF-16, Latin-1, blank-line and miscounted labels files passed generate and
+    check and failed only at load. Each is refused by generate, naming the problem, and nothing is
+    written; a labels file replaced after generate is an error for check (and still fails the load)."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        _classifier(tmp_path, labels=labels)
+    assert not (tmp_path / "repo" / "clf").exists()
+
+    folder, _ = _classifier(tmp_path)
+    (folder / "1" / "labels.txt").write_bytes(labels)
+    (problem,) = check_repository(folder.parent, backends=tmp_path).errors
+    assert problem.path == folder / "1" / "model.py"
+    assert "the image classifier would not load: labels file" in problem.message and message in problem.message
+    with (
+        pytest.raises(pb_utils.TritonModelException, match=re.escape(message)),
+        ModelHarness(_model_class(folder), folder),
+    ):
         pass
+
+
+def test_labels_given_as_a_folder_say_so(tmp_path):
+    """Finding: --set labels=<a directory> said the file "does not exist"."""
+    with pytest.raises(ConfigError, match=r"option 'labels': .* is a folder, not a file"):
+        generate(
+            models.image_classifier(tmp_path / "c.onnx", size=8, channels=(4,), classes=10),
+            tmp_path / "repo",
+            GenerateOptions(name="c", template="classification", template_options={"labels": str(tmp_path)}),
+        )
+
+
+def test_dynamic_image_size_is_refused_at_generate(tmp_path):
+    """Finding: the classification template on a model with dynamic H/W passed generate and check; the
+    load then failed (and the default serve exited)."""
+    onnx_file = tmp_path / "dyn.onnx"
+    _dynamic_hw_classifier(onnx_file)
+    labels = tmp_path / "labels.txt"
+    labels.write_text(TEN)
+    with pytest.raises(ConfigError, match="height, width and channels must be fixed"):
+        generate(
+            onnx_file,
+            tmp_path / "repo",
+            GenerateOptions(name="dyn", template="classification", template_options={"labels": str(labels)}),
+        )
+    assert not (tmp_path / "repo" / "dyn").exists()
+
+
+def _dynamic_hw_classifier(path):
+    """image [N,3,H,W] -> GlobalAveragePool -> Flatten -> Gemm -> logits [N,10]."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = numpy_helper.from_array(np.ones((3, 10), np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("GlobalAveragePool", ["image"], ["pooled"]),
+            helper.make_node("Flatten", ["pooled"], ["flat"]),
+            helper.make_node("MatMul", ["flat", "w"], ["logits"]),
+        ],
+        "dynamic_hw",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+        [weights],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
 
 
 def test_top_k_parameter_must_match_the_output_dims(tmp_path):

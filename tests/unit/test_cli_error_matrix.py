@@ -70,7 +70,7 @@ CASES = [
     ("generate {corrupt_onnx} -o {out}", 2, "corrupt.onnx: [ONNXRuntimeError] : 7 : INVALID_PROTOBUF"),
     ("generate {truncated_sim_om} -o {out}", 2, "truncated_sim.om: header says"),
     ("generate {empty_om} -o {out}", 2, "empty.om: not a model file ge-triton knows"),
-    ("generate {linear_onnx} -o {plain_file}", 2, "Not a directory"),
+    ("generate {linear_onnx} -o {plain_file}", 2, "plain_file is not a folder"),
     ("generate {linear_onnx} -o {out} --streams 0", 2, "--streams 0: expected an integer >= 1"),
     ("generate {linear_onnx} -o {out} --max-queue-size -1", 2, "--max-queue-size -1: expected an integer >= 0"),
     ("generate {linear_onnx} -o {out} --device-ids x", 2, "argument --device-ids: 'x': expected comma-separated"),

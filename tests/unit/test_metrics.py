@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.testing import ModelHarness
 from ge_python_backend.testing import fake_pb_utils as pb
 from ge_python_backend.triton import metrics
@@ -71,3 +72,43 @@ def test_every_series_carries_the_stub_pid_and_a_heartbeat_that_advances(tmp_pat
         while heartbeat.value() == first and time.monotonic() < deadline:
             time.sleep(0.05)
         assert heartbeat.value() > first
+
+
+def test_npu_models_report_device_memory_and_readiness_follows_engine_health(tmp_path, onnx_dir):
+    """ge_device_memory_bytes{kind=free|total} from acl.rt.get_mem_info, read off the request path;
+    is_ready (Triton r26.03+) turns False once a fatal failure takes the model out of service."""
+    import re
+
+    from ge_python_backend import sim
+    from ge_python_backend.sim import sim_compile
+
+    sim_compile(onnx_dir / "linear.onnx", tmp_path / "linear.om", batch_gears=(1, 2, 4, 8))
+    folder = repos.generated(tmp_path / "repo", tmp_path / "linear.om", "npu_memory")
+    set_parameters(folder / "config.pbtxt", acl_sim_faults="execute_async:2=507010")
+    with ModelHarness(TritonPythonModel, folder) as model:
+        deadline = time.monotonic() + 5 * metrics.FLUSH_INTERVAL
+        while not any(values(metrics.DEVICE_MEMORY, "npu_memory").values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        memory = values(metrics.DEVICE_MEMORY, "npu_memory")
+        allocated = sum(
+            int(m.group(1)) for line in sim.live() if (m := re.match(r"device malloc \S+ \((\d+) bytes", line))
+        )
+        total = sim.get_simulator().config.device_memory
+        assert memory == {
+            (("device", "0"), ("kind", "free")): total - allocated,
+            (("device", "0"), ("kind", "total")): total,
+        }
+        assert model.model.is_ready()
+        request = [pb.InferenceRequest([pb.Tensor("x", np.ones((1, 4), np.float32))])]
+        assert not model.infer(request)[0].has_error()
+        assert model.infer(request)[0].has_error()  # 507010: the device lost its heartbeat
+        assert not model.model.is_ready()
+
+
+def test_cpu_engines_report_no_device_memory(tmp_path, onnx_dir):
+    folder = repos.generated(tmp_path / "repo", onnx_dir / "linear.onnx", "cpu_memory")
+    with ModelHarness(TritonPythonModel, folder) as model:
+        model.model.metrics.flush()
+        family = pb.MetricFamily.registry.get(metrics.DEVICE_MEMORY)
+        assert family is None or not [m for m in family.metrics if m.labels["model"] == "cpu_memory"]
+        assert model.model.is_ready()

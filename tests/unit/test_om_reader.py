@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ge_python_backend.ascend.om import IO_FROM_INOUT, IO_FROM_MODEL_DEF, read_om
+from ge_python_backend.ascend.resources import ModelResources, model_resources
 from ge_python_backend.errors import OmFormatError
 from ge_python_backend.specs import BatchSupport, ShapeGear, TensorSpec
 from tests.support.om_builder import (
@@ -288,6 +289,22 @@ def test_facts_from_model_attributes_and_header(tmp_path):
         "om_ir_version": "2",
         "platform_version": "1.11.z.0",
     }
+
+
+def test_the_streams_and_events_a_model_creates_come_from_its_stream_num_and_event_num(tmp_path):
+    """ATTR_MODEL_STREAM_NUM "stream_num" / ATTR_MODEL_EVENT_NUM "event_num" on the ModelDef
+    (ge_attr_define.cc 744, 746; read at load by model_utils.cc 1321-1324)."""
+    both = classifier(model_attrs={"stream_num": attr_i(3), "event_num": attr_i(7)})
+    path = write(tmp_path, standard_om(both), "both.om")
+    assert read_om(path).spec.facts["event_num"] == "7"
+    assert model_resources(path) == ModelResources(3, 7, True)
+    streams_only = write(tmp_path, standard_om(classifier(model_attrs={"stream_num": attr_i(2)})), "streams.om")
+    assert model_resources(streams_only) == ModelResources(2, 0, True)
+    neither = write(tmp_path, standard_om(classifier()), "neither.om")
+    assert model_resources(neither) == ModelResources(1, 0, False)
+    assert "assumed" in model_resources(neither).describe()
+    assert model_resources(write(tmp_path, b"not a model", "bad.om")) == ModelResources()
+    assert model_resources(tmp_path / "missing.om") == ModelResources()
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """The pyACL simulator used directly, like `import acl`: results, ret codes and refused misuse.
 
 Each test makes its own Simulator, so nothing here touches the process-wide one the engine uses.
-Expected codes come from pyacl.md §5 (written out here, not read from the simulator's tables).
+Expected codes come from CANN's headers and sources, as docs/fidelity.md cites them (written out
+here, not read from the simulator's tables).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def acl(sim):
 
 
 class Rig:
-    """A loaded model with datasets, like an application following pyacl.md §9-§11."""
+    """A loaded model with datasets, as CANN's samples set one up (load, datasets, execute)."""
 
     def __init__(self, acl, path):
         self.acl = acl
@@ -209,13 +210,22 @@ def test_synchronous_copy_round_trip_through_device_memory(acl):
     assert acl.util.ptr_to_bytes(back, 8) == b"A" * 8
 
 
-def test_events_measure_stream_work(acl):
+def test_events_measure_stream_work(sim, acl):
+    """Never recorded: RT_ERROR_EVENT_RECORDER_NULL -> 507000 (event.cc 1249-1251, errcode_manage.cc
+    197); recorded, not yet complete: RT_ERROR_EVENT_TIMESTAMP_INVALID -> 107006 (event.cc 1265-1270,
+    errcode_manage.cc 198)."""
     stream, _ = acl.rt.create_stream()
     start, _ = acl.rt.create_event()
     end, _ = acl.rt.create_event()
-    assert acl.rt.event_elapsed_time(start, end)[1] == 107000  # never recorded
+    assert acl.rt.event_elapsed_time(start, end)[1] == 507000
+    assert "never recorded" in acl.get_recent_err_msg()
+    gate = threading.Event()
+    sim.streams[stream].submit("held", gate.wait)  # the stream is busy until the gate opens
     assert acl.rt.record_event(start, stream) == 0
     assert acl.rt.record_event(end, stream) == 0
+    assert acl.rt.event_elapsed_time(start, end)[1] == 107006
+    assert "not completed yet" in acl.get_recent_err_msg()
+    gate.set()
     assert acl.rt.synchronize_event(end) == 0
     ms, ret = acl.rt.event_elapsed_time(start, end)
     assert ret == 0 and ms >= 0.0
@@ -559,12 +569,27 @@ def test_desc_and_dataset_queries_are_checked(acl, om_files):
 def test_dynamic_input_buffer_and_dims_arguments_are_checked(acl, om_files):
     rig = Rig(acl, om_files["batch"])
     tiny, _ = acl.rt.malloc(2, 0)
-    for address, size, code in ((tiny, 2, 145012), (0, 8, 145011)):
+    # a NULL address: the ACL layer answers 100000 before GE's 145011 (model.cpp 1856-1860, 1897-1901,
+    # 1941-1944)
+    for address, size, code in ((tiny, 2, 145012), (0, 8, 100000)):
         dataset = acl.mdl.create_dataset()
         acl.mdl.add_dataset_buffer(dataset, rig.in_ptrs[0][2])
         acl.mdl.add_dataset_buffer(dataset, acl.create_data_buffer(address, size))
         assert acl.mdl.set_dynamic_batch_size(rig.model_id, dataset, rig.dyn_index, 2) == code
+    assert "NULL address" in acl.get_recent_err_msg()
     dims = Rig(acl, om_files["dims"])
+    null_dims = acl.mdl.create_dataset()
+    for _ in range(dims.dyn_index):
+        acl.mdl.add_dataset_buffer(null_dims, acl.create_data_buffer(tiny, 2))
+    acl.mdl.add_dataset_buffer(null_dims, acl.create_data_buffer(0, 16))
+    gear = {"dimCount": 4, "dims": [1, 2, 1, 2]}
+    assert acl.mdl.set_input_dynamic_dims(dims.model_id, null_dims, dims.dyn_index, gear) == 100000
+    hw = Rig(acl, om_files["hw"])
+    null_hw = acl.mdl.create_dataset()
+    for _ in range(hw.dyn_index):
+        acl.mdl.add_dataset_buffer(null_hw, acl.create_data_buffer(tiny, 2))
+    acl.mdl.add_dataset_buffer(null_hw, acl.create_data_buffer(0, 16))
+    assert acl.mdl.set_dynamic_hw_size(hw.model_id, null_hw, hw.dyn_index, 8, 8) == 100000
     assert acl.mdl.set_input_dynamic_dims(dims.model_id, dims.inputs, dims.dyn_index, {"dims": [1]}) == 100000
     assert acl.mdl.get_input_dynamic_gear_count(dims.desc, -1) == (2, 0)
     gears, ret = acl.mdl.get_input_dynamic_dims(dims.desc, -1, 3)  # more than the model's 2: zeroed past them

@@ -30,10 +30,25 @@ def _template(root, name, files, options=None, body="class TritonPythonModel: pa
     return folder
 
 
-@pytest.mark.parametrize("name", ["../evil", "a/b", "/abs", "..", ".", ".hidden", "-x", "", "a\\b", "x" * 200])
+@pytest.mark.parametrize("name", ["../evil", "a/b", "/abs", "..", ".", ".hidden", "-x", "a\\b"])
 def test_unsafe_model_names_are_refused(sandbox, onnx_dir, name):
     before = _files(sandbox)
     with pytest.raises(ConfigError, match="not safe as a folder name"):
+        generate(onnx_dir / "linear.onnx", sandbox / "out", GenerateOptions(name=name))
+    assert _files(sandbox) == before
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("", r"model name is empty \(--name ''\); give a name"),
+        ("x" * 300, r"model name 'xxxxxxxxxxxxxxxxxxxx'... is 300 characters long; at most 128"),
+    ],
+)
+def test_empty_and_overlong_names_say_so(sandbox, onnx_dir, name, message):
+    """Finding: --name '' fell back to the default; a 300-character name got the "unsafe characters" message."""
+    before = _files(sandbox)
+    with pytest.raises(ConfigError, match=message):
         generate(onnx_dir / "linear.onnx", sandbox / "out", GenerateOptions(name=name))
     assert _files(sandbox) == before
 
@@ -75,7 +90,7 @@ def test_a_template_added_as_data_is_listed_and_rendered(sandbox, onnx_dir, monk
         "mine",
         {"{version}/model.py": "model.py.in", "{version}/extra/notes.txt": "@notes"},
         options,
-        body='"""${greeting} from ${name} (${model_file})"""\n',
+        body='"""${greeting} from ${name} (${model_file})"""\n\n\nclass TritonPythonModel:\n    pass\n',
     )
     monkeypatch.setenv(ENV_TEMPLATE_PATH, str(sandbox / "templates"))
     notes = sandbox / "notes.txt"
@@ -86,7 +101,7 @@ def test_a_template_added_as_data_is_listed_and_rendered(sandbox, onnx_dir, monk
         sandbox / "out",
         GenerateOptions(name="m", template="mine", template_options={"notes": str(notes)}),
     ).model_dir
-    assert (folder / "1" / "model.py").read_text() == '"""hello from m (model.onnx)"""\n'
+    assert (folder / "1" / "model.py").read_text().startswith('"""hello from m (model.onnx)"""\n')
     assert (folder / "1" / "extra" / "notes.txt").read_text() == "some notes"
 
 

@@ -174,7 +174,7 @@ def config_from_attrs(attrs: NamedAttrs, where: str) -> tuple[AippConfig, tuple[
 
 def buffer_dims(config: AippConfig, image_dims: tuple[int, ...]) -> tuple[int, ...]:
     """The V2 dims of a static-AIPP buffer from its image dims [N, H, W, C] when the file has no
-    ``input_dims`` (GetAclInputDims of the Aipp op's InferShape; aclmdlGetInputDimsV2.md)."""
+    ``input_dims`` (GetAclInputDims of the Aipp op's InferShape; aclmdlGetInputDimsV2.md 31-61)."""
     if config.input_format is None or len(image_dims) != 4:
         return image_dims
     n, h, w, _ = image_dims

@@ -1,9 +1,10 @@
 """GE data type and format enums, and their mapping to Triton data type names.
 
-Two data type enums exist (om-format.md §2a/§2b): the C++ ``ge::DataType`` used by
-MODEL_INOUT_INFO (DT_FLOAT=0, DT_FLOAT16=1, ...) and the protobuf ``ge.proto.DataType``
-used by MODEL_DEF tensor descriptors (DT_UNDEFINED=0, DT_FLOAT=1, ...). Both map to the
-same native names ("DT_FLOAT"), which map to Triton names ("FP32") where one exists.
+Two data type enums exist: the C++ ``ge::DataType`` used by MODEL_INOUT_INFO (DT_FLOAT=0,
+DT_FLOAT16=1, ...; hicann/ge inc/framework/executor_c/types.h:155-189, formats 95-153) and the
+protobuf ``ge.proto.DataType`` used by MODEL_DEF tensor descriptors (DT_UNDEFINED=0, DT_FLOAT=1,
+...; graph_metadef/proto/ge_ir.proto:14-58). Both map to the same native names ("DT_FLOAT"),
+which map to Triton names ("FP32") where one exists.
 """
 
 from __future__ import annotations

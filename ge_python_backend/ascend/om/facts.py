@@ -17,6 +17,7 @@ _MODEL_ATTRS = (
     "memory_size",
     "weight_size",
     "stream_num",
+    "event_num",
 )
 
 

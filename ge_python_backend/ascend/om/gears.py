@@ -1,6 +1,8 @@
 """Turn an OM's compiled gears into the spec's batch support and shape gears.
 
-ATC's multi-batch pass compiles one branch per gear (om-format.md §2b):
+ATC's multi-batch pass compiles one branch per gear into the ``ascend_mbatch_shape_case`` Case op
+(hicann/ge compiler/graph/passes/multi_batch/multi_batch_clone_pass.cc 36, 394-453: ``batch_num``,
+``_pred_value_<i>``):
 
 - dynamic batch (``--dynamic_batch_size``): each gear is one batch size;
 - dynamic image size (``--dynamic_image_size``): each gear is (h, w) for the H and W axes of
@@ -110,7 +112,7 @@ def _hw_axes(tensor: TensorSpec) -> tuple[int, int] | None:
 
 def _buffer_h(tensor: TensorSpec, h: int) -> int:
     """The H of a static-AIPP buffer for an image of height ``h``: YUV420SP holds 1.5 h rows, YUV422SP
-    2 h (aclmdlGetInputDimsV2.md; inferred for image-size gears, which no sample file shows)."""
+    2 h (aclmdlGetInputDimsV2.md 31-61; inferred for image-size gears, which no sample file shows)."""
     fmt = tensor.preprocessing.pixel_format if tensor.preprocessing is not None else ""
     return {"YUV420SP_U8": h * 3 // 2, "YUV422SP_U8": 2 * h}.get(fmt, h)
 

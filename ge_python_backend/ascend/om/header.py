@@ -1,6 +1,7 @@
 """The 256-byte CANN OM file header (``ModelFileHeader``), versions 1.0 and 2.0.
 
-Layout (little-endian), from om-format.md §1:
+Layout (little-endian), GE's ``struct ModelFileHeader`` (hicann/ge
+inc/framework/common/framework_types_internal.h:672-695; model types 736-744):
 
     0 magic u32 "IMOD" | 4 headsize u32 (256) | 8 version u32 | 12 checksum[64] | 76 length u32
     80 is_encrypt u8 | 81 is_checksum u8 | 82 modeltype u8 | 83 genmode u8 | 84 name[32] | 116 ops u32

@@ -1,6 +1,9 @@
 """The MODEL_INOUT_INFO partition: a TLV summary of a model's inputs, outputs and gears.
 
-Each TLV is ``{u32 type; u32 len; u8 value[len]}`` (om-format.md §2a):
+Each TLV is ``{u32 type; u32 len; u8 value[len]}`` (hicann/ge
+inc/framework/common/ge_model_inout_types.h:41-65: ``ModelDescType``, ``ModelDescTlvConfig``,
+``ModelTensorDescBaseInfo``; written by ``ModelIntroduction::SaveTlvBlock``,
+base/common/model/model_introduction.cc 339):
 
 - 0 / 1 inputs / outputs: ``u32 n`` then n x [32-byte base info ``u64 size, i32 format, i32 dt,
   u32 name_len, u32 dims_len, u32 dimsV2_len, u32 shape_range_len``, then name bytes,

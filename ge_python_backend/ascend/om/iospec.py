@@ -1,6 +1,7 @@
 """A model's inputs, outputs and gears, from MODEL_INOUT_INFO or else from MODEL_DEF graph 0.
 
-Both sources follow GE's own ``ModelIntroduction`` rules (om-format.md §2a): inputs are the
+Both sources follow GE's own ``ModelIntroduction`` rules (hicann/ge base/common/model/
+model_introduction.cc 67-137 inputs, 138-222 outputs, 223-283 gears): inputs are the
 Data ops ordered by their ``index`` attribute; an input's dims are ``_dynamic_aipp_input_dims``,
 else ``_mbatch_origin_input_dims``, else its input_desc shape; outputs are the NetOutput op's
 inputs, named by the model attribute ``attr_model_out_nodes_name`` when it has one entry per

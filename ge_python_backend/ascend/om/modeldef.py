@@ -1,6 +1,7 @@
 """The subset of ``ge.proto.ModelDef`` (the MODEL_DEF partition) the reader needs.
 
-Field numbers (om-format.md §2b): ModelDef{name=1, version=2, custom_version=3, graph=7,
+Field numbers (hicann/ge graph_metadef/proto/ge_ir.proto: ModelDef 343-353, GraphDef 329-340, OpDef
+300-326, TensorDescriptor 265-289, ShapeDef 259-262, AttrDef 60): ModelDef{name=1, version=2, custom_version=3, graph=7,
 attr=11}; GraphDef{name=1, op=6, attr=11}; OpDef{name=1, type=2, input=5, attr=10,
 src_name=24, src_index=25, input_desc=33, output_desc=34}; TensorDescriptor{name=1, dtype=2,
 shape=3 (ShapeDef{dim=1}), layout=4, attr=5}; attr maps are repeated {key=1, value=2}.

@@ -1,6 +1,7 @@
 """Partition tables: where each model's MODEL_DEF, weights, kernels, ... live in the body.
 
-Two table layouts follow the header (om-format.md §2):
+Two table layouts follow the header (hicann/ge inc/framework/common/framework_types_internal.h:
+746-774, ``TinyModelPartitionTable`` and ``ModelPartitionTable``; partition types 703-724):
 
 - Tiny (32-bit): ``u32 num`` then ``num`` x {u32 type, u32 mem_offset, u32 mem_size};
 - 64-bit: ``u32 num, u32 pad`` then ``num`` x {u32 type, u32 pad, u64 mem_offset, u64 mem_size}.

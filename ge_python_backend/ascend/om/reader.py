@@ -62,6 +62,9 @@ class OmFile:
     runtime_inputs: tuple[RuntimeInput, ...] = ()
     aipp_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     aipp_network: Mapping[str, AippTensor] = field(default_factory=dict)
+    #: the file records ``shape_order`` (user_designate_shape_order); without it, ``shape_order`` is
+    #: a guess (the dynamic inputs in model order)
+    shape_order_recorded: bool = False
 
     @property
     def submodel_names(self) -> tuple[str, ...]:
@@ -135,6 +138,7 @@ def _read(handle: BinaryIO, path: str) -> OmFile:
         dynamic_input=io.dynamic_input,
         spec=spec,
         shape_order=dims_order(io.inputs, io.gears),
+        shape_order_recorded=bool(io.gears.order),
         aipp=io.aipp,
         runtime_inputs=io.runtime_inputs,
         aipp_notes=io.aipp_notes,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ class ModelPlan:
     def gear_argument(self, g: int) -> Any:
         """The last argument(s) of gear ``g``'s set_dynamic_* call."""
         layout = self.layout
-        if layout.kind == "dims":  # the runtime's layout (aclmdlSetInputDynamicDims.md)
+        if layout.kind == "dims":  # the runtime's layout (aclmdlSetInputDynamicDims.md 44)
             dims = layout.runtime_dims(g)
             return {"dimCount": len(dims), "name": "", "dims": list(dims)}
         return layout.gears[g]
@@ -125,7 +125,11 @@ def read_plan(acl: Any, desc: int, model_id: int, model_path: Path) -> ModelPlan
             order, gears = _dims_order(gears, clients, model_path)
     elif any(-1 in t.dims and not t.dynamic_aipp for t in clients):
         kind = "range"
-        clients = [_with_ranges(acl, desc, inputs, t) for t in clients]
+        ranged = {t.name: _with_ranges(acl, desc, inputs, t) for t in clients}
+        clients = list(ranged.values())
+        # the buffers are made from ``inputs``: they must carry the ranges too (a range input is
+        # sized by its largest shape and viewed per run, never at its -1 dims)
+        inputs = [replace(r, tensor=ranged[r.tensor.name]) if r.tensor is not None else r for r in inputs]
     layout = ModelLayout(tuple(clients), tuple(outputs), kind, gears, shape_order=order)
     aipp_inputs = {r.aipp_of: r.index for r in inputs if r.aipp_of}
     return ModelPlan(layout, tuple(inputs), tuple(t.size for t in outputs), dynamic_index, aipp_inputs, networks)
@@ -163,7 +167,7 @@ def _input_tensor(acl: Any, desc: int, model_id: int, index: int, aipp_kind: int
     return LayoutTensor(name, data_type(code), format_name(fmt), dims_v2, size, image_dims=image, aipp=aipp)
 
 
-#: aclFormat codes of the network inputs an AIPP check applies to (acl_base.h)
+#: aclFormat codes of the network inputs an AIPP check applies to (hicann/runtime acl_base_rt.h:171-192)
 _NCHW, _NHWC = 0, 1
 
 
@@ -171,7 +175,7 @@ def _aipp_network(acl: Any, model_id: int, index: int) -> tuple[int, int, int, i
     """(N, C, H, W) of the network input behind a dynamic-AIPP image, as set_input_aipp checks it:
     the largest outDims[i].srcDims (the AIPP output's origin shape, insert_aipp_op_util.cc 675-690)
     read in srcFormat (acl_aipp.cpp 117-170). For dynamic AIPP only these fields are valid
-    (aclmdlGetFirstAippInfo.md). None where GE skips the check: neither NCHW nor NHWC."""
+    (aclmdlGetFirstAippInfo.md 29). None where GE skips the check: neither NCHW nor NHWC."""
     info, ret = acl.mdl.get_first_aipp_info(model_id, index)
     check(acl, ret, "acl.mdl.get_first_aipp_info", f"reading the dynamic AIPP of input {index}")
     entries = info["outDims"]
@@ -331,7 +335,7 @@ def _dims_order(
     runtime_gears: tuple[Shape, ...], inputs: list[LayoutTensor], model_path: Path
 ) -> tuple[tuple[str, ...], tuple[Shape, ...]]:
     """The inputs get_input_dynamic_dims walks (ATC's --input_shape order) and the gears as their -1
-    values. The runtime does not name them (dims[i].name is not written, aclmdlGetInputDynamicDims.md),
+    values. The runtime does not name them (dims[i].name is not written, aclmdlGetInputDynamicDims.md 54),
     so they are read from the model file (user_designate_shape_order on the ascend_mbatch_shape_case
     op, multi_batch_clone_pass.cc 413-453) and checked against the gears, or else found from the
     gears themselves when only one order fits."""
@@ -360,7 +364,8 @@ def _dims_order(
 
 
 def _file_order(model_path: Path) -> tuple[str, ...]:
-    """The --input_shape order recorded in the model file ("" when it cannot be read)."""
+    """The --input_shape order recorded in the model file (() when it cannot be read, or the file
+    does not record it: the readers then offer a guess, which the gears must decide instead)."""
     from ge_python_backend.ascend.om import read_om
     from ge_python_backend.ascend.simom import is_sim_om, load_sim_om
 
@@ -368,8 +373,10 @@ def _file_order(model_path: Path) -> tuple[str, ...]:
         with model_path.open("rb") as handle:
             head = handle.read(8)
         if is_sim_om(head):
-            return load_sim_om(model_path).layout.shape_order
-        return tuple(read_om(model_path).shape_order)
+            om = load_sim_om(model_path)
+            return om.layout.shape_order if om.shape_order_recorded else ()
+        found = read_om(model_path)
+        return tuple(found.shape_order) if found.shape_order_recorded else ()
     except (OSError, OmFormatError, AttributeError) as exc:
         LOG.debug("the --input_shape order of %s is not readable (%s); finding it from the gears", model_path, exc)
         return ()

@@ -17,17 +17,18 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.ascend.acljson import problems, read_acl_json
+from ge_python_backend.ascend.acljson import AclJson, ignored_keys, problems, read_acl_json
 from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, request_overrides
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPolicy
 from ge_python_backend.ascend.layout import Shape
-from ge_python_backend.ascend.limits import device_limits
+from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
+from ge_python_backend.ascend.resources import model_resources
 from ge_python_backend.engines.acl.options import PARAMETERS, AclOptions, ProfilingPlan
-from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, check_handle, log_failure
+from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
 from ge_python_backend.engines.base import Engine, Shapes, Slot
 from ge_python_backend.engines.registry import EngineInfo
@@ -39,7 +40,8 @@ __all__ = ["PARAMETERS", "AclEngine", "available", "open_engine"]
 
 #: aclrtMemAttr ACL_HBM_MEM: falls back to DDR on devices without HBM (11-01_device_memory_malloc_and_free.md 687-737)
 ACL_HBM_MEM = 1
-#: streams and events a slot uses besides the model's own: its stream, and four timing events
+#: streams and events a slot uses besides the model's own (stream_num / event_num of the file,
+#: ascend/resources.py): its stream, and four timing events
 SLOT_STREAMS, SLOT_EVENTS = 1, 4
 #: a request parameter that starts an on-demand profiling window: TOKEN or TOKEN:BATCHES
 PROFILE_PARAMETER = "acl_profile"
@@ -83,7 +85,7 @@ class AclEngine(Engine):
             check(acl, ret, "acl.rt.create_context", f"opening device {device_id}")
             self._context = context
             self.device_mode = self._runtime.run_mode() == ACL_DEVICE
-            self._check_limits(slots, peers)
+            self._check_limits(path, slots, peers)
             self._start_dump()
             self._profiling = self._start_profiling()
             setup = self._slot_setup(path)
@@ -95,6 +97,8 @@ class AclEngine(Engine):
             raise
         self.layout = first.plan.layout
         self._dynamic_aipp = any(t.dynamic_aipp for t in self.layout.inputs)
+        # the pid msprof's on-demand profiling attaches to (docs/profiling.md, mode e)
+        LOG.info("pid %d: for msprof --dynamic=on --pid=%d", os.getpid(), os.getpid())
         soc = acl.get_soc_name()
         self.spec = self.layout.spec("acl", {"engine": self.name, "device_id": str(device_id), "soc_name": soc or ""})
         self._aipp_defaults = self._aipp_defaults_by_image()
@@ -103,33 +107,44 @@ class AclEngine(Engine):
 
     # -- load ----------------------------------------------------------------------------------
 
-    def _check_limits(self, slots: int, peers: int) -> None:
-        """Refuse a config that asks for more streams or events than the device has (counted
-        per model copy: its slot's stream and the model's own, plus the timing events), naming
-        the limit, the count and the parameter to lower (06_stream_management.md 81-96,
-        07_event_management.md 81-107)."""
+    def _check_limits(self, path: str, slots: int, peers: int) -> None:
+        """Refuse a config that asks for more streams or events than the device has, naming the
+        limit, the count and the parameter to lower (06_stream_management.md 81-96,
+        07_event_management.md 81-107). Each of the ``peers`` instances is a process of its own
+        with the device's default stream and this engine's context, whose streams count too
+        (04_device_management.md 86, 05_context_management.md 67-78), and per model copy its
+        slot's stream and the streams and events the model creates at load: stream_num / event_num
+        of the file (model_utils.cc 1321-1324, davinci_model.cc 1460-1509), one stream and no events
+        when it records none; plus the timing events."""
         limits = device_limits(self._acl.get_soc_name())
         if limits is None:
             return
+        model = model_resources(path)
         copies = slots * peers
-        events = SLOT_EVENTS if self._options.timing_events else 0
-        need_streams = 1 + copies * (SLOT_STREAMS + 1)  # the default stream; per copy its stream and the model's
-        need_events = copies * events
+        timing = SLOT_EVENTS if self._options.timing_events else 0
+        context = limits.context_streams(self.device_mode)
+        per_instance = DEVICE_DEFAULT_STREAMS + context + slots * (SLOT_STREAMS + model.streams)
+        need_streams = peers * per_instance
+        need_events = copies * (timing + model.events)
         where = f"{peers} instance(s) x {slots} stream(s) on device {self._device_id} ({limits.family})"
         if need_streams > limits.streams:
             raise ConfigError(
-                f"{where} need {need_streams} streams (each model copy its own stream and the model's, and the "
-                f"default stream); the device has {limits.streams}: lower parameter 'streams' or the instance count"
+                f"{where} need {need_streams} streams ({per_instance} per instance: the device's default "
+                f"stream, {context} of its context, and each model copy its own stream and the model's "
+                f"{model.describe()}); the device has {limits.streams}: lower parameter 'streams' or the instance count"
             )
         if need_events > limits.events:
             raise ConfigError(
-                f"{where} need {need_events} timing events ({events} per copy); the device has {limits.events}: "
-                "lower parameter 'streams' or the instance count, or set acl_timing_events false"
+                f"{where} need {need_events} events ({timing} timing events per copy and the model's "
+                f"{model.describe()}); the device has {limits.events}: lower parameter 'streams' or the instance "
+                "count" + (", or set acl_timing_events false" if timing else "")
             )
 
     def _slot_setup(self, path: str) -> SlotSetup:
         """Sizes and the shared weight buffer: S copies cost S x (work + I/O) + 1 x weights
-        (aclmdlLoadFromFileWithMem.md 45-48; aclmdlQuerySize.md: not for models without fixed shapes)."""
+        (aclmdlLoadFromFileWithMem.md 45-48). For a dynamic (shape-range) model query_size answers
+        work 0 and the weights (model_manager.cc 2390-2409) and the RT2 load ignores work memory
+        (model.cpp 1332-1335): no work memory is allocated for it, only the shared weights."""
         acl, options = self._acl, self._options
         work, weight, ret = acl.mdl.query_size(path)
         weights = None
@@ -152,7 +167,7 @@ class AclEngine(Engine):
 
     def _aipp_defaults_by_image(self) -> dict[str, AippConfig]:
         """The aipp_config file's blocks by image input: related_input_rank counts the model's own
-        inputs, as in ATC's --insert_op_conf (config_file_template.md); each must name a dynamic-AIPP image."""
+        inputs, as in ATC's --insert_op_conf (config_file_template.md 93-96); each must name a dynamic-AIPP image."""
         inputs = self.layout.inputs
         found = {}
         for config in self._options.aipp:
@@ -168,22 +183,26 @@ class AclEngine(Engine):
 
     def _start_dump(self) -> None:
         """Data dump for the models loaded from now on: init_dump, set_dump, then load
-        (18_dump_configuration.md 53-89, 147-159)."""
+        (18_dump_configuration.md 53-89, 147-159); once per process, shared by the runtime."""
         path = self._options.dump_config
         if path is None:
             return
-        acl = self._acl
-        check(acl, acl.mdl.init_dump(), "acl.mdl.init_dump")
+        self._runtime.start_dump(path)
         self._dumping = True
-        check(acl, acl.mdl.set_dump(str(path)), "acl.mdl.set_dump", f"reading {path}")
 
     def _start_profiling(self) -> _ProfilingWindow | None:
         plan = self._options.profiling
         if plan is None:
             return None
         self._runtime.start_profiling(plan.folder)
-        LOG.info("profiling into %s; for msprof: msprof --dynamic=on --pid=%d", plan.folder, os.getpid())
-        return _ProfilingWindow(self._acl, self._runtime, plan, self._device_id)
+        LOG.info("profiling into %s", plan.folder)
+        return _ProfilingWindow(self._runtime, plan, self._device_id, self._bind_quietly)
+
+    def _bind_quietly(self) -> None:
+        """Make the engine's context current in a helper thread (the profiling timer); never raises."""
+        with self._lock:
+            if self._context:
+                log_failure(self._acl, self._acl.rt.set_context(self._context), "acl.rt.set_context")
 
     # -- serving ---------------------------------------------------------------------------
 
@@ -271,9 +290,13 @@ class AclEngine(Engine):
             self._profiling.batch_done()
 
     def device_memory(self) -> tuple[int, int] | None:
-        """(free, total) of the device's memory (get_mem_info; free excludes system-reserved memory)."""
+        """(free, total) of the device's memory (get_mem_info; free excludes system-reserved memory),
+        from any thread (it binds the engine's context first); None when it cannot be read."""
         acl = self._acl
-        free, total, ret = acl.rt.get_mem_info(ACL_HBM_MEM)
+        with self._lock:
+            if not self._context or acl.rt.set_context(self._context) != ACL_SUCCESS:
+                return None
+            free, total, ret = acl.rt.get_mem_info(ACL_HBM_MEM)
         if ret != ACL_SUCCESS:
             return None
         return int(free), int(total)
@@ -289,8 +312,8 @@ class AclEngine(Engine):
             if self._profiling is not None:
                 self._profiling.close()
                 self._profiling = None
-            if self._dumping:  # before unload (18_dump_configuration.md 53-72)
-                log_failure(acl, acl.mdl.finalize_dump(), "acl.mdl.finalize_dump")
+            if self._dumping:  # before unload (18_dump_configuration.md 53-72); the last user finalizes
+                self._runtime.stop_dump()
                 self._dumping = False
             for slot in reversed(self._slots):
                 slot.release()
@@ -333,17 +356,19 @@ class AclEngine(Engine):
 class _ProfilingWindow:
     """An acl.prof session: started for the first N batches or S seconds after load, or on demand.
 
-    create_config, start, stop and destroy_config follow acl_prof.h 175-230; prof.init (before any
-    model loads) and finalize are the runtime's, once per process."""
+    The runtime starts and stops it (create_config, start, stop, destroy_config: acl_prof.h
+    175-230), one per device; prof.init (before any model loads) and finalize are the runtime's,
+    once per process. A window of S seconds closes on a timer, with or without batches."""
 
-    def __init__(self, acl: Any, runtime: AclRuntime, plan: ProfilingPlan, device_id: int) -> None:
-        self._acl = acl
+    def __init__(self, runtime: AclRuntime, plan: ProfilingPlan, device_id: int, bind: Callable[[], None]) -> None:
         self._runtime = runtime
         self.plan = plan
         self._device_id = device_id
+        self._bind = bind
         self._config = 0
         self._left: int | None = None  # batches until stop (None: by time or not running)
         self._until = 0.0
+        self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
 
     def loaded(self) -> None:
@@ -357,13 +382,27 @@ class _ProfilingWindow:
         with self._lock:
             if self._config:
                 return  # a window is open: it goes on
-            acl = self._acl
-            config = acl.prof.create_config([self._device_id], self.plan.aicore_metrics, 0, self.plan.data_types)
-            self._config = check_handle(acl, config, "acl.prof.create_config")
-            check(acl, acl.prof.start(self._config), "acl.prof.start", f"profiling into {self.plan.folder}")
+            config = self._runtime.open_window(self._device_id, self.plan.aicore_metrics, self.plan.data_types)
+            if config is None:
+                LOG.info(
+                    "profiling: device %d is already being profiled by another model's window, which "
+                    "covers this model's batches too",
+                    self._device_id,
+                )
+                return
+            self._config = config
             self._left = batches
             self._until = time.monotonic() + seconds if seconds else 0.0
+            if seconds:
+                self._timer = threading.Timer(seconds, self._expire)
+                self._timer.daemon = True
+                self._timer.name = f"acl-profiling-window-{self._device_id}"
+                self._timer.start()
             LOG.info("profiling started (%s)", f"{batches} batches" if batches else f"{seconds:g} s")
+
+    def _expire(self) -> None:
+        self._bind()
+        self._stop()
 
     def batch_done(self) -> None:
         with self._lock:
@@ -379,10 +418,11 @@ class _ProfilingWindow:
         with self._lock:
             if not self._config:
                 return
-            acl = self._acl
-            log_failure(acl, acl.prof.stop(self._config), "acl.prof.stop")
-            log_failure(acl, acl.prof.destroy_config(self._config), "acl.prof.destroy_config")
+            self._runtime.close_window(self._device_id, self._config)
+            timer, self._timer = self._timer, None
             self._config, self._left, self._until = 0, None, 0.0
+        if timer is not None and timer is not threading.current_thread():
+            timer.cancel()
         LOG.info("profiling stopped; results in %s", self.plan.folder)
 
     def close(self) -> None:
@@ -399,20 +439,47 @@ def _size_text(nbytes: int) -> str:
 
 def prepare_options(options: Mapping[str, Any], model_path: Path) -> AclOptions:
     """The engine's options, with acl.json and the dump config checked against the keys CANN reads
-    (a mistake is a load error naming the key) and their output folders created and writable."""
+    (a mistake is a load error naming the key), their output folders created and writable, and the
+    combinations CANN refuses or silently overrides refused up front."""
     parsed = AclOptions.read(options, model_path.parent)
     for name, path, sections in (("acl_json", parsed.acl_json, None), ("acl_dump_config", parsed.dump_config, "dump")):
         if path is None:
             continue
         config = read_acl_json(path)
-        found = [p for p in problems(config) if sections is None or p.key.startswith(sections)]
+        if name == "acl_json":
+            _refuse_combinations(config, parsed)
+        found = [str(p) for p in problems(config) if sections is None or p.key.startswith(sections)]
+        found += [f"{key}: is not a key CANN reads (it would be ignored)" for key in ignored_keys(config)]
         if found:
-            raise ConfigError(f"parameter {name!r}: {path}: " + "; ".join(str(p) for p in found))
+            raise ConfigError(f"parameter {name!r}: {path}: " + "; ".join(found))
         for key, folder in config.output_folders():
             _writable(folder, f"parameter {name!r}: {path}: {key}")
     if parsed.profiling is not None:
         _writable(parsed.profiling.folder, "parameter 'acl_profiling_dir'")
     return parsed
+
+
+def _refuse_combinations(config: AclJson, parsed: AclOptions) -> None:
+    """acl.json profiling that is on puts msprof in command mode (SetModeToCmd, prof_acl_mgr.cpp
+    1853-1863, reached only with "switch": "on", 2102-2105 and msprofiler_impl.cpp 121-123), and
+    acl.prof.init then returns 100042 (ProfInitPrecheck, prof_acl_mgr.cpp 525-536). acl.json dump
+    that is on and acl_dump_config share one dump manager: the docs say init_dump then fails with
+    100044 (18_dump_configuration.md 84); the current code accepts it (dump.cpp 103-137, the dump
+    server is reference counted, adx_datadump_server.cpp 57-63), but set_dump replaces the acl.json
+    config and finalize_dump switches every opened dump off (dump_manager.cpp 306-380). Either way
+    one setting would undo the other."""
+    if config.profiles and parsed.profiling is not None:
+        raise ConfigError(
+            f"parameters 'acl_json' and 'acl_profiling_dir' cannot be combined: {config.path} switches "
+            'profiling on ("profiler": {"switch": "on"}), and acl.prof.init then fails with 100042 '
+            "(ACL_ERROR_PROF_ALREADY_RUN); use one of them"
+        )
+    if config.dumps and parsed.dump_config is not None:
+        raise ConfigError(
+            f"parameters 'acl_json' and 'acl_dump_config' cannot be combined: {config.path} switches dump on, "
+            "and acl_dump_config's set_dump would replace that config (finalize_dump then switches all dump "
+            "off; older CANN refuses init_dump with 100044); put the dump section in one of them"
+        )
 
 
 def _writable(folder: Path, what: str) -> None:

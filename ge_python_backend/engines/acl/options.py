@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ge_python_backend.ascend.aipp import AippConfig, parse_aipp_config
+from ge_python_backend.ascend.atcflags import parse_sizes
 from ge_python_backend.ascend.layout import Shape
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.params import Parameter, parse_bool, parse_float, parse_int, parse_list
@@ -57,18 +58,10 @@ def _choices(table: Mapping[str, int]):
 
 def parse_max_shapes(text: str) -> dict[str, Shape]:
     """``"x:8,3,512,512;y:8,1000"`` -> {"x": (8, 3, 512, 512), "y": (8, 1000)}."""
-    shapes: dict[str, Shape] = {}
-    for part in (p.strip() for p in text.split(";")):
-        if not part:
-            continue
-        name, sep, dims = part.rpartition(":")
-        if not sep or not name:
-            raise ValueError(f"{part!r} is not NAME:D0,D1,...")
-        values = tuple(int(d) for d in dims.split(","))
-        if any(v <= 0 for v in values):
-            raise ValueError(f"{name!r}: every size must be > 0")
-        shapes[name] = values
-    return shapes
+    try:
+        return parse_sizes(text, "acl_max_shapes")
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
 
 
 PARAMETERS = (

@@ -1,8 +1,10 @@
 """Process-wide pyACL state shared by every acl engine, and pyACL error reporting.
 
-pyACL is initialised once per process (pyacl.md §2.1: ``acl.init`` once, 100002 means it
-already ran), each device is ``set_device``'d once however many engines use it (reference
-counted here) and ``acl.finalize`` runs once at process exit, after every engine is closed.
+pyACL is initialised once per process (a second ``acl.init`` only counts and returns 100002,
+hicann/runtime src/acl/aclrt_impl/acl.cpp:387-392), each device is ``set_device``'d once however
+many engines use it (reference counted here) and ``acl.finalize`` runs once at process exit, after
+every engine is closed. Data dump (``init_dump``/``set_dump``) and ``acl.prof.init`` are once per
+process too, so engines share them the same way, and one profiling window per device.
 Nothing here imports ``acl`` at module level: ``import_pyacl`` does it on demand.
 """
 
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from ge_python_backend.ascend.acljson import read_acl_json
 from ge_python_backend.ascend.constants import ACL_SUCCESS, DEVICE_FATAL_RETS, describe_ret, ret_code
 from ge_python_backend.errors import ConfigError, EngineError
 
@@ -122,6 +125,12 @@ class AclRuntime:
         self._devices: Counter[int] = Counter()
         self._engines: list[Closable] = []
         self._profiling_users = 0
+        self._profiling_folder: Path | None = None
+        #: device -> the acl.prof config of the window profiling it
+        self._windows: dict[int, int] = {}
+        self._dump_users = 0
+        #: (file, its dump section) of the process's set_dump
+        self._dump: tuple[Path, Any] | None = None
 
     @classmethod
     def of(cls, acl: Any) -> AclRuntime:
@@ -160,12 +169,21 @@ class AclRuntime:
         return int(mode)
 
     def start_profiling(self, folder: Path) -> None:
-        """``acl.prof.init`` once per process, before any model loads (19-01_data_profiling_apis.md 19-24)."""
+        """``acl.prof.init`` once per process, before any model loads (19-01_data_profiling_apis.md
+        19-24; a second init returns 100002, prof_acl_mgr.cpp 537-543): engines share it, reference
+        counted; one with another folder is a ConfigError (its results would go to the first)."""
         acl = self._acl
         with self._lock:
             if self._profiling_users == 0:
                 ret = acl.prof.init(str(folder))
                 check(acl, ret, "acl.prof.init", f"starting profiling into {folder}")
+                self._profiling_folder = folder
+            elif _same_path(folder, self._profiling_folder) is False:
+                raise ConfigError(
+                    f"parameter 'acl_profiling_dir': {folder} cannot take effect: this process already profiles "
+                    f"into {self._profiling_folder} (acl.prof.init runs once per process); give every model of a "
+                    "process the same acl_profiling_dir"
+                )
             self._profiling_users += 1
 
     def stop_profiling(self) -> None:
@@ -176,6 +194,69 @@ class AclRuntime:
             self._profiling_users -= 1
             if self._profiling_users == 0:
                 log_failure(acl, acl.prof.finalize(), "acl.prof.finalize")
+                self._profiling_folder = None
+
+    def open_window(self, device_id: int, aicore_metrics: int, data_types: int) -> int | None:
+        """Start profiling ``device_id`` (create_config + start, acl_prof.h 175-230); None when another
+        engine's window profiles it already (a start with an overlapping device fails,
+        19-01_data_profiling_apis.md 19-44): that window covers this engine's batches too."""
+        acl = self._acl
+        with self._lock:
+            if device_id in self._windows:
+                return None
+            config = check_handle(
+                acl, acl.prof.create_config([device_id], aicore_metrics, 0, data_types), "acl.prof.create_config"
+            )
+            ret = acl.prof.start(config)
+            if ret != ACL_SUCCESS:
+                log_failure(acl, acl.prof.destroy_config(config), "acl.prof.destroy_config")
+                check(acl, ret, "acl.prof.start", f"profiling into {self._profiling_folder}")
+            self._windows[device_id] = config
+            return config
+
+    def close_window(self, device_id: int, config: int) -> None:
+        acl = self._acl
+        with self._lock:
+            if self._windows.get(device_id) != config:
+                return
+            del self._windows[device_id]
+            log_failure(acl, acl.prof.stop(config), "acl.prof.stop")
+            log_failure(acl, acl.prof.destroy_config(config), "acl.prof.destroy_config")
+
+    def start_dump(self, path: Path) -> None:
+        """``init_dump`` then ``set_dump`` for the models loaded from now on (18_dump_configuration.md
+        53-89, 147-159), once per process: a second init_dump returns 100002 (dump.cpp 115-121), so
+        engines share the dump, reference counted. An engine whose dump section differs is a
+        ConfigError: set_dump would change the dump of every model loaded after it."""
+        acl = self._acl
+        section = read_acl_json(path).dump
+        with self._lock:
+            if self._dump_users == 0:
+                check(acl, acl.mdl.init_dump(), "acl.mdl.init_dump")
+                ret = acl.mdl.set_dump(str(path))
+                if ret != ACL_SUCCESS:
+                    log_failure(acl, acl.mdl.finalize_dump(), "acl.mdl.finalize_dump")
+                    check(acl, ret, "acl.mdl.set_dump", f"reading {path}")
+                self._dump = (path, section)
+            elif self._dump is not None and section != self._dump[1]:
+                raise ConfigError(
+                    f"parameter 'acl_dump_config': {path} cannot take effect: this process already dumps with "
+                    f"{self._dump[0]}, whose dump section differs (init_dump and set_dump are once per process "
+                    "for every model loaded after them); give every model of a process the same dump config"
+                )
+            self._dump_users += 1
+
+    def stop_dump(self) -> None:
+        """``finalize_dump`` when the last engine that dumps closes, before its models unload
+        (18_dump_configuration.md 59-60)."""
+        acl = self._acl
+        with self._lock:
+            if self._dump_users <= 0:
+                return
+            self._dump_users -= 1
+            if self._dump_users == 0:
+                log_failure(acl, acl.mdl.finalize_dump(), "acl.mdl.finalize_dump")
+                self._dump = None
 
     def start(self, engine: Closable, device_id: int, config: Path | None = None) -> None:
         """Initialise pyACL if needed (with ``config``, an acl.json), set ``device_id`` if no engine
@@ -231,3 +312,13 @@ class AclRuntime:
             ret = acl.finalize()
             if ret != ACL_SUCCESS:
                 LOG.warning("%s", AclError("acl.finalize", ret, recent_message(acl)))
+
+
+def _same_path(a: Path, b: Path | None) -> bool | None:
+    """Whether two folders are the same (None when ``b`` is unknown)."""
+    if b is None:
+        return None
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return a == b

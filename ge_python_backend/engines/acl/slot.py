@@ -35,9 +35,9 @@ from ge_python_backend.specs import format_shape, numpy_dtype
 
 LOG = logging.getLogger(__name__)
 
-#: async copies need 64-byte-aligned addresses (aclrtMemcpyAsync, CANN 8.5/9.0 docs, and the HEAD
-#: header for on-chip copies); malloc and malloc_host promise it, except malloc_host in device mode
-#: (11-02_host_memory_management.md 71-78), so every address is checked and aligned if need be.
+#: async copies need 64-byte-aligned addresses (CANN 8.5/9.0 docs/api_docs/aclrtMemcpyAsync.md:44; the
+#: HEAD header for on-chip copies, acl_rt.h:2297); malloc and malloc_host promise it, except malloc_host
+#: in device mode (11-02_host_memory_management.md 71-78), so every address is checked and aligned.
 ALIGNMENT = 64
 #: shapes of a free input (a range input, a dynamic-AIPP image) whose views and descs are kept
 _SHAPE_CACHE = 16
@@ -254,7 +254,8 @@ class AclSlot(Slot):
 
     def _probe_gears(self, draft: ModelPlan) -> ModelPlan:
         """Each gear's output shapes: set the gear, then ask get_cur_output_dims (no execution), which
-        reads the gear stored on the model (ge_executor.cc 1184-1197; davinci_model.cc 4262-4284)."""
+        reads the gear stored on the model (GetCurShape: model.cpp 1978-2039; stored by SetDynamicSize at
+        ge_executor.cc 417, 478, 548 into davinci_model.cc 4262-4284)."""
         layout = draft.layout
         if layout.kind == "range":  # output shapes come from the output descs after each run
             return draft
@@ -462,6 +463,12 @@ class AclSlot(Slot):
                 dim, ret = acl.get_tensor_desc_dim_v2(desc, axis)
                 check(acl, ret, "acl.get_tensor_desc_dim_v2", f"reading the shape of output {buffer.name!r}")
                 dims.append(int(dim))
+            assert buffer.tensor is not None
+            if len(dims) != len(buffer.tensor.dims):
+                raise EngineError(
+                    f"after execute, the tensor desc of output {buffer.name!r} has {len(dims)} dims "
+                    f"{format_shape(tuple(dims))}; the model's output has {format_shape(buffer.tensor.dims)}"
+                )
             shapes.append(tuple(dims))
         return tuple(shapes)
 

@@ -150,6 +150,11 @@ class _Window:
     started: float = 0.0
     finished: float = 0.0
 
+    @property
+    def answered(self) -> int:
+        """Requests that got an answer (a result or an error)."""
+        return len(self.latencies) + len(self.errors)
+
     async def timed(self, infer: Infer) -> None:
         begin = time.perf_counter()
         try:
@@ -218,20 +223,21 @@ def _scrape(url: str | None) -> metrics.Scrape | None:
 _SETTLE_S = 2.0
 
 
-def _settled_scrape(target: Target, before: metrics.Scrape | None, sent: int) -> metrics.Scrape | None:
-    """The scrape after a window, once Triton counts every request the client saw answered: the
-    Python backend may send an answer before the server records the request's statistics."""
+def _settled_scrape(target: Target, origin: metrics.Scrape | None, sent: int) -> metrics.Scrape | None:
+    """A scrape once Triton counts, since ``origin``, every one of the ``sent`` requests the client
+    saw answered: the Python backend may send an answer before the server records the request's
+    statistics, so a window's edges would otherwise take in a neighbour's stragglers."""
     deadline = time.monotonic() + _SETTLE_S
     while True:
-        after = _scrape(target.metrics_url)
-        if after is None or before is None or time.monotonic() >= deadline:
-            return after
+        found = _scrape(target.metrics_url)
+        if found is None or origin is None or time.monotonic() >= deadline:
+            return found
         counted = sum(
-            after.value(name, model=target.model) - before.value(name, model=target.model)
+            found.value(name, model=target.model) - origin.value(name, model=target.model)
             for name in ("nv_inference_request_success", "nv_inference_request_failure")
         )
         if counted >= sent:
-            return after
+            return found
         time.sleep(0.05)
 
 
@@ -241,19 +247,21 @@ async def _sweep(target: Target, sweep: Sweep, progress: Progress, on_point: Cal
     elapsed_before = 0.0
     largest = int(max(sweep.levels)) if sweep.mode == "concurrency" else sweep.max_in_flight
     infer = _infer(target, largest)
+    origin = await loop.run_in_executor(None, _scrape, target.metrics_url)
+    sent = 0  # requests answered since ``origin``
     try:
         for level in sweep.levels:
             label = f"{sweep.mode} {level:g}"
             ticker = asyncio.ensure_future(_tick(progress, elapsed_before, label))
             try:
                 if sweep.warmup_s > 0:
-                    await _measure(infer, sweep, level, sweep.warmup_s)
-                before = await loop.run_in_executor(None, _scrape, target.metrics_url)
+                    sent += (await _measure(infer, sweep, level, sweep.warmup_s)).answered
+                before = await loop.run_in_executor(None, _settled_scrape, target, origin, sent)
                 cpu_before = _cpu(target.server_pid)
                 window = await _measure(infer, sweep, level, sweep.duration_s)
                 cpu_after = _cpu(target.server_pid)
-                sent = len(window.latencies) + len(window.errors)
-                after = await loop.run_in_executor(None, _settled_scrape, target, before, sent)
+                sent += window.answered
+                after = await loop.run_in_executor(None, _settled_scrape, target, origin, sent)
             finally:
                 ticker.cancel()
             server = metrics.breakdown(before, after, target.model, sweep.metrics_prefix) if before and after else {}

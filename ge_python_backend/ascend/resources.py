@@ -1,0 +1,68 @@
+"""The streams and events a model creates when it loads, read from its file.
+
+ATC records them as ModelDef attributes ``stream_num`` and ``event_num`` (ATTR_MODEL_STREAM_NUM,
+ATTR_MODEL_EVENT_NUM: hicann/ge graph_metadef/graph/attr/ge_attr_define.cc 744, 746; set at
+compiler/graph/build/graph_builder.cc 189-190; ``atc --mode=1`` prints them, api/atc/omg.cc
+982-988). At load GE reads them (runtime/v1/graph/load/model_manager/model_utils.cc 1321-1324) and
+creates that many streams and events for the model (davinci_model.cc 1460-1509); an offline model
+executed with aclmdlExecuteAsync runs on the caller's stream. A sim-OM may record the same numbers
+(``ascend/simom.py``). A file that records neither is counted with one stream and no events.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ge_python_backend.ascend.om.header import SIM_OM_MAGIC
+from ge_python_backend.ascend.simom import DEFAULT_MODEL_EVENTS, DEFAULT_MODEL_STREAMS
+from ge_python_backend.errors import OmFormatError
+
+
+@dataclass(frozen=True)
+class ModelResources:
+    """Streams and events one load of a model takes; ``recorded`` says the file gave them."""
+
+    streams: int = DEFAULT_MODEL_STREAMS
+    events: int = DEFAULT_MODEL_EVENTS
+    recorded: bool = False
+
+    def describe(self) -> str:
+        if self.recorded:
+            return f"{self.streams} stream(s) and {self.events} event(s) (stream_num/event_num in the file)"
+        return f"{self.streams} stream(s) and {self.events} event(s) (assumed: the file records no stream_num)"
+
+
+def model_resources(path: str | os.PathLike) -> ModelResources:
+    """What ``path`` (a CANN .om or a sim-OM) records; the defaults when it records nothing or
+    cannot be read (the load itself will then say what is wrong with the file)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(SIM_OM_MAGIC))
+        if head == SIM_OM_MAGIC:
+            from ge_python_backend.ascend.simom import load_sim_om
+
+            om = load_sim_om(os.fspath(path))
+            recorded = om.stream_num is not None or om.event_num is not None
+            return ModelResources(om.model_streams, om.model_events, recorded)
+        from ge_python_backend.ascend.om import read_om
+
+        facts = read_om(path).spec.facts
+    except (OSError, OmFormatError):
+        return ModelResources()
+    streams, events = _count(facts.get("stream_num")), _count(facts.get("event_num"))
+    if streams is None and events is None:
+        return ModelResources()
+    return ModelResources(
+        DEFAULT_MODEL_STREAMS if streams is None else streams,
+        DEFAULT_MODEL_EVENTS if events is None else events,
+        True,
+    )
+
+
+def _count(text: str | None) -> int | None:
+    try:
+        value = int(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and value >= 0 else None
