@@ -31,8 +31,8 @@ class OutputSelector:
             if name not in outputs:
                 raise GEError(f"output {name!r} was requested but the model produced only {sorted(outputs)}")
             value = outputs[name]
-            # the common case first: an array already in the config's type
-            if type(value) is np.ndarray and value.dtype == types.get(name, value.dtype):
+            # the common case first: an array of rank >= 1 already in the config's type
+            if type(value) is np.ndarray and value.ndim and value.dtype == types.get(name, value.dtype):
                 selected[name] = value
             else:
                 selected[name] = self._typed(name, value)

@@ -72,8 +72,9 @@ class Tensor:
         if array.dtype.kind not in _SUPPORTED_KINDS or array.dtype == np.complex64:
             raise TritonModelException("NumPy dtype is not supported.")
         self._name = name
-        # Like Triton, keep a reference: the data is copied when the response is sent.
-        self._array = np.ascontiguousarray(array)
+        # Like Triton, keep a reference: the data is copied when the response is sent. A rank-0
+        # array stays rank 0 (np.ascontiguousarray would make it [1], hiding a missing reshape).
+        self._array = array if array.flags.c_contiguous else np.ascontiguousarray(array)
 
     def name(self) -> str:
         return self._name
