@@ -399,10 +399,13 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         outputs: list[DataBuffer],
         shapes: dict[str, Shape] | None,
         out_set: Dataset,
-    ) -> None:
-        """Execute now (on a stream worker, or the caller for execute); no lock held while running."""
+        started: float | None = None,
+    ) -> float:
+        """Execute now (a stream's work from its modelled start ``started``, or ``execute``'s
+        caller); no lock held while running. Returns the modelled end."""
         sim = self._sim
-        started = time.perf_counter()
+        if started is None:
+            started = time.perf_counter()
         layout = model.om.layout
         with sim.lock:
             sim.check_device()
@@ -427,6 +430,7 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
                     desc = TensorDesc(0, tensor.data_type.code, tuple(result.shape), 2, tensor.name)
                     sim.set_dataset_desc(out_set, index, desc)
             sim.dumps.executed(model)
+        return started + seconds
 
     def _finish(self, model: LoadedModel, runner) -> None:
         with self._sim.lock:
@@ -452,7 +456,7 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         )
         target.submit(
             "execute_async",
-            lambda: self._run(model, inputs, outputs, shapes, out_set),
+            lambda start: self._run(model, inputs, outputs, shapes, out_set, start),
             lambda: self._finish(model, stream),
         )
 

@@ -236,7 +236,7 @@ class RtApi(Namespace):
         self._sim.check_range(dev_ptr, count, device, "memset destination")
         data = bytes([value & 0xFF]) * count
 
-        def work():
+        def work(start: float = 0.0) -> None:
             with self._sim.lock:
                 self._sim.check_device()
                 self._sim.write(dev_ptr, data, device, "memset destination")
@@ -275,7 +275,7 @@ class RtApi(Namespace):
                 if not device:
                     unpinned |= not sim.host_memory.pinned(addr, count, f"{label} {side}")
 
-        def work():
+        def work(start: float = 0.0) -> None:
             with sim.lock:
                 sim.check_device()
                 data = sim.read(src, count, src_device, f"{label} source")
@@ -329,7 +329,7 @@ class RtApi(Namespace):
                 f"event {event:#x} belongs to context {found.context:#x}, stream "
                 f"{stream:#x} to context {target.context:#x}",
             )
-        found.arm()
+        found.arm(target)
         target.submit("record_event", found.fire)
 
     @acl_function("k", locked=False)
@@ -338,7 +338,7 @@ class RtApi(Namespace):
             self._sim.current_context()
             found = self._sim.lookup(self._sim.events, event, "event")
         if found.recorded:
-            found.done.wait()
+            found.wait()
 
     @acl_function("k")
     def destroy_event(self, event):

@@ -1,7 +1,21 @@
-"""Streams that really run their queued work in order on a thread of their own, and events.
+"""Streams whose queued work runs in order when someone waits for it, and events.
 
-``synchronize`` waits on a condition variable, which releases the GIL, so two streams'
-work (ONNX Runtime runs and modelled device time) overlaps like on the device.
+A stream has no thread of its own: ``synchronize`` (or a wait on one of its events) runs the
+queued work in the waiting thread. Handing every operation to a worker thread and back cost two
+thread wake-ups per batch, more than the simulated work itself (docs/benchmarks, issue 15).
+What the device would show is kept:
+
+- order: one thread at a time runs a stream's work, first queued first;
+- timing: each operation has a modelled start, the later of its submission and the previous
+  operation's modelled end, so host work between submitting and waiting overlaps the modelled
+  device time as on the device, and events carry modelled timestamps;
+- errors: a failed operation puts the stream in error; the operations queued after it are
+  skipped until ``synchronize`` reports the first failure;
+- concurrency: the work itself (ONNX Runtime, modelled device time) runs without the GIL, so
+  two threads waiting on two streams overlap like two streams on the device.
+
+Not modelled: work that nobody waits for never runs (the device would run it anyway); only a
+wait, or reading an event's time after a wait, observes it, as on the device.
 """
 
 from __future__ import annotations
@@ -18,6 +32,9 @@ from ge_python_backend.sim.signature import AclFail
 INTERNAL = ret_code("ACL_ERROR_RT_INTERNAL_ERROR")
 TIMEOUT = ret_code("ACL_ERROR_RT_STREAM_SYNC_TIMEOUT")
 
+#: an operation: called with its modelled start, returns its modelled end (None: when it returned)
+Work = Callable[[float], "float | None"]
+
 
 @dataclass
 class Event:
@@ -26,89 +43,97 @@ class Event:
     recorded: bool = False
     done: threading.Event = field(default_factory=threading.Event)
     time: float = 0.0
+    #: the stream it was last recorded on (a wait on the event runs that stream's work)
+    stream: Stream | None = None
 
-    def arm(self) -> None:
+    def arm(self, stream: Stream) -> None:
         self.recorded = True
+        self.stream = stream
         self.done.clear()
 
-    def fire(self) -> None:
-        self.time = time.perf_counter()
+    def fire(self, at: float) -> None:
+        self.time = at
         self.done.set()
+
+    def wait(self) -> None:
+        if self.stream is not None:
+            self.stream.run_queued()
+        self.done.wait()
+
+
+@dataclass
+class _Queued:
+    label: str
+    work: Work
+    always: Callable[[], None] | None
+    submitted: float
 
 
 class Stream:
-    """An in-order work queue served by one worker thread.
-
-    A failed operation puts the stream in error: the operations queued after it are skipped
-    until ``synchronize`` reports the first failure.
-    """
+    """An in-order work queue, run by whoever waits for it."""
 
     def __init__(self, handle: int, context: int) -> None:
         self.handle = handle
         self.context = context
-        self._queue: deque[tuple[str, Callable[[], None], Callable[[], None] | None]] = deque()
-        self._pending = 0
+        self._queue: deque[_Queued] = deque()
         self._error: AclFail | None = None
-        self._stopping = False
-        self._cond = threading.Condition()
-        #: the worker starts with the first submitted work, so a stream that never runs anything
-        #: (e.g. one of a thousand made to reach the device's stream limit) costs no thread
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # the queue and the error
+        self._running = threading.Lock()  # one thread runs this stream's work at a time, in order
+        #: modelled end of the work run so far
+        self._free_at = 0.0
 
-    def submit(self, label: str, work: Callable[[], None], always: Callable[[], None] | None = None) -> None:
+    def submit(self, label: str, work: Work, always: Callable[[], None] | None = None) -> None:
         """Queue ``work``; ``always`` runs after it, or instead of it when the stream is in error."""
-        with self._cond:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name=f"sim-stream-{self.handle:#x}", daemon=True)
-                self._thread.start()
-            self._queue.append((label, work, always))
-            self._pending += 1
-            self._cond.notify_all()
+        with self._lock:
+            self._queue.append(_Queued(label, work, always, time.perf_counter()))
 
-    def _serve(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._stopping)
-                if not self._queue:
-                    return
-                label, work, always = self._queue.popleft()
-                skip = self._error is not None
-            failure = None
-            try:
-                if not skip:
-                    work()
-            except AclFail as exc:
-                failure = exc
-            except Exception as exc:  # a simulator bug must not kill the worker silently
-                failure = AclFail(INTERNAL, f"{label}: simulator error {exc!r}")
-            finally:
-                if always is not None:
-                    always()
-            with self._cond:
-                if failure is not None and self._error is None:
-                    self._error = failure
-                self._pending -= 1
-                self._cond.notify_all()
+    def run_queued(self) -> None:
+        """Run every queued operation, in order, in this thread."""
+        with self._running:
+            while True:
+                with self._lock:
+                    if not self._queue:
+                        return
+                    item = self._queue.popleft()
+                    skip = self._error is not None
+                start = max(item.submitted, self._free_at)
+                failure, end = None, None
+                began = time.perf_counter()
+                try:
+                    if not skip:
+                        end = item.work(start)
+                except AclFail as exc:
+                    failure = exc
+                except Exception as exc:  # a simulator bug must fail the stream, not vanish
+                    failure = AclFail(INTERNAL, f"{item.label}: simulator error {exc!r}")
+                finally:
+                    if item.always is not None:
+                        item.always()
+                # what it took now, counted from its modelled start (it may run later than that)
+                self._free_at = max(end or 0.0, start + (time.perf_counter() - began))
+                if failure is not None:
+                    with self._lock:
+                        if self._error is None:
+                            self._error = failure
 
     def synchronize(self, timeout: float | None = None) -> None:
-        """Wait for every queued operation; raise the first failure since the last synchronize."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._pending == 0, timeout):
-                assert timeout is not None  # without a timeout, wait_for returns only once the predicate holds
-                raise AclFail(
-                    TIMEOUT,
-                    f"stream {self.handle:#x}: {self._pending} operation(s) still running "
-                    f"after {timeout * 1000:.0f} ms",
-                )
+        """Run every queued operation; raise the first failure since the last synchronize.
+
+        With ``timeout``: 507046 when the work ends later than ``timeout`` after the call (the
+        work is then done; on the device it would still be running)."""
+        called = time.perf_counter()
+        self.run_queued()
+        if timeout is not None and self._free_at - called > timeout:
+            raise AclFail(
+                TIMEOUT,
+                f"stream {self.handle:#x}: its work ended {(self._free_at - called) * 1000:.0f} ms after the call, "
+                f"past the {timeout * 1000:.0f} ms timeout",
+            )
+        with self._lock:
             error, self._error = self._error, None
         if error is not None:
             raise error
 
     def stop(self) -> None:
-        """Finish the queued work, then end the worker thread."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None and threading.current_thread() is not thread:
-            thread.join()
+        """Finish the queued work (a stream being destroyed)."""
+        self.run_queued()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -220,7 +221,7 @@ def test_events_measure_stream_work(sim, acl):
     assert acl.rt.event_elapsed_time(start, end)[1] == 507000
     assert "never recorded" in acl.get_recent_err_msg()
     gate = threading.Event()
-    sim.streams[stream].submit("held", gate.wait)  # the stream is busy until the gate opens
+    sim.streams[stream].submit("held", lambda start: gate.wait())  # the stream is busy until the gate opens
     assert acl.rt.record_event(start, stream) == 0
     assert acl.rt.record_event(end, stream) == 0
     assert acl.rt.event_elapsed_time(start, end)[1] == 107006
@@ -229,6 +230,56 @@ def test_events_measure_stream_work(sim, acl):
     assert acl.rt.synchronize_event(end) == 0
     ms, ret = acl.rt.event_elapsed_time(start, end)
     assert ret == 0 and ms >= 0.0
+
+
+def test_stream_work_runs_in_the_waiting_thread_with_modelled_times(sim, acl, om_files):
+    """A stream has no thread (sim/streams.py): its work runs when waited for. The modelled device
+    time still starts at submission (host work meanwhile overlaps it), events carry modelled
+    times, and work nobody waited for has not run: the output buffer still holds its old bytes."""
+    sim.configure(device_ms=150)
+    rig = Rig(acl, om_files["static"])
+    first, _ = acl.rt.create_event()
+    last, _ = acl.rt.create_event()
+    dev_y, size, _ = rig.out_ptrs[0]
+    host, _ = acl.rt.malloc_host(size)
+    assert acl.rt.memset(dev_y, size, 0x7F, size) == 0
+    assert acl.rt.record_event(first, rig.stream) == 0
+    assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, rig.stream) == 0
+    assert acl.rt.record_event(last, rig.stream) == 0
+    assert acl.rt.memcpy(host, size, dev_y, size, D2H) == 0  # a synchronous copy does not wait
+    assert acl.util.ptr_to_bytes(host, size) == b"\x7f" * size
+    assert acl.rt.event_elapsed_time(first, last)[1] == 107006
+    time.sleep(0.2)  # host work longer than the modelled 150 ms
+    waited = time.perf_counter()
+    assert acl.rt.synchronize_event(last) == 0
+    assert time.perf_counter() - waited < 0.1  # the device time passed meanwhile
+    ms, ret = acl.rt.event_elapsed_time(first, last)
+    assert ret == 0 and 150.0 <= ms < 190.0  # modelled, not when the wait ran the work
+    assert acl.rt.memcpy(host, size, dev_y, size, D2H) == 0
+    assert acl.util.ptr_to_bytes(host, size) != b"\x7f" * size
+
+
+def test_one_thread_waiting_on_two_streams_in_turn_sees_them_overlap(sim, acl, om_files):
+    sim.configure(device_ms=200)
+    a, b = Rig(acl, om_files["static"]), Rig(acl, om_files["static"])
+    started = time.perf_counter()
+    for rig in (a, b):
+        assert acl.rt.set_context(rig.context) == 0
+        assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, rig.stream) == 0
+    for rig in (a, b):
+        assert acl.rt.set_context(rig.context) == 0
+        assert acl.rt.synchronize_stream(rig.stream) == 0
+    assert 0.2 <= time.perf_counter() - started < 0.35  # one modelled 200 ms, not two in a row
+
+
+def test_a_timed_synchronize_reports_work_that_ends_past_the_timeout(sim, acl, om_files):
+    sim.configure(device_ms=120)
+    rig = Rig(acl, om_files["static"])
+    assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, rig.stream) == 0
+    assert acl.rt.synchronize_stream_with_timeout(rig.stream, 20) == 507046
+    assert "past the 20 ms timeout" in acl.get_recent_err_msg()
+    assert acl.mdl.execute_async(rig.model_id, rig.inputs, rig.outputs, rig.stream) == 0
+    assert acl.rt.synchronize_stream_with_timeout(rig.stream, 1000) == 0
 
 
 # --- init / finalize and the ledger ----------------------------------------------------------------
