@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -190,3 +191,15 @@ def save_json(path: Path, document: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2, allow_nan=True) + "\n")
     return path
+
+
+def perf_analyzer_run(binary: str, model: str, address: str, concurrency: int, *extra: str) -> tuple[list[str], dict]:
+    """The command and environment of perf_analyzer loading ``model`` over gRPC with batch-1
+    requests at ``concurrency`` (``extra``: its window and trial options); its two libraries
+    sit in ``lib`` beside the binary (tools/get_perf_analyzer.sh)."""
+    command = [binary, "-m", model, "-u", address, "-i", "grpc", "-b", "1", "--concurrency-range", str(concurrency)]
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in (str(Path(binary).parent / "lib"), env.get("LD_LIBRARY_PATH")) if p
+    )
+    return command + list(extra), env

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from bench_common import save_json, time_calls  # noqa: E402
+from bench_common import perf_analyzer_run, save_json, time_calls  # noqa: E402
 
 from ge_python_backend.cli.arguments import int_list
 from ge_python_backend.ops.bench import metrics
@@ -208,33 +208,30 @@ def perf_analyzer_binary(given: str) -> str:
 
 
 def measure(
-    server: TritonServer, analyzer: str, model: str, concurrency: int, warmup: float, window: float, quiet: float
+    server: TritonServer,
+    analyzer: str,
+    model: str,
+    concurrency: int,
+    warmup: float,
+    window: float,
+    quiet: float,
+    pids: Sequence[int] = (),
 ) -> dict:
     """perf_analyzer loads ``model`` at ``concurrency``; after ``warmup`` s a window of ``window`` s
-    is measured between two scrapes of the server's metrics."""
+    is measured between two scrapes of the server's metrics. ``pids``: processes whose own CPU
+    per request over the same window is reported too (``pid_cpu_ms``)."""
     busy = wait_quiet(timeout=quiet)
-    command = [
+    command, env = perf_analyzer_run(
         analyzer,
-        "-m",
         model,
-        "-u",
         server.grpc_address,
-        "-i",
-        "grpc",
-        "-b",
-        "1",
-        "--concurrency-range",
-        str(concurrency),
+        concurrency,
         "--max-threads",
         str(max(concurrency, 16)),
         "--measurement-interval",
         "600000",  # one long window: the load runs until it is stopped
         "--max-trials",
         "1",
-    ]
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(
-        p for p in (str(Path(analyzer).parent / "lib"), env.get("LD_LIBRARY_PATH")) if p
     )
     log = server.workspace / f"perf_analyzer_{model}_c{concurrency}.log"
     with log.open("wb") as output:
@@ -252,6 +249,7 @@ def measure(
                 process_cpu(process.pid) or 0.0,
                 busy_cpu_seconds() or 0.0,
                 time.process_time(),
+                [process_cpu(pid) or 0.0 for pid in pids],
             )
 
         first = reading()
@@ -293,6 +291,7 @@ def measure(
         "request_ms": split["per_request_us"]["request"] / 1000.0,
         "queue_ms": split["per_request_us"]["queue"] / 1000.0,
         "phase_ms_per_execution": phases,
+        "pid_cpu_ms": {pid: (b - a) * per for pid, a, b in zip(pids, first[6], last[6])},
     }
 
 

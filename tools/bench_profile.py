@@ -95,28 +95,33 @@ def profile_host(args) -> int:
         # the window opens after the quiet-host check (1 s) and 0.5 s of warm-up: py-spy starts then
         timer = threading.Timer(1.6, lambda: started.append(spy(args, stub, raw)))
         timer.start()
-        before = (process_cpu(server.process.pid), process_cpu(stub))
-        point = bench_host.measure(server, analyzer, name, args.concurrency, 0.5, args.duration, 0)
-        after = (process_cpu(server.process.pid), process_cpu(stub))
+        pids = (server.process.pid, stub)
+        point = bench_host.measure(server, analyzer, name, args.concurrency, 0.5, args.duration, 0, pids)
         timer.join()
         recorder = started[0] if started else None
         if recorder is not None:
             recorder.wait(timeout=args.duration + 60)
-    n = point["requests"]
     print(
         f"{name}, concurrency {args.concurrency}: {point['infer_per_s']:.0f} infer/s, "
         f"avg batch {point['avg_batch']:.2f}"
     )
+    per = [point["pid_cpu_ms"][pid] for pid in pids] + [point["server_cpu_ms"], point["client_cpu_ms"]]
+    report(args, f"{name}_0_0", per, "perf_analyzer", recorder, raw)
+    return 0
+
+
+def report(args, stub: str, per_request: list[float], load: str, recorder, raw: Path) -> None:
+    """CPU ms per request (tritonserver, the stub, the server's tree, the load) and py-spy's
+    hottest frames when it recorded."""
     print("CPU ms per request:")
-    print(f"  tritonserver process        {(after[0] - before[0]) * 1000 / n:6.3f}")
-    print(f"  Python stub {name}_0_0 (of {n:.0f} requests) {(after[1] - before[1]) * 1000 / n:6.3f}")
-    print(f"  server total (all children) {point['server_cpu_ms']:6.3f}")
-    print(f"  perf_analyzer               {point['client_cpu_ms']:6.3f}")
+    for label, value in zip(
+        ("tritonserver process", f"Python stub {stub}", "server total (all children)", load), per_request
+    ):
+        print(f"  {label:<34} {value:6.3f}")
     if recorder is not None and raw.is_file():
         print(f"py-spy, stub {'while holding the GIL' if args.gil else 'wall clock'} (own samples):")
         print("\n".join("  " + line for line in hottest(raw, args.top)))
         print(f"wrote {raw}")
-    return 0
 
 
 def main() -> int:
@@ -145,24 +150,8 @@ def main() -> int:
         stub = stub_pid(server.process.pid, f"{args.model}_0_0")
         run_sweep(target, Sweep((args.concurrency,), duration_s=args.warmup, warmup_s=0))
         busy = wait_quiet()
-        spy = None
         raw = workdir / f"{args.model}_c{args.concurrency}{'_gil' if args.gil else ''}.pyspy.txt"
-        if args.py_spy:
-            command = [
-                args.py_spy,
-                "record",
-                "--pid",
-                str(stub),
-                "--duration",
-                str(int(args.duration)),
-                "--rate",
-                "250",
-                "--format",
-                "raw",
-                "--output",
-                str(raw),
-            ] + (["--gil"] if args.gil else [])
-            spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        recorder = spy(args, stub, raw)
         before = (
             process_cpu(server.process.pid),
             process_cpu(stub),
@@ -176,8 +165,8 @@ def main() -> int:
             process_tree_cpu(server.process.pid),
             time.process_time(),
         )
-        if spy is not None:
-            spy.wait(timeout=args.duration + 60)
+        if recorder is not None:
+            recorder.wait(timeout=args.duration + 60)
     n = point.requests
     per = [(b - a) * 1000 / n for a, b in zip(before, after)]
     host = f"; host {busy:.0%} busy before" if busy is not None else ""
@@ -186,15 +175,7 @@ def main() -> int:
         f"p50 {point.latency_ms.p50:.2f} ms, "
         f"avg batch {point.server.get('avg_batch', 0):.2f}{host}"
     )
-    print("CPU ms per request:")
-    print(f"  tritonserver process        {per[0]:6.2f}")
-    print(f"  Python stub {args.model}_0_0{' ' * max(0, 14 - len(args.model))}{per[1]:6.2f}")
-    print(f"  server total (all children) {per[2]:6.2f}")
-    print(f"  load generator              {per[3]:6.2f}")
-    if spy is not None and raw.is_file():
-        print(f"py-spy, stub {'while holding the GIL' if args.gil else 'wall clock'} (own samples):")
-        print("\n".join("  " + line for line in hottest(raw, args.top)))
-        print(f"wrote {raw}")
+    report(args, f"{args.model}_0_0", per, "load generator", recorder, raw)
     return 0
 
 

@@ -36,6 +36,7 @@ from bench_common import (  # noqa: E402
     clean,
     common_arguments,
     levels_argument,
+    perf_analyzer_run,
     point_row,
     ratio_table,
     save_json,
@@ -114,28 +115,17 @@ def build_repository(onnx_file: Path, repo: Path, variants: dict[str, dict[str, 
 
 def perf_analyzer(binary: str, address: str, model: str, concurrency: int, seconds: float) -> dict[str, float]:
     """perf_analyzer (C++ load generator) once at ``concurrency``: infer/s, p50 and p99 in ms."""
-    command = [
+    command, env = perf_analyzer_run(
         binary,
-        "-m",
         model,
-        "-u",
         address,
-        "-i",
-        "grpc",
-        "-b",
-        "1",
-        "--concurrency-range",
-        str(concurrency),
+        concurrency,
         "--measurement-interval",
         str(int(seconds * 1000)),
         "--max-trials",
         "3",
         "--stability-percentage",
         "50",
-    ]
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(
-        p for p in (str(Path(binary).parent / "lib"), env.get("LD_LIBRARY_PATH")) if p
     )
     output = subprocess.run(command, capture_output=True, text=True, timeout=120 + 10 * seconds, env=env).stdout
 
