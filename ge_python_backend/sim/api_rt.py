@@ -169,8 +169,14 @@ class RtApi(Namespace):
             device = self._sim.current_context().device
             contexts = {h for h, c in self._sim.contexts.items() if c.device == device}
             streams = [s for s in self._sim.streams.values() if s.context in contexts]
-        for stream in streams:
-            stream.synchronize()
+        failure = None
+        for stream in streams:  # every stream's work, then the first failure
+            try:
+                stream.synchronize()
+            except AclFail as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     # --- memory ---------------------------------------------------------------------------------
 
@@ -330,7 +336,8 @@ class RtApi(Namespace):
                 f"{stream:#x} to context {target.context:#x}",
             )
         found.arm(target)
-        target.submit("record_event", found.fire)
+        # the event completes when the stream reaches it, also in a stream in error
+        target.submit("record_event", found.fire, in_error=True)
 
     @acl_function("k", locked=False)
     def synchronize_event(self, event):

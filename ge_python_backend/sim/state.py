@@ -1,8 +1,9 @@
 """The simulator's state: init, devices, per-thread contexts, handles, memory, the ledger.
 
 ``SimState`` owns everything; the ``acl``-shaped namespaces (``api.py``) only parse arguments
-and call into it. One lock guards the state; stream workers take it briefly, and nothing
-blocks (ONNX Runtime, modelled device time, waits) while holding it.
+and call into it. One lock guards the state; stream work (run by the thread that waits for
+it) takes it briefly, and nothing blocks (ONNX Runtime, modelled device time, waits) while
+holding it.
 """
 
 from __future__ import annotations
@@ -168,8 +169,11 @@ class SimState:
     def finalize(self) -> None:
         """Tear everything down like acl.finalize; leftovers are logged and written to the ledger file."""
         with self.lock:
-            leftovers = self.live()
             streams = list(self.streams.values())
+        for stream in streams:  # queued work runs before the memory it writes is released
+            stream.stop()
+        with self.lock:
+            leftovers = self.live()
             self._clear_state()
             self.initialized = False
             self.finalized = True
@@ -177,8 +181,6 @@ class SimState:
             LOG.warning("acl.finalize (simulated) with %d live resource(s): %s", len(leftovers), "; ".join(leftovers))
             self.set_error(f"acl.finalize: {len(leftovers)} resource(s) were still alive: {'; '.join(leftovers)}")
         self.write_ledger("finalize", leftovers)
-        for stream in streams:
-            stream.stop()
 
     def reset(self) -> None:
         """Back to a fresh, uninitialised simulator with default settings (for tests)."""

@@ -56,9 +56,15 @@ class Event:
         self.done.set()
 
     def wait(self) -> None:
-        if self.stream is not None:
-            self.stream.run_queued()
-        self.done.wait()
+        """Until the event fires: run its stream's queued work (again, if a record on another
+        thread queued the fire after this thread's run)."""
+        while not self.done.is_set():
+            stream = self.stream
+            if stream is None:
+                self.done.wait()
+                return
+            stream.run_queued()
+            self.done.wait(0.001)
 
 
 @dataclass
@@ -67,6 +73,8 @@ class _Queued:
     work: Work
     always: Callable[[], None] | None
     submitted: float
+    #: runs in a stream in error too (an event's fire: its waiters must not hang)
+    in_error: bool
 
 
 class Stream:
@@ -82,20 +90,23 @@ class Stream:
         #: modelled end of the work run so far
         self._free_at = 0.0
 
-    def submit(self, label: str, work: Work, always: Callable[[], None] | None = None) -> None:
-        """Queue ``work``; ``always`` runs after it, or instead of it when the stream is in error."""
+    def submit(
+        self, label: str, work: Work, always: Callable[[], None] | None = None, *, in_error: bool = False
+    ) -> None:
+        """Queue ``work``; ``always`` runs after it, or instead of it when the stream is in error
+        (``in_error``: ``work`` runs then too)."""
         with self._lock:
-            self._queue.append(_Queued(label, work, always, time.perf_counter()))
+            self._queue.append(_Queued(label, work, always, time.perf_counter(), in_error))
 
-    def run_queued(self) -> None:
-        """Run every queued operation, in order, in this thread."""
+    def run_queued(self) -> float:
+        """Run every queued operation, in order, in this thread; the modelled end of the work."""
         with self._running:
             while True:
                 with self._lock:
                     if not self._queue:
-                        return
+                        return self._free_at
                     item = self._queue.popleft()
-                    skip = self._error is not None
+                    skip = self._error is not None and not item.in_error
                 start = max(item.submitted, self._free_at)
                 failure, end = None, None
                 began = time.perf_counter()
@@ -122,11 +133,11 @@ class Stream:
         With ``timeout``: 507046 when the work ends later than ``timeout`` after the call (the
         work is then done; on the device it would still be running)."""
         called = time.perf_counter()
-        self.run_queued()
-        if timeout is not None and self._free_at - called > timeout:
+        ended = self.run_queued()
+        if timeout is not None and ended - called > timeout:
             raise AclFail(
                 TIMEOUT,
-                f"stream {self.handle:#x}: its work ended {(self._free_at - called) * 1000:.0f} ms after the call, "
+                f"stream {self.handle:#x}: its work ended {(ended - called) * 1000:.0f} ms after the call, "
                 f"past the {timeout * 1000:.0f} ms timeout",
             )
         with self._lock:

@@ -272,6 +272,50 @@ def test_one_thread_waiting_on_two_streams_in_turn_sees_them_overlap(sim, acl, o
     assert 0.2 <= time.perf_counter() - started < 0.35  # one modelled 200 ms, not two in a row
 
 
+def test_synchronize_device_runs_every_streams_work_before_reporting_a_failure(acl):
+    first, _ = acl.rt.create_stream()
+    second, _ = acl.rt.create_stream()
+    gone, _ = acl.rt.malloc(64, HUGE_FIRST)
+    kept, _ = acl.rt.malloc(64, HUGE_FIRST)
+    host, _ = acl.rt.malloc_host(64)
+    assert acl.rt.memset(kept, 64, 0, 64) == 0
+    assert acl.rt.memcpy_async(gone, 64, host, 64, H2D, first) == 0
+    assert acl.rt.free(gone) == 0  # the first stream's copy now fails
+    assert acl.rt.memset_async(kept, 64, 0x41, 64, second) == 0
+    assert acl.rt.synchronize_device() == 100000
+    assert acl.rt.memcpy(host, 64, kept, 64, D2H) == 0
+    assert acl.util.ptr_to_bytes(host, 64) == b"A" * 64
+
+
+def test_an_event_after_a_failed_operation_still_completes(acl):
+    """Its waiters must not hang; the failure is the stream's to report."""
+    stream, _ = acl.rt.create_stream()
+    event, _ = acl.rt.create_event()
+    gone, _ = acl.rt.malloc(64, HUGE_FIRST)
+    host, _ = acl.rt.malloc_host(64)
+    assert acl.rt.memcpy_async(gone, 64, host, 64, H2D, stream) == 0
+    assert acl.rt.free(gone) == 0
+    assert acl.rt.record_event(event, stream) == 0
+    waiter = threading.Thread(target=acl.rt.synchronize_event, args=(event,), daemon=True)
+    waiter.start()
+    waiter.join(10)
+    assert not waiter.is_alive()
+    assert acl.rt.synchronize_stream(stream) == 100000
+
+
+def test_finalize_runs_queued_work_before_it_releases_memory(sim, acl):
+    stream, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(64, HUGE_FIRST)
+    host, _ = acl.rt.malloc_host(64)
+    block = sim.host_memory.live[host].raw  # held here so the bytes can be read after finalize
+    ctypes.memset(host, 0, 64)
+    assert acl.rt.memset(dev, 64, 0x5A, 64) == 0
+    assert acl.rt.memcpy_async(host, 64, dev, 64, D2H, stream) == 0
+    assert acl.finalize() == 0
+    # copied while the device memory was still there (after the teardown the copy would fail)
+    assert ctypes.string_at(host, 64) == b"Z" * 64 and block
+
+
 def test_a_timed_synchronize_reports_work_that_ends_past_the_timeout(sim, acl, om_files):
     sim.configure(device_ms=120)
     rig = Rig(acl, om_files["static"])
