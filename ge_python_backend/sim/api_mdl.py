@@ -149,20 +149,16 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         limits = device_limits(sim.config.soc_name)
         if limits is None:
             return
-        streams = sim.streams_in_use(device) + om.model_streams
-        if streams > limits.streams:
-            raise AclFail(
-                NO_STREAM,
-                f"the model creates {om.model_streams} stream(s) at load; device {device} "
-                f"({sim.config.soc_name}) has {limits.streams}, {streams - om.model_streams} in use",
-            )
-        events = sim.events_in_use(device) + om.model_events
-        if events > limits.events:
-            raise AclFail(
-                NO_EVENT,
-                f"the model creates {om.model_events} event(s) at load; device {device} "
-                f"({sim.config.soc_name}) has {limits.events}, {events - om.model_events} in use",
-            )
+        for what, needed, in_use, limit, code in (
+            ("stream", om.model_streams, sim.streams_in_use(device), limits.streams, NO_STREAM),
+            ("event", om.model_events, sim.events_in_use(device), limits.events, NO_EVENT),
+        ):
+            if in_use + needed > limit:
+                raise AclFail(
+                    code,
+                    f"the model creates {needed} {what}(s) at load; device {device} "
+                    f"({sim.config.soc_name}) has {limit}, {in_use} in use",
+                )
 
     def _check_user_memory(
         self, om: SimOm, work_size: int, weight_size: int, work: tuple[int, int], weight: tuple[int, int]
