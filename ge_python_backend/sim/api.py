@@ -91,14 +91,23 @@ class TopApi(TensorDescCalls):
     @acl_function("|s", needs_init=False)
     def init(self, config_path=""):
         """Refcounted: again while initialised is 100002 and reads nothing (acl.cpp 387-392); a
-        missing file 100003 (acl_rt_impl_base.cpp 154-182); a bad dump section 100009, a bad
-        err_msg_mode or an unknown profiler key 100000 (acl.cpp 271-545, prof_acl_mgr.cpp 2081-2091)."""
+        missing file 100003 (acl_rt_impl_base.cpp 154-182); after a finalize, content other than
+        the first successful init's (no file: empty content) 100000 (acl.cpp 402-416, 536-542); a
+        bad dump section 100009, a bad err_msg_mode or an unknown profiler key 100000 (acl.cpp
+        271-545, prof_acl_mgr.cpp 2081-2091)."""
         sim = self._sim
         if sim.initialized:
             raise AclFail(REPEAT_INIT, "acl.init was already called in this process")
+        if config_path and not Path(config_path).is_file():
+            raise AclFail(INVALID_FILE, f"config file {config_path!r} does not exist")
+        content = Path(config_path).read_bytes() if config_path else b""
+        if sim.first_init is not None and content != sim.first_init[1]:
+            raise AclFail(
+                INVALID_PARAM,
+                f"config content of {config_path or '(no file)'!r} differs from the first acl.init's "
+                f"({sim.first_init[0] or '(no file)'!r}); a process inits with one config",
+            )
         if config_path:
-            if not Path(config_path).is_file():
-                raise AclFail(INVALID_FILE, f"config file {config_path!r} does not exist")
             try:
                 config = read_acl_json(Path(config_path))
             except ConfigError as exc:
@@ -123,6 +132,8 @@ class TopApi(TensorDescCalls):
                     )
         sim.initialized = True
         sim.finalized = False
+        if sim.first_init is None:
+            sim.first_init = (config_path, content)
 
     @acl_function("", needs_init=False, locked=False)
     def finalize(self):

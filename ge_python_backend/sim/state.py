@@ -101,6 +101,8 @@ class SimState:
         self.initialized = False
         #: acl.finalize ran (a second one is 100037)
         self.finalized = False
+        #: (path, content) of the first successful acl.init: a later init must read the same content
+        self.first_init: tuple[str, bytes] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -190,6 +192,7 @@ class SimState:
             self.config = SimConfig()
             self.faults = FaultState()
             self.calls.clear()
+            self.first_init = None  # as CANN's resetAclJsonHash (acl.cpp 225)
 
     def write_ledger(self, when: str, live: list[str]) -> None:
         path = os.environ.get(LEDGER_ENV)

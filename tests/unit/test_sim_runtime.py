@@ -343,6 +343,24 @@ def test_init_finalize_codes(sim, tmp_path):
     assert acl.finalize() == 100037
 
 
+def test_a_re_init_must_read_the_first_inits_config_content(sim, tmp_path):
+    """acl.cpp 402-416, 536-542: the first successful init's content (hashed) stays; another one
+    after a finalize is 100000 (no file counts as empty content), the same content in another
+    file is fine."""
+    acl = sim.acl
+    first, same, other = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    first.write_text("{}")
+    same.write_text("{}")
+    other.write_text('{"err_msg_mode": "1"}')
+    assert acl.init(str(first)) == 0
+    assert acl.finalize() == 0
+    assert acl.init(str(other)) == 100000
+    assert "differs from the first acl.init's" in acl.get_recent_err_msg()
+    assert acl.init() == 100000  # no file: empty content, not "{}"
+    assert acl.init(str(same)) == 0
+    assert acl.finalize() == 0
+
+
 def test_finalize_reports_live_resources_to_the_ledger_file(sim, tmp_path, monkeypatch, caplog):
     ledger = tmp_path / "ledger.jsonl"
     monkeypatch.setenv("GE_ACL_SIM_LEDGER_FILE", str(ledger))
