@@ -9,6 +9,7 @@ auto-initialises; the engine always calls ``init`` first, so it works on both).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ge_python_backend.ascend.constants import ret_code
@@ -20,6 +21,7 @@ from ge_python_backend.sim.state import INVALID_PARAM
 REPEAT_INITIALIZE = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
 PROF_ALREADY_RUN = ret_code("ACL_ERROR_PROF_ALREADY_RUN")
 PROF_NOT_RUN = ret_code("ACL_ERROR_PROF_NOT_RUN")
+FEATURE_UNSUPPORTED = ret_code("ACL_ERROR_FEATURE_UNSUPPORTED")
 #: aclprofAicoreMetrics (acl_prof.h 55-66)
 AICORE_METRICS = frozenset({0, 1, 2, 3, 4, 5, 6, 7, 8, 0xFF})
 #: every ACL_PROF_* data type bit (acl_prof.h 26-43)
@@ -60,6 +62,9 @@ class ProfApi(Namespace):
 
     @acl_function("s")
     def init(self, result_path):
+        # msprof's dynamic mode owns profiling: aclprofInit refuses (prof_acl_api.cpp 37-46)
+        if os.environ.get("PROFILING_MODE") == "dynamic":
+            raise AclFail(FEATURE_UNSUPPORTED, "PROFILING_MODE=dynamic: msprof --dynamic drives profiling")
         state = self._state()
         if state.from_init:
             raise AclFail(PROF_ALREADY_RUN, "profiling is already on through acl.json (acl.init)")

@@ -656,6 +656,20 @@ def test_profiling_the_first_batches_starts_at_load_and_stops_after_them(built, 
     assert markers(folder) == ["start", "stop"]
 
 
+def test_dynamic_profiling_mode_refuses_the_profiling_api(built, tmp_path, monkeypatch):
+    """PROFILING_MODE=dynamic: aclprofInit returns 200006 (prof_acl_api.cpp 37-46); the engine
+    says which parameter and which variable clash, and leaves nothing behind."""
+    folder = tmp_path / "prof"
+    folder.mkdir()
+    monkeypatch.setenv("PROFILING_MODE", "dynamic")
+    with Context() as acl:
+        assert acl.prof.init(str(folder)) == 200006
+    with pytest.raises(ConfigError, match="'acl_profiling_dir' cannot take effect: the environment has PROFILING_MODE"):
+        open_sim(built["dir"] / "batch.om", acl_profiling_dir=str(folder), acl_profiling_batches=3)
+    assert sim.get_simulator().live() == []
+    assert markers(folder) == []
+
+
 def test_a_profiling_window_of_seconds_closes_on_time_without_another_batch(built, tmp_path):
     folder = tmp_path / "prof"
     engine = open_sim(built["dir"] / "batch.om", acl_profiling_dir=str(folder), acl_profiling_seconds=0.2)

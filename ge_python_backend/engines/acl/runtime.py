@@ -28,6 +28,7 @@ LOG = logging.getLogger(__name__)
 
 REPEAT_INITIALIZE = ret_code("ACL_ERROR_REPEAT_INITIALIZE")
 UNINITIALIZED = ret_code("ACL_ERROR_UNINITIALIZE")
+FEATURE_UNSUPPORTED = ret_code("ACL_ERROR_FEATURE_UNSUPPORTED")  # acl_base_rt.h:128
 
 
 class AclError(EngineError):
@@ -176,6 +177,12 @@ class AclRuntime:
         with self._lock:
             if self._profiling_users == 0:
                 ret = acl.prof.init(str(folder))
+                if ret == FEATURE_UNSUPPORTED and os.environ.get("PROFILING_MODE") == "dynamic":
+                    raise ConfigError(
+                        "parameter 'acl_profiling_dir' cannot take effect: the environment has PROFILING_MODE=dynamic, "
+                        "where msprof --dynamic drives profiling and CANN refuses acl.prof.init (200006); drop "
+                        "acl_profiling_dir or unset PROFILING_MODE"
+                    )
                 check(acl, ret, "acl.prof.init", f"starting profiling into {folder}")
                 self._profiling_folder = folder
             elif _same_path(folder, self._profiling_folder) is False:
