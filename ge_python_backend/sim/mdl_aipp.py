@@ -9,6 +9,7 @@ without USE_MDL, and set_input_aipp refuses scaling anyway (aipp_param_check.cpp
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from ge_python_backend.ascend.aipp import (
     DYNAMIC_AIPP_BATCH_BYTES,
@@ -171,29 +172,30 @@ class AippCalls(Namespace):
             right_padding_size=right,
         )
 
-    @acl_function("khhhhK")
-    def set_aipp_dtc_pixel_mean(self, aipp, m0, m1, m2, m3, batch_index):
+    def _set_channels(
+        self, aipp: int, batch_index: int, what: str, field: str, values: tuple, low: float, high: float
+    ) -> None:
+        """One image's four per-channel values of ``field``, each within low..high."""
         found = self._aipp(aipp)
         index = self._entry(found, batch_index)
-        for i, value in enumerate((m0, m1, m2, m3)):
-            _within(f"mean of channel {i}", value, 0, 255)
-        found.batches[index] = replace(found.batches[index], mean_chn=(m0, m1, m2, m3))
+        for i, value in enumerate(values):
+            _within(f"{what} of channel {i}", value, low, high)
+        changed: dict[str, Any] = {field: values}
+        found.batches[index] = replace(found.batches[index], **changed)
+
+    @acl_function("khhhhK")
+    def set_aipp_dtc_pixel_mean(self, aipp, m0, m1, m2, m3, batch_index):
+        self._set_channels(aipp, batch_index, "mean", "mean_chn", (m0, m1, m2, m3), 0, 255)
 
     @acl_function("kffffK")
     def set_aipp_dtc_pixel_min(self, aipp, f0, f1, f2, f3, batch_index):
-        found = self._aipp(aipp)
-        index = self._entry(found, batch_index)
-        for i, value in enumerate((f0, f1, f2, f3)):
-            _within(f"min of channel {i}", value, 0.0, 255.0)
-        found.batches[index] = replace(found.batches[index], min_chn=(f0, f1, f2, f3))
+        self._set_channels(aipp, batch_index, "min", "min_chn", (f0, f1, f2, f3), 0.0, 255.0)
 
     @acl_function("kffffK")
     def set_aipp_pixel_var_reci(self, aipp, f0, f1, f2, f3, batch_index):
-        found = self._aipp(aipp)
-        index = self._entry(found, batch_index)
-        for i, value in enumerate((f0, f1, f2, f3)):
-            _within(f"variance reciprocal of channel {i}", value, -65504.0, 65504.0)
-        found.batches[index] = replace(found.batches[index], var_reci_chn=(f0, f1, f2, f3))
+        self._set_channels(
+            aipp, batch_index, "variance reciprocal", "var_reci_chn", (f0, f1, f2, f3), -65504.0, 65504.0
+        )
 
     # --- onto a dataset ---------------------------------------------------------------------------
 
