@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -38,6 +39,11 @@ class Layout:
         for pair in states:
             axes[pair.input] = axes[pair.output] = state_axis
         return cls(axes)
+
+    @cached_property
+    def all_first(self) -> bool:
+        """Every batch axis is axis 0 (or absent): batch-first views are the arrays themselves."""
+        return not any(self.axes.values()) and not any(self.outputs.values())
 
     def axis(self, name: str) -> int | None:
         if name in self.axes:

@@ -87,8 +87,6 @@ class Runner:
         self.profiles: tuple[Profile, ...] = profiles_for(self._spec, batching, max_batch_size, self._whole)
         #: non-batch shapes -> the profile that runs them (or the InputError saying none does)
         self._profile_for: dict[tuple, Profile | InputError] = {}
-        #: every batch axis is the first (or there is none): the batch-first views are the arrays
-        self._batch_first = not any(self._layout.axes.values()) and not any(self._layout.outputs.values())
         self._free: queue.Queue[Slot] = queue.Queue()
         for slot in engine.slots:
             self._free.put(slot)
@@ -326,7 +324,7 @@ class Runner:
     def _answer(self, chunk: Chunk, outputs: Arrays, tracked: list[Tracked]) -> None:
         layout = self._layout
         try:
-            batch_first = outputs if self._batch_first else {n: layout.to_batch_first(n, a) for n, a in outputs.items()}
+            batch_first = outputs if layout.all_first else {n: layout.to_batch_first(n, a) for n, a in outputs.items()}
             pieces = scatter(chunk, batch_first, self._whole)
         except ValueError as exc:
             self._fail_chunk(chunk, tracked, EngineError(str(exc)))
@@ -337,7 +335,7 @@ class Runner:
                 continue
             complete = t.add_part(part.source_start, part_outputs)
             if complete is not None:
-                if not self._batch_first:
+                if not layout.all_first:
                     complete = {n: layout.from_batch_first(n, a) for n, a in complete.items()}
                 self._finish(t, complete)
 

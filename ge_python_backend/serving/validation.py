@@ -73,8 +73,6 @@ class Validator:
         self._client_shapes = {tensor.name: self._client_shape(tensor) for tensor in self._inputs}
         #: (input, dtype, shape) already found acceptable: the checks depend on nothing else
         self._accepted: set[tuple[str, np.dtype, tuple[int, ...]]] = set()
-        #: every batch axis is the first (or there is none): to_batch_first changes nothing
-        self._batch_first = not any(layout.axes.values())
 
     def prepare(self, inputs: Mapping[str, np.ndarray], info: RequestInfo) -> Prepared:
         """The request's engine inputs; InputError naming the tensor when one is wrong.
@@ -94,7 +92,7 @@ class Validator:
             array = self._validated(tensor, arrays)
             if self._axes[tensor.name] is None:
                 prepared.shared[tensor.name] = self._shared_value(tensor, array)
-            elif self._batch_first:
+            elif self._layout.all_first:
                 batched[tensor.name] = array
             else:
                 batched[tensor.name] = self._layout.to_batch_first(tensor.name, array)
