@@ -18,6 +18,11 @@ from typing import Any, Protocol, cast
 _MASK64 = (1 << 64) - 1
 _MASK32 = (1 << 32) - 1
 
+#: converts one argument (value, function name, 1-based position) as one format letter does
+Converter = Callable[[Any, str, int], Any]
+#: (converters, minimum, maximum) of one signature
+Parsed = tuple[tuple[Converter, ...], int, int]
+
 
 class AclFail(Exception):
     """Raised inside a simulated function: the call returns ``ret`` and records ``message``."""
@@ -69,56 +74,92 @@ def _integer(value: Any, fn: str, position: int) -> int:
         raise TypeError(f"{fn}() argument {position} must be int, not {type(value).__name__}") from None
 
 
-def convert(letter: str, value: Any, fn: str, position: int) -> Any:
-    """One argument as PyArg_ParseTuple converts it for ``letter``."""
-    if letter in "kK":
-        if not isinstance(value, int):
-            raise TypeError(f"{fn}() argument {position} must be int, not {type(value).__name__}")
-        return value & _MASK64
-    if letter == "I":
-        return _integer(value, fn, position) & _MASK32
-    if letter == "B":  # unsigned char, no overflow check (the value is masked)
-        return _integer(value, fn, position) & 0xFF
-    if letter in "iHhb":
+def _unsigned_long(value: Any, fn: str, position: int) -> int:
+    if not isinstance(value, int):
+        raise TypeError(f"{fn}() argument {position} must be int, not {type(value).__name__}")
+    return value & _MASK64
+
+
+def _masked(mask: int) -> Converter:
+    def convert(value: Any, fn: str, position: int) -> int:
+        return _integer(value, fn, position) & mask
+
+    return convert
+
+
+def _ranged(letter: str, low: int, high: int) -> Converter:
+    def convert(value: Any, fn: str, position: int) -> int:
         number = _integer(value, fn, position)
-        low, high = {
-            "i": (-(1 << 31), (1 << 31) - 1),
-            "H": (0, 0xFFFF),
-            "h": (-(1 << 15), (1 << 15) - 1),
-            "b": (0, 0xFF),
-        }[letter]
         if not low <= number <= high:
             raise OverflowError(f"{fn}() argument {position}: {number} is out of range for format {letter!r}")
         return number
-    if letter == "s":
-        if not isinstance(value, str):
-            raise TypeError(f"{fn}() argument {position} must be str, not {type(value).__name__}")
-        if "\0" in value:
-            raise ValueError(f"{fn}() argument {position}: embedded null character")
-        return value
-    if letter == "f":
-        if not isinstance(value, (str, bytes, bytearray)):
-            try:
-                return float(value)
-            except TypeError:
-                pass
-        raise TypeError(f"{fn}() argument {position} must be real number, not {type(value).__name__}")
-    if letter == "O":
-        return value
-    raise ValueError(f"unknown format letter {letter!r}")
+
+    return convert
 
 
-def parse_args(
-    signature: Signature, fn: str, args: tuple, kwargs: dict, parsed: tuple[str, int, int] | None = None
-) -> list[Any]:
-    """``parsed``: (letters, minimum, maximum) of ``signature``, when the caller has them at hand."""
+def _text(value: Any, fn: str, position: int) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{fn}() argument {position} must be str, not {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"{fn}() argument {position}: embedded null character")
+    return value
+
+
+def _real(value: Any, fn: str, position: int) -> float:
+    if not isinstance(value, (str, bytes, bytearray)):
+        try:
+            return float(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{fn}() argument {position} must be real number, not {type(value).__name__}")
+
+
+def _any_object(value: Any, fn: str, position: int) -> Any:
+    return value
+
+
+#: PyArg_ParseTuple's letter -> how it converts one argument; "B" masks without an overflow check
+_CONVERTERS: dict[str, Converter] = {
+    "k": _unsigned_long,
+    "K": _unsigned_long,
+    "I": _masked(_MASK32),
+    "B": _masked(0xFF),
+    "i": _ranged("i", -(1 << 31), (1 << 31) - 1),
+    "H": _ranged("H", 0, 0xFFFF),
+    "h": _ranged("h", -(1 << 15), (1 << 15) - 1),
+    "b": _ranged("b", 0, 0xFF),
+    "s": _text,
+    "f": _real,
+    "O": _any_object,
+}
+
+
+def convert(letter: str, value: Any, fn: str, position: int) -> Any:
+    """One argument as PyArg_ParseTuple converts it for ``letter``."""
+    converter = _CONVERTERS.get(letter)
+    if converter is None:
+        raise ValueError(f"unknown format letter {letter!r}")
+    return converter(value, fn, position)
+
+
+def converters(signature: Signature) -> tuple[Converter, ...]:
+    """The converter of each argument of ``signature`` (looked up once per function, not per call)."""
+    letters = signature.fmt.replace("|", "")
+    unknown = sorted(set(letters) - set(_CONVERTERS))
+    if unknown:
+        raise ValueError(f"unknown format letter(s) {unknown} in {signature.fmt!r}")
+    return tuple(_CONVERTERS[letter] for letter in letters)
+
+
+def parse_args(signature: Signature, fn: str, args: tuple, kwargs: dict, parsed: Parsed | None = None) -> list[Any]:
+    """``parsed``: (converters, minimum, maximum) of ``signature``, when the caller has them at hand."""
     if kwargs:
         raise TypeError(f"{fn}() takes no keyword arguments")
-    letters, low, high = parsed or (signature.fmt.replace("|", ""), *signature.arity)
+    steps, low, high = parsed or (converters(signature), *signature.arity)
     if not low <= len(args) <= high:
         expected = f"exactly {high}" if low == high else f"from {low} to {high}"
         raise TypeError(f"{fn}() takes {expected} argument{'s' if high != 1 else ''} ({len(args)} given)")
-    return [convert(letter, value, fn, i + 1) for i, (letter, value) in enumerate(zip(letters, args))]
+    return [step(value, fn, position) for position, (step, value) in enumerate(zip(steps, args), 1)]
 
 
 def acl_function(
@@ -138,14 +179,16 @@ def acl_function(
     checks (init, faults, device loss, lock) and records errors.
     """
     signature = Signature(fmt, outputs, value, fail_value, needs_init, locked)
-    parsed = (fmt.replace("|", ""), *signature.arity)  # once, not on every call
+    parsed: Parsed = (converters(signature), *signature.arity)  # once, not on every call
 
     def decorate(method: Callable) -> Callable:
+        name = method.__name__
+
         @functools.wraps(method)
         def wrapper(self, *args, **kwargs):
-            qualified = f"{self._prefix}.{method.__name__}"
+            qualified = f"{self._prefix}.{name}"
             converted = parse_args(signature, qualified, args, kwargs, parsed)
-            return self._call(method.__name__, qualified, signature, lambda: method(self, *converted))
+            return self._call(name, qualified, signature, lambda: method(self, *converted))
 
         # A function object takes the attribute at run time; its declared type (functools' _Wrapped) has none.
         function = cast(AclFunction, wrapper)

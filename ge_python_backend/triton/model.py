@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from ge_python_backend.errors import ConfigError, EngineError, GEError, InputErr
 from ge_python_backend.params import Parameter
 from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.serving.observers import FailureKind, Observer
-from ge_python_backend.serving.requests import Arrays, Request, RequestInfo
+from ge_python_backend.serving.requests import Arrays, Request, RequestInfo, Respond
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.specs import ModelSpec, format_shape
@@ -124,7 +124,8 @@ class GEModel:
             return [None] * len(requests)
         responses: list = [None] * len(requests)
         self.runner.submit(
-            _readable(self._request(r, partial(responses.__setitem__, i)) for i, r in enumerate(requests)), wait=True
+            _readable(self._request(r, partial(_respond_into, responses, i)) for i, r in enumerate(requests)),
+            wait=True,
         )
         return responses
 
@@ -206,6 +207,9 @@ class GEModel:
             )
             mode = ResponseMode.RETURN
         self._answer_through_sender = mode is ResponseMode.SENDER
+        hooked = self._hooked("preprocess") or self._hooked("postprocess")
+        self._reads_sequence = hooked or settings.sequence_batching or bool(settings.sequence_state)
+        self._reads_requested = hooked or len(settings.outputs) > 1
         if settings.metrics:
             npu = engine(self.engine.name).npu
             self.metrics = TritonMetrics(
@@ -284,26 +288,28 @@ class GEModel:
         if problems:
             raise ConfigError("; ".join(problems))
 
-    def _request(self, request: Any, deliver: Callable[[Any], None]) -> Request | None:
+    def _request(self, request: Any, respond: Respond) -> Request | None:
         """The runner's view of a request; None when its inputs cannot even be read (it is
-        answered here and then)."""
+        answered here and then). Fields nobody reads are not fetched from Triton (the hot path):
+        correlation ID and flags serve sequences and hooks, the requested outputs a model with
+        several outputs or hooks."""
         parameters = request.parameters()
         info = RequestInfo(
             request.request_id(),
-            request.correlation_id(),
-            request.flags(),
+            request.correlation_id() if self._reads_sequence else 0,
+            request.flags() if self._reads_sequence else 0,
             json.loads(parameters) if parameters and parameters != "{}" else {},
-            tuple(request.requested_output_names()),
+            tuple(request.requested_output_names()) if self._reads_requested else (),
         )
         try:
             inputs = {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}
         except Exception as exc:  # e.g. BF16 tensors have no numpy view
-            deliver(_response(None, InputError(f"could not read the request's inputs: {exc}")))
+            respond(None, InputError(f"could not read the request's inputs: {exc}"))
             return None
         if self._padding(info, inputs):
-            deliver(pb_utils.InferenceResponse([]))  # Triton discards a padding slot's response
+            respond({}, None)  # an empty response: Triton discards a padding slot's answer
             return None
-        return Request(info, inputs, lambda outputs, error: deliver(_response(outputs, error)))
+        return Request(info, inputs, respond)
 
     def _padding(self, info: RequestInfo, inputs: Mapping[str, np.ndarray]) -> bool:
         """A slot the direct sequence batcher fills without a request: READY false, correlation
@@ -369,6 +375,12 @@ def _response(outputs: Arrays | None, error: GEError | None) -> Any:
     return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
 
 
-def _through_sender(request: Any) -> Callable[[Any], None]:
+def _respond_into(responses: list, index: int, outputs: Arrays | None, error: GEError | None) -> None:
+    responses[index] = _response(outputs, error)
+
+
+def _through_sender(request: Any) -> Respond:
     sender = request.get_response_sender()
-    return lambda response: sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+    return lambda outputs, error: sender.send(
+        _response(outputs, error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+    )

@@ -403,11 +403,34 @@ def test_without_timing_events_none_is_made_or_recorded(built):
     assert calls.get("create_event", 0) == calls.get("record_event", 0) == calls.get("event_elapsed_time", 0) == 0
 
 
+def test_timing_events_time_one_batch_in_n_and_count_it_n_times(built, monkeypatch):
+    """acl_timing_every 4: runs 0, 4 and 8 record the 4 events and read 3 elapsed times; each timed
+    run's phases stand for 4 runs, the others report none, so the sums match timing every run."""
+    before = dict(sim.get_simulator().calls)
+    engine = open_sim(built["dir"] / "batch.om", acl_timing_events=True, acl_timing_every=4)
+    try:
+        engine.bind_thread()
+        real = sim.get_acl().rt.event_elapsed_time
+        monkeypatch.setattr(sim.get_acl().rt, "event_elapsed_time", lambda a, b: (0.25, real(a, b)[1]))
+        phases = []
+        for run in range(9):
+            run_and_compare(engine, built["matmul"], {"x": (2, 4)}, run)
+            times = engine.slots[0].last_times
+            phases.append((times.host_to_device, times.execute, times.device_to_host))
+    finally:
+        engine.close()
+    timed = [i for i, p in enumerate(phases) if any(p)]
+    assert timed == [0, 4, 8]
+    assert all(p == pytest.approx((0.001, 0.001, 0.001)) for p in (phases[i] for i in timed))  # 4 x 0.25 ms
+    assert calls_since(before).get("record_event", 0) == 3 * 4
+    assert sum(p[1] for p in phases[:8]) == pytest.approx(8 * 0.25e-3)
+
+
 @pytest.mark.parametrize("ret", [107006, 507000])
 def test_an_unreadable_event_never_fails_a_batch(built, monkeypatch, ret):
     """Elapsed time fails with 507000 for an event never recorded and 107006 before it completed
     (event.cc 345-362, 1247-1279); the outputs are ready, so the batch succeeds with its wall time."""
-    engine = open_sim(built["dir"] / "batch.om", acl_timing_events=True)
+    engine = open_sim(built["dir"] / "batch.om", acl_timing_events=True, acl_timing_every=1)
     try:
         engine.bind_thread()
         monkeypatch.setattr(sim.get_acl().rt, "event_elapsed_time", lambda start, end: (0.0, ret))

@@ -146,3 +146,50 @@ def test_acl_sim_requests_above_the_largest_gear_are_chunked_padded_and_reassemb
     # 35 rows on gears 1,2,4,8: the fewest engine calls are 8+8+8+8+4, 1 row of padding.
     counted = {name: pb.MetricFamily.registry[name].metrics[0].value() for name in ("ge_batches", "ge_padding_rows")}
     assert counted == {"ge_batches": 5, "ge_padding_rows": 1}
+
+
+class _CountingRequest(pb.InferenceRequest):
+    """Records which request fields GEModel fetched from Triton."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fetched: list[str] = []
+
+    def correlation_id(self):
+        self.fetched.append("correlation_id")
+        return super().correlation_id()
+
+    def flags(self):
+        self.fetched.append("flags")
+        return super().flags()
+
+    def requested_output_names(self):
+        self.fetched.append("requested_output_names")
+        return super().requested_output_names()
+
+
+def test_hooks_see_every_request_field_and_a_plain_model_fetches_only_what_it_uses(tmp_path, onnx_dir):
+    folder = repos.generated(tmp_path, onnx_dir / "linear.onnx", "linear")
+    seen = []
+
+    class Hooked(GEModel):
+        def postprocess(self, outputs, request):
+            seen.append((request.request_id, request.correlation_id, request.flags, request.requested_outputs))
+            return outputs
+
+    def counting():
+        return _CountingRequest(
+            [pb.Tensor("x", np.ones((1, 4), np.float32))], ("probs",), request_id="r7", correlation_id=42, flags=1
+        )
+
+    with ModelHarness(Hooked, folder) as model:
+        hooked = counting()
+        (response,) = model.infer([hooked])
+    assert seen == [("r7", 42, 1, ("probs",))]
+    assert [t.name() for t in response.output_tensors()] == ["probs"]
+    with ModelHarness(TritonPythonModel, folder) as model:
+        plain = counting()
+        (response,) = model.infer([plain])
+    # two outputs: which ones were asked for matters; correlation ID and flags serve only sequences and hooks
+    assert plain.fetched == ["requested_output_names"]
+    assert [t.name() for t in response.output_tensors()] == ["probs"]

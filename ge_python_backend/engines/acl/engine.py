@@ -162,7 +162,13 @@ class AclEngine(Engine):
             weights = (ptr, weight)
         self._model_bytes = (work, weight)
         return SlotSetup(
-            path, self.device_mode, options.timing_events, weights, work if weights else 0, options.max_shapes
+            path,
+            self.device_mode,
+            options.timing_events,
+            weights,
+            work if weights else 0,
+            options.max_shapes,
+            options.timing_every,
         )
 
     def _aipp_defaults_by_image(self) -> dict[str, AippConfig]:

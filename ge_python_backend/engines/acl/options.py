@@ -117,6 +117,14 @@ PARAMETERS = (
         "time copies and execution with device events (4 events per stream)",
     ),
     Parameter(
+        "acl_timing_every",
+        parse_int(1),
+        8,
+        "an integer >= 1",
+        "with timing events, time one batch in N per stream (the first, then every Nth); "
+        "its phases count N times in the metrics",
+    ),
+    Parameter(
         "acl_share_weights",
         parse_bool,
         True,
@@ -158,6 +166,8 @@ class AclOptions:
     dump_config: Path | None = None
     profiling: ProfilingPlan | None = None
     timing_events: bool = True
+    #: time one batch in this many per slot (the timed one stands for all of them)
+    timing_every: int = 8
     share_weights: bool = True
     max_shapes: Mapping[str, Shape] = field(default_factory=dict)
     aipp: tuple[AippConfig, ...] = ()
@@ -204,6 +214,7 @@ class AclOptions:
             dump_config=path("acl_dump_config"),
             profiling=profiling,
             timing_events=True if timing is None else timing,
+            timing_every=values["acl_timing_every"],
             share_weights=values["acl_share_weights"],
             max_shapes=dict(values["acl_max_shapes"]),
             aipp=aipp,
