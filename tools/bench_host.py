@@ -24,7 +24,10 @@ process tree, of perf_analyzer and of everything else on the host: "others").
 
     .venv/bin/python tools/bench_host.py [--perf-analyzer /tmp/perf_analyzer/perf_analyzer]
         [--window 3] [--warmup 1] [--device-ms 1,2,4,8] [--modes return,sender] [--streams 1,2,4]
-        [--instances 1,2]
+        [--instances 1,2] [--rounds 3]
+
+``--rounds N`` repeats (a) and (b) N times, interleaved, and reports each point's median round
+with the range over rounds (this host's single runs of one configuration differ by up to 25 %).
 
 perf_analyzer is fetched with tools/get_perf_analyzer.sh when the given path does not exist.
 """
@@ -32,6 +35,7 @@ perf_analyzer is fetched with tools/get_perf_analyzer.sh when the given path doe
 from __future__ import annotations
 
 import argparse
+import collections
 import math
 import os
 import shutil
@@ -40,7 +44,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -369,6 +373,12 @@ def main() -> int:
         help="more return-mode configurations with 1 stream and this many instances",
     )
     parser.add_argument("--sim-seconds", type=float, default=1.5, help="seconds per batch size for (c)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure (a) and (b) this many times, interleaved, and report the median round of each point",
+    )
     parser.add_argument("--workdir", type=Path, default=Path("out/bench/host"))
     parser.add_argument(
         "--code",
@@ -394,8 +404,10 @@ def main() -> int:
     wait_quiet(timeout=args.quiet_timeout)
     cost = simulator_cost(om_file, workdir / "relu.onnx", args.sim_seconds)
 
-    host: dict[str, dict] = {}
-    efficiency: dict[str, dict[float, dict]] = {}
+    host_rounds: dict[str, list[dict]] = collections.defaultdict(list)
+    efficiency_rounds: dict[str, dict[float, list[dict]]] = collections.defaultdict(
+        lambda: collections.defaultdict(list)
+    )
     identity_runs: list[dict] = []
 
     def point(model: str, concurrency: int) -> dict:
@@ -409,33 +421,44 @@ def main() -> int:
             print(f"  warning: {result['failures']:.0f} request(s) failed")
         return result
 
-    print("(a, b) tritonserver, perf_analyzer gRPC batch-1 requests ...", flush=True)
-    with TritonServer(repo, model_control_mode="explicit", load_models=("identity", "ort")) as server:
+    def host_point(label: str, model: str) -> None:
+        """The configuration's host ceiling right after an identity run: ratios of neighbours."""
         identity_runs.append(point("identity", HOST_CONCURRENCY))
-        host["onnxruntime"] = point("ort", HOST_CONCURRENCY)
-        host["onnxruntime"]["identity"] = identity_runs[-1]["infer_per_s"]
-        unload_models(server, ["ort"])
-        for config in configs:
-            names = [config.folder(d) for d in (0.0, *args.device_ms)]
-            load_models(server, names)
-            slots = (config.streams or int(written["streams"])) * (config.instances or int(written["instances"]))
-            # the baseline right before the configuration's own host ceiling: ratios of neighbours
-            identity_runs.append(point("identity", HOST_CONCURRENCY))
-            host[config.label] = point(names[0], HOST_CONCURRENCY)
-            host[config.label]["identity"] = identity_runs[-1]["infer_per_s"]
-            efficiency[config.label] = {}
-            for device_ms, name in zip(args.device_ms, names[1:]):
-                result = point(name, DEVICE_CONCURRENCY)
-                ceiling = slots * ROWS / (device_ms / 1000.0)
-                result["ceiling"] = ceiling
-                result["efficiency"] = result["infer_per_s"] / ceiling
-                efficiency[config.label][device_ms] = result
-            unload_models(server, names)
+        result = point(model, HOST_CONCURRENCY)
+        result["identity"] = identity_runs[-1]["infer_per_s"]
+        host_rounds[label].append(result)
+
+    print("(a, b) tritonserver, perf_analyzer gRPC batch-1 requests ...", flush=True)
+    with TritonServer(repo, model_control_mode="explicit", load_models=("identity",)) as server:
+        for round_number in range(args.rounds):
+            if args.rounds > 1:
+                print(f" round {round_number + 1} of {args.rounds}", flush=True)
+            load_models(server, ["ort"])
+            host_point("onnxruntime", "ort")
+            unload_models(server, ["ort"])
+            for config in configs:
+                names = [config.folder(d) for d in (0.0, *args.device_ms)]
+                load_models(server, names)
+                slots = (config.streams or int(written["streams"])) * (config.instances or int(written["instances"]))
+                host_point(config.label, names[0])
+                for device_ms, name in zip(args.device_ms, names[1:]):
+                    result = point(name, DEVICE_CONCURRENCY)
+                    ceiling = slots * ROWS / (device_ms / 1000.0)
+                    result["ceiling"] = ceiling
+                    result["efficiency"] = result["infer_per_s"] / ceiling
+                    efficiency_rounds[config.label][device_ms].append(result)
+                unload_models(server, names)
+    host = {label: median_round(points, _ratio) for label, points in host_rounds.items()}
+    efficiency = {
+        label: {d: median_round(points, lambda p: p["efficiency"]) for d, points in by_time.items()}
+        for label, by_time in efficiency_rounds.items()
+    }
     identity = float(np.median([r["infer_per_s"] for r in identity_runs]))
     report(args, written, cost, identity_runs, identity, host, efficiency, configs)
     document = {
         "cpus": os.cpu_count(),
         "window_s": args.window,
+        "rounds": args.rounds,
         "warmup_s": args.warmup,
         "default_config": written,
         "simulator_cost_ms": {str(b): v for b, v in cost.items()},
@@ -497,7 +520,7 @@ def report(args, written, cost, identity_runs, identity, host, efficiency, confi
             [
                 label,
                 f"{r['infer_per_s']:.0f}",
-                f"{r['infer_per_s'] / baseline:.2f}",
+                f"{r['infer_per_s'] / baseline:.2f}{_spread(r)}",
                 f"{r['avg_batch']:.2f}",
                 f"{r['server_cpu_ms']:.3f}",
                 f"{r['client_cpu_ms']:.3f}",
@@ -517,7 +540,10 @@ def report(args, written, cost, identity_runs, identity, host, efficiency, confi
     times = args.device_ms
     rows = [["config (efficiency, infer/s)"] + [f"{d:g} ms" for d in times]]
     for label, by_time in efficiency.items():
-        rows.append([label] + [f"{by_time[d]['efficiency']:.2f} ({by_time[d]['infer_per_s']:.0f})" for d in times])
+        rows.append(
+            [label]
+            + [f"{by_time[d]['efficiency']:.2f} ({by_time[d]['infer_per_s']:.0f}){_spread(by_time[d])}" for d in times]
+        )
     print(format_rows(rows))
     rows = [["device ms"] + ["fastest config (infer/s)", "default infer/s", "default efficiency"]]
     for d in times:
@@ -536,14 +562,15 @@ def report(args, written, cost, identity_runs, identity, host, efficiency, confi
 
     target_ms = 2.0 if 2.0 in times else times[0]
     print(
-        "\ntargets (one run):\n"
+        f"\ntargets (one run{f', median of {args.rounds} interleaved rounds' if args.rounds > 1 else ''}):\n"
         + format_rows(
             [
                 ["ratio", "value", "target", "met"],
-                _target("default host ceiling / identity", _ratio(host["default"]), 0.75),
-                _target("GEModel onnxruntime / identity", _ratio(host["onnxruntime"]), 0.85),
+                _target("default host ceiling / identity", host["default"], _ratio(host["default"]), 0.75),
+                _target("GEModel onnxruntime / identity", host["onnxruntime"], _ratio(host["onnxruntime"]), 0.85),
                 _target(
                     f"default device-bound efficiency at {target_ms:g} ms",
+                    efficiency["default"][target_ms],
                     efficiency["default"][target_ms]["efficiency"],
                     0.9,
                 ),
@@ -563,6 +590,21 @@ def report(args, written, cost, identity_runs, identity, host, efficiency, confi
     print(f"(default: {describe(written)})")
 
 
+def median_round(points: list[dict], key: Callable[[dict], float]) -> dict:
+    """The round whose ``key`` is the median (the lower one of an even count), with every
+    round's value under "rounds"."""
+    ordered = sorted(points, key=key)
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen["rounds"] = [key(p) for p in points]
+    return chosen
+
+
+def _spread(point: dict) -> str:
+    """ " (min-max over N rounds)" when there were several."""
+    values = point.get("rounds", [])
+    return f" ({min(values):.2f}-{max(values):.2f} over {len(values)})" if len(values) > 1 else ""
+
+
 def _ratio(point: dict) -> float:
     return point["infer_per_s"] / point["identity"]
 
@@ -571,8 +613,8 @@ def describe(written: dict[str, str]) -> str:
     return f"instances {written['instances']}, streams {written['streams']}, response_mode {written['response_mode']}"
 
 
-def _target(name: str, value: float, target: float) -> list[str]:
-    return [name, f"{value:.2f}", f">= {target:g}", "yes" if value >= target else "NO"]
+def _target(name: str, point: dict, value: float, target: float) -> list[str]:
+    return [name, f"{value:.2f}{_spread(point)}", f">= {target:g}", "yes" if value >= target else "NO"]
 
 
 def plot(path: Path, identity: float, host: dict, efficiency: dict) -> Path:

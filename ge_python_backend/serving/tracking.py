@@ -53,7 +53,7 @@ class Tracked:
         "own_outputs",
         "outputs",
         "_answers",
-        "_claimed",
+        "claimed",
         "_lock",
         "_observer",
         "_on_failure",
@@ -74,21 +74,18 @@ class Tracked:
         self.outputs: dict[str, np.ndarray] | None = None
         #: told once the answer has been handed to ``respond`` (not merely decided)
         self._answers = answers
-        self._claimed = False
+        #: an answer (outputs or an error) has been decided; nothing more is done for it. Set
+        #: only by ``_claim``, under the lock; read without it (a plain slot: the hot path).
+        self.claimed = False
         self._lock = threading.Lock()
         self._observer = observer
         self._on_failure = on_failure
 
-    @property
-    def claimed(self) -> bool:
-        """An answer (outputs or an error) has been decided; nothing more is done for it."""
-        return self._claimed
-
     def _claim(self) -> bool:
         with self._lock:
-            if self._claimed:
+            if self.claimed:
                 return False
-            self._claimed = True
+            self.claimed = True
             return True
 
     def fail(self, error: GEError, kind: FailureKind) -> None:
