@@ -375,7 +375,7 @@ def main() -> int:
     parser.add_argument("--sim-seconds", type=float, default=1.5, help="seconds per batch size for (c)")
     parser.add_argument(
         "--rounds",
-        type=int,
+        type=positive_int,
         default=1,
         help="measure (a) and (b) this many times, interleaved, and report the median round of each point",
     )
@@ -588,6 +588,13 @@ def report(args, written, cost, identity_runs, identity, host, efficiency, confi
         )
     )
     print(f"(default: {describe(written)})")
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
 
 
 def median_round(points: list[dict], key: Callable[[dict], float]) -> dict:

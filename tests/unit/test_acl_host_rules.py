@@ -403,27 +403,38 @@ def test_without_timing_events_none_is_made_or_recorded(built):
     assert calls.get("create_event", 0) == calls.get("record_event", 0) == calls.get("event_elapsed_time", 0) == 0
 
 
-def test_timing_events_time_one_batch_in_n_and_count_it_n_times(built, monkeypatch):
-    """acl_timing_every 4: runs 0, 4 and 8 record the 4 events and read 3 elapsed times; each timed
-    run's phases stand for 4 runs, the others report none, so the sums match timing every run."""
+def test_timing_events_time_one_batch_in_n_and_count_it_for_the_batches_between(built, monkeypatch):
+    """acl_timing_every 4: runs 0, 4 and 8 record the 4 events and read 3 elapsed times; the first
+    counts once, the others for themselves and the 3 untimed runs before them, so the totals equal
+    timing every run. A timed run that fails counts for nothing and the next run is timed."""
     before = dict(sim.get_simulator().calls)
     engine = open_sim(built["dir"] / "batch.om", acl_timing_events=True, acl_timing_every=4)
+    rt = sim.get_acl().rt
     try:
         engine.bind_thread()
-        real = sim.get_acl().rt.event_elapsed_time
-        monkeypatch.setattr(sim.get_acl().rt, "event_elapsed_time", lambda a, b: (0.25, real(a, b)[1]))
+        real = rt.event_elapsed_time
+        monkeypatch.setattr(rt, "event_elapsed_time", lambda a, b: (0.25, real(a, b)[1]))
         phases = []
         for run in range(9):
             run_and_compare(engine, built["matmul"], {"x": (2, 4)}, run)
             times = engine.slots[0].last_times
             phases.append((times.host_to_device, times.execute, times.device_to_host))
+        timed = [i for i, p in enumerate(phases) if any(p)]
+        assert timed == [0, 4, 8]
+        assert phases[0] == pytest.approx((0.25e-3,) * 3) and phases[4] == pytest.approx((1e-3,) * 3)
+        assert sum(p[1] for p in phases) == pytest.approx(9 * 0.25e-3)
+        assert calls_since(before).get("record_event", 0) == 3 * 4
+        for run in range(3):  # runs 9-11 untimed: run 12 is due
+            run_and_compare(engine, built["matmul"], {"x": (2, 4)}, run)
+        copy = rt.memcpy_async
+        monkeypatch.setattr(rt, "memcpy_async", lambda *args: 100000)
+        with pytest.raises(EngineError, match="memcpy_async"):
+            run_and_compare(engine, built["matmul"], {"x": (2, 4)}, 0)
+        monkeypatch.setattr(rt, "memcpy_async", copy)
+        run_and_compare(engine, built["matmul"], {"x": (2, 4)}, 1)
+        assert engine.slots[0].last_times.execute == pytest.approx(1e-3)  # timed, for runs 9-11 and itself
     finally:
         engine.close()
-    timed = [i for i, p in enumerate(phases) if any(p)]
-    assert timed == [0, 4, 8]
-    assert all(p == pytest.approx((0.001, 0.001, 0.001)) for p in (phases[i] for i in timed))  # 4 x 0.25 ms
-    assert calls_since(before).get("record_event", 0) == 3 * 4
-    assert sum(p[1] for p in phases[:8]) == pytest.approx(8 * 0.25e-3)
 
 
 @pytest.mark.parametrize("ret", [107006, 507000])

@@ -122,7 +122,7 @@ PARAMETERS = (
         8,
         "an integer >= 1",
         "with timing events, time one batch in N per stream (the first, then every Nth); "
-        "its phases count N times in the metrics",
+        "a timed batch counts for the untimed ones before it in the metrics",
     ),
     Parameter(
         "acl_share_weights",
@@ -166,7 +166,7 @@ class AclOptions:
     dump_config: Path | None = None
     profiling: ProfilingPlan | None = None
     timing_events: bool = True
-    #: time one batch in this many per slot (the timed one stands for all of them)
+    #: time one batch in this many per slot (it stands for the untimed ones before it)
     timing_every: int = 8
     share_weights: bool = True
     max_shapes: Mapping[str, Shape] = field(default_factory=dict)

@@ -144,8 +144,8 @@ class AclSlot(Slot):
         self._setup = setup
         self._stream = 0
         self._events: list[int] = []
-        #: batches run, and whether the current one records its timing events
-        self._runs = 0
+        #: batches run since the last timed one (-1: none timed yet), and whether this one is timed
+        self._untimed = -1
         self._timed = False
         self._model_id: int | None = None
         self._work = Memory()
@@ -343,8 +343,8 @@ class AclSlot(Slot):
         g, shapes, settings = self._staged
         acl, stream, plan = self._acl, self._stream, self.plan
         started = time.perf_counter()
-        self._timed = bool(self._events) and self._runs % self._setup.timing_every == 0
-        self._runs += 1
+        first, due = self._untimed < 0, self._untimed >= self._setup.timing_every - 1
+        self._timed = bool(self._events) and (first or due)
         try:
             self._record(0)
             copy_in = not self._setup.device_mode
@@ -376,6 +376,7 @@ class AclSlot(Slot):
             self._drain()
             raise
         self.last_times = self._times(time.perf_counter() - started)
+        self._untimed = 0 if self._timed else self._untimed + 1  # a failed run counts for nothing
         return dict(views)
 
     def _copy_bytes(self, buffer: Buffer, g: int, shapes: Mapping[str, Shape]) -> int:
@@ -411,13 +412,15 @@ class AclSlot(Slot):
         when an event cannot be read (that never fails a batch whose outputs are ready: 507000 for an
         event never recorded, 107006 before it completed, event.cc 345-362, 1247-1279).
 
-        With events, one batch in ``timing_every`` is timed and counts that many times (the
-        batches between report nothing): 7 of a batch's 11 runtime calls are the timing events'."""
+        With events, the first batch and then one in ``timing_every`` are timed; a timed batch
+        counts for itself and the untimed batches since the previous one, which report nothing
+        (so the totals never run ahead of the batches): 7 of a batch's 11 runtime calls are the
+        timing events'."""
         if not self._events:
             return PhaseTimes(execute=wall)
         if not self._timed:
             return PhaseTimes()
-        weight = self._setup.timing_every
+        weight = max(self._untimed, 0) + 1
         try:
             return PhaseTimes(
                 host_to_device=self._elapsed(0, 1) * weight,
