@@ -87,7 +87,7 @@ class Runner:
         self.profiles: tuple[Profile, ...] = profiles_for(self._spec, batching, max_batch_size, self._whole)
         #: non-batch shapes -> the profile that runs them (or the InputError saying none does)
         self._profile_for: dict[tuple, Profile | InputError] = {}
-        self._free: queue.Queue[Slot] = queue.Queue()
+        self._free: queue.SimpleQueue[Slot] = queue.SimpleQueue()  # C-implemented: a batch takes and returns one
         for slot in engine.slots:
             self._free.put(slot)
         self._workers = ThreadPoolExecutor(
@@ -299,10 +299,13 @@ class Runner:
                 self._fail_chunk(chunk, tracked, EngineError(f"engine failed: {type(exc).__name__}: {exc}"))
                 return
             self._engine.after_batch()
-            times = slot.last_times
-            self._observer.phase(Phase.HOST_TO_DEVICE, times.host_to_device)
-            self._observer.phase(Phase.EXECUTE, times.execute)
-            self._observer.phase(Phase.DEVICE_TO_HOST, times.device_to_host)
+            times = slot.last_times  # phases a batch did not time (or does not have) are 0: not reported
+            if times.host_to_device:
+                self._observer.phase(Phase.HOST_TO_DEVICE, times.host_to_device)
+            if times.execute:
+                self._observer.phase(Phase.EXECUTE, times.execute)
+            if times.device_to_host:
+                self._observer.phase(Phase.DEVICE_TO_HOST, times.device_to_host)
             self._observer.batch(chunk.rows, chunk.padding)
             started = time.perf_counter()
             self._answer(chunk, outputs, tracked)
