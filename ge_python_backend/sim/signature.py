@@ -134,14 +134,6 @@ _CONVERTERS: dict[str, Converter] = {
 }
 
 
-def convert(letter: str, value: Any, fn: str, position: int) -> Any:
-    """One argument as PyArg_ParseTuple converts it for ``letter``."""
-    converter = _CONVERTERS.get(letter)
-    if converter is None:
-        raise ValueError(f"unknown format letter {letter!r}")
-    return converter(value, fn, position)
-
-
 def converters(signature: Signature) -> tuple[Converter, ...]:
     """The converter of each argument of ``signature`` (looked up once per function, not per call)."""
     letters = signature.fmt.replace("|", "")

@@ -165,10 +165,10 @@ class AclEngine(Engine):
             path,
             self.device_mode,
             options.timing_events,
+            options.timing_every,
             weights,
             work if weights else 0,
             options.max_shapes,
-            options.timing_every,
         )
 
     def _aipp_defaults_by_image(self) -> dict[str, AippConfig]:

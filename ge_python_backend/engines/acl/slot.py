@@ -50,12 +50,12 @@ class SlotSetup:
     model_path: str
     device_mode: bool
     timing_events: bool
+    #: with timing events: the first batch of a slot and every Nth after it are timed
+    timing_every: int
     #: one weight buffer for every slot (address, bytes), and the work bytes each slot allocates
     weights: tuple[int, int] | None
     work_size: int
     max_shapes: Mapping[str, Shape] = field(default_factory=dict)
-    #: with timing events: the first batch of a slot and every Nth after it are timed
-    timing_every: int = 1
 
 
 #: a batch's settings from AclEngine.batch_settings: each dynamic-AIPP image's config
