@@ -9,7 +9,7 @@ at concurrency 16 after a quiet-host wait. A round's B/A ratios compare neighbou
 seconds apart; the report gives their median and range over the rounds, per configuration:
 throughput, server CPU per request (tritonserver and its stubs) and the stubs' CPU per request.
 
-    git archive BASE ge_python_backend | tar -x -C /tmp/base
+    mkdir -p /tmp/base && git archive BASE ge_python_backend | tar -x -C /tmp/base
     .venv/bin/python tools/bench_ab.py --b /tmp/base [--a .] [--configs ort,default] [--rounds 8]
 
 Configurations: ``ort`` (GEModel on onnxruntime) and bench_host's acl-sim folders at device time
