@@ -46,7 +46,7 @@ class Observer:
         """An engine call ran ``rows`` real rows plus ``padding`` rows of padding."""
 
     def phase(self, name: Phase, seconds: float) -> None:
-        """Time spent in one phase of a batch."""
+        """Time spent in one phase of a batch (never 0: ``Observers`` drops those)."""
 
     def failure(self, kind: FailureKind) -> None:
         """A request was answered with an error."""
@@ -100,7 +100,8 @@ class Observers(Observer):
         self._each("batch", rows, padding)
 
     def phase(self, name: Phase, seconds: float) -> None:
-        self._each("phase", name, seconds)
+        if seconds:  # a phase a batch did not time (or does not have) is 0: nobody hears of it
+            self._each("phase", name, seconds)
 
     def failure(self, kind: FailureKind) -> None:
         self._each("failure", kind)

@@ -299,13 +299,10 @@ class Runner:
                 self._fail_chunk(chunk, tracked, EngineError(f"engine failed: {type(exc).__name__}: {exc}"))
                 return
             self._engine.after_batch()
-            times = slot.last_times  # phases a batch did not time (or does not have) are 0: not reported
-            if times.host_to_device:
-                self._observer.phase(Phase.HOST_TO_DEVICE, times.host_to_device)
-            if times.execute:
-                self._observer.phase(Phase.EXECUTE, times.execute)
-            if times.device_to_host:
-                self._observer.phase(Phase.DEVICE_TO_HOST, times.device_to_host)
+            times = slot.last_times
+            self._observer.phase(Phase.HOST_TO_DEVICE, times.host_to_device)
+            self._observer.phase(Phase.EXECUTE, times.execute)
+            self._observer.phase(Phase.DEVICE_TO_HOST, times.device_to_host)
             self._observer.batch(chunk.rows, chunk.padding)
             started = time.perf_counter()
             self._answer(chunk, outputs, tracked)

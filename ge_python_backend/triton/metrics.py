@@ -120,9 +120,8 @@ class TritonMetrics(Observer):
             self._add("ge_padding_rows", padding)
 
     def phase(self, name: Phase, seconds: float) -> None:
-        if seconds:
-            with self._lock:
-                self._add("ge_phase_duration_us", seconds * 1e6, name.value)
+        with self._lock:
+            self._add("ge_phase_duration_us", seconds * 1e6, name.value)
 
     def failure(self, kind: FailureKind) -> None:
         with self._lock:

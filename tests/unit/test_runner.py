@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from ge_python_backend.engines.base import PhaseTimes
 from ge_python_backend.errors import EngineError, InputError
 from ge_python_backend.serving.observers import Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
@@ -281,3 +282,30 @@ def test_a_crashing_preprocess_is_the_servers_fault_not_the_clients():
     results = run(DoublingEngine(BatchSupport("dynamic")), rows(1), preprocess=preprocess)
     error = results[0][1]
     assert not isinstance(error, InputError) and str(error) == "preprocess failed: KeyError: 'IMAGE'"
+
+
+def test_observers_hear_only_the_phases_a_batch_measured():
+    """An engine without copies (and an acl batch that was not timed) reports 0 for a phase:
+    observers never hear those, so a metric's rate stays an average over batches that measured it."""
+    heard = []
+
+    class Recorder(Observer):
+        def phase(self, name, seconds):
+            heard.append((name.value, seconds))
+
+    engine = DoublingEngine(BatchSupport("dynamic"))
+    slot = engine.slots[0]
+    run = slot.run
+
+    def timed_run():  # as an engine without copies reports a run
+        outputs = run()
+        slot.last_times = PhaseTimes(execute=0.002)
+        return outputs
+
+    slot.run = timed_run
+    runner = make_runner(engine, observers=[Recorder()])
+    answers = Answers(1)
+    runner.submit([Request(RequestInfo(), {"x": rows(1)[0]}, answers.respond(0))], wait=True)
+    runner.close()
+    assert sorted({name for name, _ in heard}) == ["execute", "gather", "scatter"]
+    assert ("execute", 0.002) in heard and all(seconds > 0 for _, seconds in heard)
