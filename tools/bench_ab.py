@@ -39,27 +39,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SIDES = ("a", "b")
 
 
-def config_of(label: str) -> bench_host.Config | None:
-    """bench_host's Config for an acl-sim label (None for ``ort``)."""
-    if label == "ort":
-        return None
-    if label == "default":
-        return bench_host.Config("default")
-    try:
-        mode, streams, instances = label.split("_")
-        return bench_host.Config(label, mode, int(streams.removeprefix("s")), int(instances.removeprefix("i")))
-    except ValueError:
-        raise SystemExit(f"bench_ab: unknown configuration {label!r} (ort, default or MODE_sS_iI)") from None
-
-
 def folder_of(label: str) -> str:
     return "ort" if label == "ort" else f"{label}_d0"
 
 
-def build(workdir: Path, labels: list[str], checkouts: dict[str, Path]) -> Path:
+def build(workdir: Path, labels: list[str], configs: list[bench_host.Config], checkouts: dict[str, Path]) -> Path:
     """One repository: identity, and each configuration's folder once per side (``NAME_a``,
     ``NAME_b``), each importing its side's checkout."""
-    configs = [c for c in map(config_of, labels) if c is not None]
     repo = workdir / "repo"
     if repo.exists():
         shutil.rmtree(repo)
@@ -94,10 +80,14 @@ def main() -> int:
         if not (code / "ge_python_backend" / "__init__.py").is_file():
             raise SystemExit(f"bench_ab: --{side} {code} holds no ge_python_backend package")
     labels = [label for label in args.configs.split(",") if label]
+    try:
+        configs = [bench_host.config_named(label) for label in labels if label != "ort"]
+    except ValueError as exc:
+        parser.error(str(exc))
     analyzer = bench_host.perf_analyzer_binary(args.perf_analyzer)
     workdir = args.workdir.resolve()
     started = time.monotonic()
-    repo = build(workdir, labels, checkouts)
+    repo = build(workdir, labels, configs, checkouts)
     names = ["identity"] + [f"{folder_of(label)}_{side}" for label in labels for side in SIDES]
     points: dict[str, list[dict]] = collections.defaultdict(list)
     print(f"A = {checkouts['a']}\nB = {checkouts['b']}\n{os.cpu_count()} CPUs; {args.rounds} rounds", flush=True)

@@ -356,6 +356,17 @@ def grid(modes: Sequence[str], streams: Sequence[int], instances: Sequence[int])
     return [Config(f"{m}_s{s}_i{i}", m, s, i) for m in modes for s in streams for i in instances]
 
 
+def config_named(label: str) -> Config:
+    """The Config behind a label: ``default`` or one of ``grid``'s ``MODE_sS_iI``."""
+    if label == "default":
+        return Config("default")
+    try:
+        mode, streams, instances = label.split("_")
+        return Config(label, mode, int(streams.removeprefix("s")), int(instances.removeprefix("i")))
+    except ValueError:
+        raise ValueError(f"unknown configuration {label!r} (default or MODE_sS_iI, e.g. return_s1_i2)") from None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--perf-analyzer", default="/tmp/perf_analyzer/perf_analyzer")

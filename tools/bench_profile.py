@@ -83,9 +83,9 @@ def profile_host(args) -> int:
     workdir = args.workdir.resolve()
     analyzer = bench_host.perf_analyzer_binary(args.perf_analyzer)
     name = args.model
-    configs = [bench_host.Config("default")] + bench_host.grid(("return", "sender"), (1, 2, 4), (1, 2))
-    wanted = [c for c in configs if name.startswith(c.label + "_d")]
-    device = float(name.rsplit("_d", 1)[1].replace("p", ".")) if wanted else 0.0
+    label, _, device_text = name.rpartition("_d")
+    wanted = [bench_host.config_named(label)] if label and name not in ("identity", "ort") else []
+    device = float(device_text.replace("p", ".")) if wanted else 0.0
     repo, _ = bench_host.build_repository(workdir, wanted, [device] if device else [])
     with TritonServer(repo, model_control_mode="explicit", load_models=(name,)) as server:
         stub = stub_pid(server.process.pid, f"{name}_0_0")
