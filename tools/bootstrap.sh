@@ -35,24 +35,34 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
     touch "$stamp"
 fi
 
-# nginx (Debian's package) for the load-balanced scale-out test (tests/e2e/test_scale_out.py).
-# Installed only when missing, with apt-get, as root; never fatal: without it that test is skipped
-# with the reason. Its service is not started (a temporary policy-rc.d forbids it) when the image
-# has none.
-if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-        echo "bootstrap: installing nginx (apt-get) for the scale-out test"
-        policy=/usr/sbin/policy-rc.d
-        made_policy=""
-        if [ ! -e "$policy" ]; then
-            printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && made_policy=1
-        fi
-        if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx; } \
-            >/dev/null 2>&1; then
-            echo "bootstrap: could not install nginx; tests/e2e/test_scale_out.py will be skipped" >&2
-        fi
-        if [ -n "$made_policy" ]; then rm -f "$policy"; fi
-    else
-        echo "bootstrap: nginx is missing (install it as root: apt-get install nginx); tests/e2e/test_scale_out.py will be skipped" >&2
+# Debian packages some tests need, installed only when missing, with apt-get, as root; never fatal:
+# without one, the tests that need it are skipped with the reason. A package's service is not
+# started (a temporary policy-rc.d forbids it) when the image has none.
+apt_updated=""
+debian_package() {  # PACKAGE COMMAND WHAT-NEEDS-IT
+    local package="$1" command="$2" needed_by="$3"
+    if command -v "$command" >/dev/null 2>&1 || [ -x "/usr/sbin/$command" ] || [ -x "/usr/bin/$command" ]; then
+        return 0
     fi
-fi
+    if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" != 0 ]; then
+        echo "bootstrap: $package is missing (install it as root: apt-get install $package); $needed_by will be skipped" >&2
+        return 0
+    fi
+    echo "bootstrap: installing $package (apt-get) for $needed_by"
+    local policy=/usr/sbin/policy-rc.d made_policy=""
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && made_policy=1
+    fi
+    if [ -z "$apt_updated" ]; then
+        apt-get update -qq >/dev/null 2>&1 && apt_updated=1
+    fi
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" >/dev/null 2>&1; then
+        echo "bootstrap: could not install $package; $needed_by will be skipped" >&2
+    fi
+    if [ -n "$made_policy" ]; then rm -f "$policy"; fi
+}
+
+# nginx: the load-balanced scale-out test (tests/e2e/test_scale_out.py).
+debian_package nginx nginx "tests/e2e/test_scale_out.py"
+# Headless Chromium: the documentation site renders its navigation (tests/unit/test_docs_site.py).
+debian_package chromium chromium "tests/unit/test_docs_site.py"
