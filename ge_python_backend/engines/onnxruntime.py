@@ -27,7 +27,8 @@ PARAMETERS = (
         parse_list(str),
         ("CPUExecutionProvider",),
         "comma-separated ONNX Runtime execution providers in priority order",
-        "ONNX Runtime execution providers, e.g. CANNExecutionProvider,CPUExecutionProvider",
+        "ONNX Runtime execution providers, e.g. CANNExecutionProvider,CPUExecutionProvider; device providers get "
+        "device_id",
     ),
     Parameter(
         "onnxruntime_intra_op_threads",

@@ -63,7 +63,7 @@ class ResponseMode(Choice):
 #: pending senders: ``python_be.cc`` ``RespondErrorToAllRequests`` serves only requests still
 #: inside ``execute``), and kill + reload cycles in sender mode aborted tritonserver
 #: (``boost::interprocess::lock_exception``); answers returned from ``execute`` end with "Stub
-#: process ... is not healthy" within seconds (README, Reliability). NPU engines get their
+#: process ... is not healthy" within seconds (docs/reliability.md). NPU engines get their
 #: overlap from several instances instead (``repository/generate.py``: DEFAULT_NPU_INSTANCES).
 DEFAULT_RESPONSE_MODE = ResponseMode.RETURN
 

@@ -47,16 +47,39 @@ DEVICE_MEMORY = "ge_device_memory_bytes"
 
 #: name -> (kind, help text, extra label name or None)
 METRICS = {
-    "ge_batches": ("counter", "Engine calls (batches) executed", None),
-    "ge_batch_rows": ("counter", "Request rows run by the engine (excluding padding)", None),
-    "ge_padding_rows": ("counter", "Rows of padding added to reach a compiled batch size (wasted work)", None),
+    "ge_batches": ("counter", "Engine calls (device batches) that completed", None),
+    "ge_batch_rows": ("counter", "Request rows those engine calls ran, padding excluded", None),
+    "ge_padding_rows": (
+        "counter",
+        "Rows of padding added to reach a compiled batch gear (wasted device work)",
+        None,
+    ),
     "ge_phase_duration_us": ("counter", "Cumulative microseconds per phase of the request path", "phase"),
-    "ge_request_failures": ("counter", "Requests answered with an error, by kind", "kind"),
-    "ge_batches_in_flight": ("gauge", "Batches currently running on execution slots", None),
-    "ge_sequences_active": ("gauge", "Sequences with state held by the model (sequence batching)", None),
-    "ge_engine_healthy": ("gauge", "1 while the engine serves; 0 after a fatal failure (reload the model)", None),
-    HEARTBEAT: ("gauge", "Unix time of the instance's last heartbeat, sent every second while its stub runs", None),
-    DEVICE_MEMORY: ("gauge", "Device memory of the instance's NPU (acl.rt.get_mem_info): free and total", "kind"),
+    "ge_request_failures": ("counter", "Requests answered with an error, by cause", "kind"),
+    "ge_batches_in_flight": (
+        "gauge",
+        "Batches running on execution slots now (at most streams per instance)",
+        None,
+    ),
+    "ge_sequences_active": ("gauge", "Sequences whose state the model holds (sequence batching)", None),
+    "ge_engine_healthy": (
+        "gauge",
+        "1 while the engine serves; 0 after a fatal engine failure, until the model is reloaded",
+        None,
+    ),
+    HEARTBEAT: (
+        "gauge",
+        f"Unix time of the instance's last heartbeat, set every {HEARTBEAT_INTERVAL:g} s while its stub process runs; "
+        "its age is the signal that a stub died or hangs",
+        None,
+    ),
+    DEVICE_MEMORY: (
+        "gauge",
+        "NPU engines only: the device's memory from acl.rt.get_mem_info, free and total, read every "
+        f"{DEVICE_MEMORY_INTERVAL:g} s "
+        "off the request path",
+        "kind",
+    ),
 }
 #: the values of each metric's extra label
 LABEL_VALUES = {

@@ -48,34 +48,49 @@ TRITON_PARAMETERS = ("EXECUTION_ENV_PATH", "FORCE_CPU_ONLY_INPUT_TENSORS")
 
 CORE_PARAMETERS = (
     Parameter(
-        "engine", parse_choice(*engine_choices()), "auto", " | ".join(engine_choices()), "which engine runs the model"
+        "engine",
+        parse_choice(*engine_choices()),
+        "auto",
+        " | ".join(engine_choices()),
+        "which engine runs the model; auto: acl when model.om is present, pyACL imports and a device answers, "
+        "else onnxruntime when model.onnx is present (the choice is logged)",
     ),
     Parameter(
         "model_file",
         str,
         "",
         "a file name in the version folder (or an absolute path)",
-        "model file; default model.om (acl), model.onnx (onnxruntime)",
+        "the model file; unset: model.om (acl, acl-sim), model.onnx (onnxruntime)",
     ),
-    Parameter("device_id", parse_int(0), None, "an integer >= 0", "NPU (or ORT provider) device id"),
+    Parameter(
+        "device_id", parse_int(0), None, "an integer >= 0", "NPU (or ORT device provider) id; unset: device_ids, else 0"
+    ),
     Parameter(
         "device_ids",
         parse_list(parse_int(0)),
         None,
         "comma-separated integers >= 0",
-        "devices that instances are spread over round-robin by instance index",
+        "devices the model's instances are spread over round-robin by the index in their instance name "
+        "(set device_id or device_ids, not both)",
     ),
     Parameter(
-        "streams", parse_int(1, 64), 1, "an integer from 1 to 64", "execution slots (batches in flight) per instance"
+        "streams",
+        parse_int(1, 64),
+        1,
+        "an integer from 1 to 64",
+        "execution slots per instance: batches in flight at once (acl: one model copy and stream each); with answers "
+        "returned from execute, extra slots serve only the several batches of one execute, and overlap across "
+        "executes comes from instances",
     ),
     Parameter(
         "response_mode",
         parse_enum(ResponseMode),
         ResponseMode.AUTO,
         "auto, sender or return",
-        "return answers from execute, or answer through response senders (overlaps batches; Triton 24.06+; "
-        "in 24.10 requests pending in senders are never answered if the stub process dies); "
-        "auto: the engine's default, return for every built-in engine",
+        "return: answers returned from execute (one IPC message per batch); sender: answered through response "
+        "senders, execute returns once the batch is on a slot (the batches of one instance overlap), an opt-in: in "
+        "Triton 24.10 requests pending in senders are never answered if the stub process dies, and before 24.06 it "
+        "falls back to return; auto: the engine's default, return for every built-in engine",
     ),
     Parameter(
         "reject_nonfinite",
@@ -85,7 +100,12 @@ CORE_PARAMETERS = (
         "refuse floating-point inputs that contain NaN or Inf",
     ),
     Parameter(
-        "log_verbosity", parse_int(0, 2), 0, "0, 1 or 2", "0: load/unload only; 1: per-execute summary; 2: per batch"
+        "log_verbosity",
+        parse_int(0, 2),
+        0,
+        "0, 1 or 2",
+        "0: load and unload only; 1: a verbose line per execute; 2: also one per engine batch (shown with tritonserver "
+        "--log-verbose 1)",
     ),
     Parameter("metrics", parse_bool, True, "true or false", "report GEModel's own Prometheus metrics"),
     Parameter(

@@ -70,21 +70,24 @@ PARAMETERS = (
         str,
         "",
         "an acl.json file in the version folder (or an absolute path)",
-        "passed to acl.init; its dump and profiler sections are checked against the keys CANN reads",
+        "passed to acl.init; its dump and profiler keys and values are checked as CANN reads them and a mistake fails "
+        "the load naming the key; with profiling on it cannot be combined with acl_profiling_dir, with dump on not "
+        "with acl_dump_config",
     ),
     Parameter(
         "acl_dump_config",
         str,
         "",
         "a JSON file with a 'dump' section (acl.json syntax), in the version folder or absolute",
-        "turn on data dump for this model at load (acl.mdl.init_dump / set_dump / finalize_dump)",
+        "data dump from load on: acl.mdl.init_dump and set_dump before the model copies load, finalize_dump at close",
     ),
     Parameter(
         "acl_profiling_dir",
         str,
         "",
         "a folder for profiling results (created if missing)",
-        "profile through acl.prof (a window after load, or on demand with acl_profiling_tokens)",
+        "where acl.prof writes: a window after load (acl_profiling_batches, acl_profiling_seconds) or on demand "
+        "(acl_profiling_tokens), which need it",
     ),
     Parameter("acl_profiling_batches", parse_int(0), 0, "an integer >= 0", "profile the first N batches after load"),
     Parameter("acl_profiling_seconds", parse_float(0.0), 0.0, "seconds >= 0", "profile the first S seconds after load"),
@@ -93,14 +96,14 @@ PARAMETERS = (
         parse_list(_choices(PROFILING_TYPES)),
         ("ACL_API", "TASK_TIME"),
         "comma-separated ACL_PROF_* names without the prefix: " + ", ".join(PROFILING_TYPES),
-        "what acl.prof collects",
+        "what acl.prof collects (OR-ed into create_config's data type config)",
     ),
     Parameter(
         "acl_profiling_aicore_metrics",
         _choices(AICORE_METRICS),
         "PIPE_UTILIZATION",
         ", ".join(AICORE_METRICS),
-        "AI Core metrics (with type AICORE_METRICS)",
+        "aclprofAicoreMetrics; has an effect only with profiling type AICORE_METRICS",
     ),
     Parameter(
         "acl_profiling_tokens",
@@ -114,22 +117,24 @@ PARAMETERS = (
         parse_bool,
         None,
         "true or false (default: true when GEModel's metrics are on)",
-        "time copies and execution with device events (4 events per stream)",
+        "time copies and execution with 4 device events per stream (events are a finite device resource); an event "
+        "that cannot be read never fails a batch whose outputs are ready (its wall time is reported instead)",
     ),
     Parameter(
         "acl_timing_every",
         parse_int(1),
         8,
         "an integer >= 1",
-        "with timing events, time one batch in N per stream (the first, then every Nth); "
-        "a timed batch counts for the untimed ones before it in the metrics",
+        "with timing events, time one batch in N per stream (the first, then every Nth); a timed batch counts in "
+        "ge_phase_duration_us for itself and the untimed ones since the previous (1: every batch)",
     ),
     Parameter(
         "acl_share_weights",
         parse_bool,
         True,
         "true or false",
-        "load every stream's model copy over one weight buffer (load_from_file_with_mem)",
+        "load every stream's model copy over one weight buffer (load_from_file_with_mem): device memory "
+        "S x (work + I/O) + 1 x weights, printed at load",
     ),
     Parameter(
         "acl_max_shapes",
@@ -143,7 +148,8 @@ PARAMETERS = (
         str,
         "",
         "an AIPP config in ATC's aipp_op syntax, in the version folder (or an absolute path)",
-        "dynamic AIPP: the values used unless a request's parameters set them",
+        "dynamic AIPP: the values used unless a request's parameters set them (related_input_rank counts the model's "
+        "inputs)",
     ),
 )
 
