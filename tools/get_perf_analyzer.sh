@@ -3,7 +3,7 @@
 # the two libraries it lacks on a CPU machine into a scratch folder, outside the project venv:
 #   DEST/perf_analyzer, DEST/lib/{libcudart.so.12,libb64.so.0d}
 # Usage: bash tools/get_perf_analyzer.sh [DEST=/tmp/perf_analyzer]
-# Then: LD_LIBRARY_PATH=DEST/lib DEST/perf_analyzer ...   (bench_serving.py --perf-analyzer DEST/perf_analyzer
+# Then: LD_LIBRARY_PATH=DEST/lib DEST/perf_analyzer ...   (python -m tools.bench SCENARIO --perf-analyzer DEST/perf_analyzer
 # sets LD_LIBRARY_PATH itself). Needs pip and apt-get (Debian package libb64-0d).
 set -euo pipefail
 dest="${1:-/tmp/perf_analyzer}"

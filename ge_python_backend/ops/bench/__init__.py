@@ -1,4 +1,4 @@
-"""Load generation and reporting for Triton models (``ge-triton bench`` and tools/bench_*).
+"""Load generation and reporting for Triton models (``ge-triton bench`` and ``python -m tools.bench``).
 
 Knows nothing of GEModel internals: it talks to a server through tritonclient and reads the
 server's Prometheus metrics.

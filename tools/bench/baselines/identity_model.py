@@ -1,6 +1,6 @@
 """The cheapest Triton Python model there is: every request's input returned as its output.
 
-Used by tools/bench_host.py as the host-path baseline (copied into a model folder as model.py):
+Used by the host-path and ab scenarios (tools/bench) as the host-path baseline (copied into a model folder as model.py):
 what tritonserver, the Python stub and one reply per batch cost with no engine at all.
 """
 

@@ -1,7 +1,8 @@
-"""A PyTriton server for the bench_serving baseline: an ONNX Runtime session behind PyTriton's
+"""A PyTriton server for the serving scenario's baseline: an ONNX Runtime session behind PyTriton's
 ``@batch`` decorator, with the same batching settings as the GEModel folder it is compared to.
 
-    python tools/pytriton_server.py MODEL.onnx --name pytriton --http-port P --grpc-port P --metrics-port P
+    python tools/bench/baselines/pytriton_server.py MODEL.onnx --name pytriton \
+        --http-port P --grpc-port P --metrics-port P
 
 Serves on loopback until SIGINT/SIGTERM. Prints "ready" on stdout once the model answers.
 """

@@ -5,25 +5,23 @@ reused input buffer (zeroing any padding rows) and the batch's outputs (FP32 x10
 back per request, as the runner does for every batch. The reference is one ``np.copyto`` of a
 contiguous array holding exactly the requests' bytes into a reused buffer. Medians of
 alternating blocks of both; in-process, no server.
-
-    .venv/bin/python tools/bench_gather.py [--seconds 2] [--json out/bench/gather.json]
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-from bench_common import Ratio, ratio_table, save_json  # noqa: E402
 
-from ge_python_backend.ops.bench.host import wait_quiet  # noqa: E402
-from ge_python_backend.serving.batching import Profile, gather, plan_group, scatter  # noqa: E402
+from tools.bench.runner import Bench, Ratio, Report, Table, ratio_table
 
+SUMMARY = "gather + pad + scatter of a batch against a memcpy of the same bytes (in-process)"
 SHAPE = (3, 224, 224)
 CLASSES = 1000
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--seconds", type=float, default=4.0, help="seconds per case")
 
 
 def paired_medians(first, second, seconds: float, inner: int = 20) -> tuple[float, float]:
@@ -44,6 +42,8 @@ def paired_medians(first, second, seconds: float, inner: int = 20) -> tuple[floa
 
 
 def case(requests: int, gears: tuple[int, ...], seconds: float) -> dict[str, float]:
+    from ge_python_backend.serving.batching import Profile, gather, plan_group, scatter
+
     rng = np.random.default_rng(requests)
     items = [{"image": rng.standard_normal((1,) + SHAPE).astype(np.float32)} for _ in range(requests)]
     profile = Profile(gears, max(gears), {"image": SHAPE})
@@ -73,39 +73,32 @@ def case(requests: int, gears: tuple[int, ...], seconds: float) -> dict[str, flo
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=4.0, help="seconds per case")
-    parser.add_argument("--json", type=Path, default=Path("out/bench/gather.json"))
-    args = parser.parse_args()
-    busy = wait_quiet()
-    print(f"CPU busy before the run: {busy:.0%}" if busy is not None else "CPU load unknown")
-    cases = [case(8, (1, 2, 4, 8), args.seconds), case(7, (1, 2, 4, 8), args.seconds), case(5, (8,), args.seconds)]
-    rows = [["requests", "engine batch", "MB", "memcpy ms", "gather+pad+scatter ms", "ratio", "memcpy GB/s"]]
-    for c in cases:
-        rows.append(
-            [
-                str(c["requests"]),
-                str(c["batch"]),
-                f"{c['bytes'] / 1e6:.2f}",
-                f"{c['memcpy_ms']:.3f}",
-                f"{c['gather_pad_scatter_ms']:.3f}",
-                f"{c['ratio']:.2f}",
-                f"{c['memcpy_gb_per_s']:.1f}",
-            ]
-        )
-    from ge_python_backend.ops.bench.report import format_rows
-
-    print(format_rows(rows))
+def run(bench: Bench) -> Report:
+    seconds = bench.args.seconds
+    cases = []
+    for requests, gears in ((8, (1, 2, 4, 8)), (7, (1, 2, 4, 8)), (5, (8,))):
+        bench.quiet(f"{requests} requests")
+        cases.append(case(requests, gears, seconds))
+    rows = [
+        [
+            str(c["requests"]),
+            str(c["batch"]),
+            f"{c['bytes'] / 1e6:.2f}",
+            f"{c['memcpy_ms']:.3f}",
+            f"{c['gather_pad_scatter_ms']:.3f}",
+            f"{c['ratio']:.2f}",
+            f"{c['memcpy_gb_per_s']:.1f}",
+        ]
+        for c in cases
+    ]
+    header = ("requests", "engine batch", "MB", "memcpy ms", "gather+pad+scatter ms", "ratio", "memcpy GB/s")
     ratios = [
         Ratio("gather+pad+scatter / memcpy, 8 requests -> batch 8", [cases[0]["ratio"]], 1.5, False),
         Ratio("gather+pad+scatter / memcpy, 7 requests -> batch 8 (1 row padded)", [cases[1]["ratio"]]),
         Ratio("gather+pad+scatter / memcpy, 5 requests -> batch 8 (3 rows padded)", [cases[2]["ratio"]]),
     ]
-    print("\n" + ratio_table(ratios))
-    print(f"wrote {save_json(args.json, {'cases': cases, 'cpu_busy_before': busy})}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return Report(
+        summary=ratio_table(ratios, "ratios"),
+        tables=[Table("per case (medians of alternating blocks):", header, rows)],
+        data={"cases": cases},
+    )

@@ -1,7 +1,7 @@
 """What a user would otherwise write: a minimal Triton Python model around ONNX Runtime.
 
 Concatenate the batch, run it, slice the result back per request. Used by
-tools/bench_serving.py as the hand-written baseline (copied into a model folder as model.py).
+the serving and variants scenarios (tools/bench) as the hand-written baseline (copied into a model folder as model.py).
 """
 
 import numpy as np

@@ -1,0 +1,266 @@
+"""The model repositories the scenarios serve, and their baselines.
+
+- the serving repository (``serving``, ``variants``, ``profile``): image_classifier (FP32
+  3x224x224 -> 1000) as the GEModel folder ``ge-triton generate`` writes (``ge``), the
+  hand-written model.py (``handwritten``, baselines/handwritten_model.py) and optional variants;
+  ``PyTritonProcess`` serves the same ONNX model behind PyTriton's ``@batch``;
+- the host-path repository (``host-path``, ``ab``, ``execute``, ``profile --host``): a tiny Relu
+  (FP32 [N,3,32,32]) as the identity model.py (baselines/identity_model.py, the baseline), GEModel
+  on onnxruntime (``ort``) and acl-sim folders per configuration and device time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+BASELINES = Path(__file__).resolve().parent / "baselines"
+
+# --- the serving repository ----------------------------------------------------------------------
+
+MAX_BATCH = 8
+QUEUE_DELAY_US = 500
+
+HANDWRITTEN_CONFIG = f"""name: "handwritten"
+backend: "python"
+max_batch_size: {MAX_BATCH}
+input [ {{ name: "image" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] }} ]
+output [ {{ name: "logits" data_type: TYPE_FP32 dims: [ 1000 ] }} ]
+dynamic_batching {{ max_queue_delay_microseconds: {QUEUE_DELAY_US} }}
+instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+"""
+
+
+def classifier_inputs():
+    """One batch-1 request of the serving model (random FP32 image)."""
+    import numpy as np
+
+    return {"image": np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
+def build_serving_repository(
+    workdir: Path, variants: Mapping[str, Mapping[str, str]] | None = None
+) -> tuple[Path, Path]:
+    """(repository, onnx file): folders ``ge`` (ge-triton generate's defaults) and ``handwritten``,
+    plus one generated folder per entry of ``variants`` (name -> config parameters to set)."""
+    from ge_python_backend.repository.config import set_parameters
+    from ge_python_backend.repository.generate import GenerateOptions, generate
+    from ge_python_backend.testing import models
+
+    onnx_file = models.image_classifier(workdir / "classifier.onnx")
+    repo = workdir / "repo"
+    if repo.exists():
+        shutil.rmtree(repo)
+    for name, parameters in {"ge": {}, **(variants or {})}.items():
+        options = GenerateOptions(
+            name=name,
+            max_batch_size=MAX_BATCH,
+            max_queue_delay_us=QUEUE_DELAY_US,
+            streams=int(parameters.get("streams", 1)),
+        )
+        folder = generate(onnx_file, repo, options).model_dir
+        set_parameters(folder / "config.pbtxt", **{k: v for k, v in parameters.items() if k != "streams"})
+    hand = repo / "handwritten"
+    (hand / "1").mkdir(parents=True)
+    (hand / "config.pbtxt").write_text(HANDWRITTEN_CONFIG)
+    shutil.copyfile(onnx_file, hand / "1" / "model.onnx")
+    shutil.copyfile(BASELINES / "handwritten_model.py", hand / "1" / "model.py")
+    return repo, onnx_file
+
+
+class PyTritonProcess:
+    """baselines/pytriton_server.py in a child process on free loopback ports."""
+
+    def __init__(self, onnx_file: Path, log: Path, startup_timeout: float = 180.0) -> None:
+        from ge_python_backend.ops.server import free_port
+
+        self.grpc_port, self.http_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.log = log
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                str(BASELINES / "pytriton_server.py"),
+                str(onnx_file),
+                "--name",
+                "pytriton",
+                "--http-port",
+                str(self.http_port),
+                "--grpc-port",
+                str(self.grpc_port),
+                "--metrics-port",
+                str(self.metrics_port),
+                "--max-batch-size",
+                str(MAX_BATCH),
+                "--max-queue-delay-us",
+                str(QUEUE_DELAY_US),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=log.open("wb"),
+            text=True,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + startup_timeout
+        line = ""
+        while time.monotonic() < deadline and self.process.poll() is None:
+            line = self.process.stdout.readline().strip()
+            if line == "ready":
+                return
+        self.stop()
+        raise RuntimeError(f"PyTriton did not start ({line!r}); see {log}")
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_address(self) -> str:
+        return f"127.0.0.1:{self.http_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def __enter__(self) -> PyTritonProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(2)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait()
+
+
+# --- the host-path repository ---------------------------------------------------------------------
+
+ROWS = 8  # the largest gear: rows per full batch
+GEARS = (1, 2, 4, ROWS)
+SHAPE = (3, 32, 32)
+
+IDENTITY_CONFIG = f"""name: "identity"
+backend: "python"
+max_batch_size: {ROWS}
+input [ {{ name: "x" data_type: TYPE_FP32 dims: [ {", ".join(map(str, SHAPE))} ] }} ]
+output [ {{ name: "y" data_type: TYPE_FP32 dims: [ {", ".join(map(str, SHAPE))} ] }} ]
+dynamic_batching {{ max_queue_delay_microseconds: {QUEUE_DELAY_US} }}
+instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+"""
+
+
+@dataclass(frozen=True)
+class Config:
+    """One acl-sim configuration; ``None`` fields: what ``ge-triton generate`` writes."""
+
+    label: str
+    mode: str | None = None
+    streams: int | None = None
+    instances: int | None = None
+
+    def folder(self, device_ms: float) -> str:
+        return f"{self.label}_d{device_ms:g}".replace(".", "p")
+
+
+def grid(modes: Sequence[str], streams: Sequence[int], instances: Sequence[int]) -> list[Config]:
+    return [Config(f"{m}_s{s}_i{i}", m, s, i) for m in modes for s in streams for i in instances]
+
+
+def config_named(label: str) -> Config:
+    """The Config behind a label: ``default`` or one of ``grid``'s ``MODE_sS_iI``."""
+    if label == "default":
+        return Config("default")
+    try:
+        mode, streams, instances = label.split("_")
+        return Config(label, mode, int(streams.removeprefix("s")), int(instances.removeprefix("i")))
+    except ValueError:
+        raise ValueError(f"unknown configuration {label!r} (default or MODE_sS_iI, e.g. return_s1_i2)") from None
+
+
+def relu_model(path: Path) -> Path:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *SHAPE])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", *SHAPE])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tools.bench")
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def written_config(folder: Path) -> dict[str, str]:
+    """instance count, streams and response mode as written in ``folder``'s config.pbtxt."""
+    from ge_python_backend.repository.config import read_config_file
+
+    config = read_config_file(folder / "config.pbtxt")
+    parameters = {k: v.string_value for k, v in config.parameters.items()}
+    return {
+        "instances": str(sum(g.count for g in config.instance_group) or 1),
+        "streams": parameters.get("streams", "1"),
+        "response_mode": parameters.get("response_mode", "auto"),
+    }
+
+
+def describe(written: Mapping[str, str]) -> str:
+    return f"instances {written['instances']}, streams {written['streams']}, response_mode {written['response_mode']}"
+
+
+def build_host_repository(
+    workdir: Path, configs: Sequence[Config], device_times: Sequence[float], code: Path | None = None
+) -> tuple[Path, Path]:
+    """(repository, .om file): identity, ``ort`` and each configuration's folder per device time
+    (0 and ``device_times``); ``code``: a checkout whose ge_python_backend the GEModel folders
+    import instead of the installed one (to measure a "before")."""
+    from ge_python_backend.repository.config import set_parameters
+    from ge_python_backend.repository.generate import GenerateOptions, generate
+    from ge_python_backend.sim import sim_compile
+
+    onnx_file = relu_model(workdir / "relu.onnx")
+    om_file = workdir / "relu.om"
+    sim_compile(onnx_file, om_file, batch_gears=GEARS)
+    repo = workdir / "repo"
+    if repo.exists():
+        shutil.rmtree(repo)
+    identity = repo / "identity"
+    (identity / "1").mkdir(parents=True)
+    (identity / "config.pbtxt").write_text(IDENTITY_CONFIG)
+    shutil.copyfile(BASELINES / "identity_model.py", identity / "1" / "model.py")
+    folders = [
+        generate(
+            onnx_file, repo, GenerateOptions(name="ort", max_batch_size=ROWS, max_queue_delay_us=QUEUE_DELAY_US)
+        ).model_dir
+    ]
+    for config in configs:
+        for device_ms in (0.0, *device_times):
+            options = GenerateOptions(
+                name=config.folder(device_ms),
+                max_queue_delay_us=QUEUE_DELAY_US,
+                **({"streams": config.streams} if config.streams is not None else {}),
+                **({"instance_count": config.instances} if config.instances is not None else {}),
+            )
+            folder = generate(om_file, repo, options).model_dir
+            folders.append(folder)
+            parameters = {"acl_sim_device_ms": f"{device_ms:g}"}
+            if config.mode is not None:
+                parameters["response_mode"] = config.mode
+            set_parameters(folder / "config.pbtxt", **parameters)
+    if code is not None:  # the stub ignores PYTHONPATH: the model file itself puts the checkout first
+        for folder in folders:
+            model_py = folder / "1" / "model.py"
+            model_py.write_text(f"import sys\nsys.path.insert(0, {str(code.resolve())!r})\n" + model_py.read_text())
+    return repo, om_file

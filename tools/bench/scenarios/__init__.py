@@ -1,0 +1,1 @@
+"""One module per benchmark scenario (tools/bench/runner.py: SCENARIOS)."""
