@@ -3,8 +3,8 @@
 1. build a demo ONNX image classifier and its labels file;
 2. compile it into an .om with batch gears 1,2,4,8 — with ATC on an Ascend host (the command is
    printed), here with `ge-triton sim-compile` into a simulated .om;
-3. generate its Triton model folder from the classification template (engine acl-sim, 2 streams)
-   and check the repository;
+3. generate its Triton model folder from the classification template (engine acl-sim, the
+   instances generate writes for an .om, one stream each) and check the repository;
 4. serve it with a real tritonserver and classify an image over gRPC and HTTP;
 5. check the answer against ONNX Runtime called directly on the same image.
 
@@ -84,8 +84,6 @@ def main() -> int:
         "classification",
         "--set",
         f"labels={workdir / 'labels.txt'}",
-        "--streams",
-        "2",
         "--force",
     )
     run("  ", "check", str(repo))
