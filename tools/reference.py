@@ -188,6 +188,7 @@ _STANDARD_GROUPS = ("positional arguments", "options", "optional arguments")
 
 
 def verb_section(verb: str, parser: argparse.ArgumentParser) -> list[str]:
+    """``verb``'s heading, description, usage and arguments, then its own sub-verbs' sections (if any)."""
     formatter = parser._get_formatter()
     usage = re.sub(r"\s+", " ", parser.format_usage().removeprefix("usage: ")).strip()
     lines = [f"## ge-triton {verb}", "", cell(parser.description or ""), "", "```", usage, "```", ""]
@@ -212,6 +213,10 @@ def verb_section(verb: str, parser: argparse.ArgumentParser) -> list[str]:
             continue
         lines += [f"**{cell(group.title)}**" + (f": {cell(group.description)}" if group.description else ""), ""]
         lines += table(header, rows(actions))
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                lines += verb_section(f"{verb} {name}", sub)
     return lines
 
 

@@ -49,8 +49,8 @@ PARAMETERS = (
         parse_bool,
         None,
         "true or false (default: true with one slot, false with several)",
-        "let ORT's thread pools spin-wait between operators: faster when one batch runs at a time, "
-        "costly when several slots' threads compete for the cores",
+        "let ORT's thread pools spin-wait between operators: faster when one batch runs at a time; several "
+        "slots' threads spinning against each other (and tritonserver) on few cores stall the server",
     ),
     Parameter(
         "onnxruntime_graph_optimization",

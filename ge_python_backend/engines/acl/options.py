@@ -126,7 +126,8 @@ PARAMETERS = (
         8,
         "an integer >= 1",
         "with timing events, time one batch in N per stream (the first, then every Nth); a timed batch counts in "
-        "ge_phase_duration_us for itself and the untimed ones since the previous (1: every batch)",
+        "ge_phase_duration_us for itself and the untimed ones since the previous (1: every batch); the events are 7 "
+        "of a batch's 11 runtime calls",
     ),
     Parameter(
         "acl_share_weights",
