@@ -76,8 +76,7 @@ METRICS = {
     DEVICE_MEMORY: (
         "gauge",
         "NPU engines only: the device's memory from acl.rt.get_mem_info, free and total, read every "
-        f"{DEVICE_MEMORY_INTERVAL:g} s "
-        "off the request path",
+        f"{DEVICE_MEMORY_INTERVAL:g} s off the request path",
         "kind",
     ),
 }
