@@ -36,7 +36,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
+from ge_python_backend.engines import EngineInfo, ModelKind, auto_candidates, engine, engine_parameters
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.hooks.classification import ImageClassifier
@@ -451,7 +451,8 @@ class _ModelCheck:
         except GEError as exc:
             self.error(path, str(exc).removeprefix(f"{path}: "))
             return info
-        if model.kind is not info.model_kind:
+        compiled = model.kind is ModelKind.ONNX and bool(info.atc)  # compiled with ATC at load
+        if model.kind is not info.model_kind and not compiled:
             self.error(
                 path,
                 f"is a {model.kind.description} (engine {model.engine.name}), but parameter engine is "
@@ -523,7 +524,7 @@ class _ModelCheck:
                 self.warning(version_dir, f"engine auto: {note}")
             return candidates.found[0]
         info = engine(choice)
-        path = info.model_path(version_dir, model_file)
+        path = info.load_plan(version_dir, model_file)[0]
         if not path.is_file():
             self.error(path, f"missing: engine {info.name} loads it (parameter model_file, else the engine's default)")
             return None

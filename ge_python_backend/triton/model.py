@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from ge_python_backend.ascend.atc import ConfigFacts
 from ge_python_backend.engines import Engine, ResponseMode, engine, open_engine, resolve_auto
-from ge_python_backend.engines.registry import AUTO
+from ge_python_backend.engines.compile import compile_for
+from ge_python_backend.engines.registry import AUTO, COMPILE_SOURCES
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError
 from ge_python_backend.params import Parameter
 from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
@@ -178,10 +180,17 @@ class GEModel:
             info = resolve_auto(settings.version_dir, self.log_info, settings.model_file, settings.engine_options)
         else:
             info = engine(settings.engine)
-        path = info.model_path(settings.version_dir, settings.model_file)
+        path, compiled = info.load_plan(settings.version_dir, settings.model_file)
         if not path.is_file():
             problem = "is a directory, not a file" if path.is_dir() else "does not exist"
-            raise ConfigError(f"model file {path} {problem} (parameter model_file, engine {info.name})")
+            sources = f", nor {' or '.join(COMPILE_SOURCES)} to compile" if info.atc and not settings.model_file else ""
+            raise ConfigError(f"model file {path} {problem} (parameter model_file, engine {info.name}){sources}")
+        if compiled:
+            facts = ConfigFacts.from_json(settings.config, "the model config")
+            instance = settings.instance_name
+            path = compile_for(
+                info, path, facts, settings.engine_options, lambda line: self.log_info(f"{instance}: {line}")
+            )
         self.engine = self._engine = open_engine(
             info.name,
             path,
@@ -189,6 +198,7 @@ class GEModel:
             slots=settings.slots,
             options=self._engine_options(),
             peers=settings.instances_on_device,
+            version_dir=settings.version_dir,
         )
         settings.layout.check(self.engine.spec)  # names the state/unbatched tensors the model lacks
         spec = refine_spec(
