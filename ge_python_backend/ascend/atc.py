@@ -69,8 +69,11 @@ class ConfigFacts:
     input_dims: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, config: Mapping[str, Any], source: str) -> ConfigFacts:
-        """From Triton's JSON form of a ModelConfig (numbers may be strings, as protobuf's JSON writes int64)."""
+    def from_json(cls, config: Mapping[str, Any], source: str, served: bool = False) -> ConfigFacts:
+        """From Triton's JSON form of a ModelConfig (numbers may be strings, as protobuf's JSON writes
+        int64). ``served``: the config as tritonserver hands it to a model, where a
+        ``preferred_batch_size`` of just ``[max_batch_size]`` is what the server fills in for a
+        config that sets none (tritonserver 2.51, seen with ``check --load``), so it counts as none."""
         dims = {}
         for entry in config.get("input", ()):
             reshape = entry.get("reshape")
@@ -78,12 +81,11 @@ class ConfigFacts:
                 int(d) for d in (reshape.get("shape", ()) if reshape is not None else entry.get("dims", ()))
             )
         batching = config.get("dynamic_batching") or {}
-        return cls(
-            source,
-            int(config.get("max_batch_size", 0) or 0),
-            tuple(int(p) for p in batching.get("preferred_batch_size", ())),
-            dims,
-        )
+        max_batch = int(config.get("max_batch_size", 0) or 0)
+        preferred = tuple(int(p) for p in batching.get("preferred_batch_size", ()))
+        if served and preferred == (max_batch,):
+            preferred = ()
+        return cls(source, max_batch, preferred, dims)
 
 
 @dataclass(frozen=True)
@@ -327,7 +329,7 @@ def _batch_axis(name: str, shape: tuple[int, ...], gears: tuple[int, ...], notes
         raise ConfigError(
             f"input {name!r} has a dynamic batch axis ({format_shape(shape)}): give --batch-gears "
             f"(e.g. 1,2,4,8), --config with max_batch_size, or a fixed size with --input-shape "
-            f"{name}:1,..."
+            f"{name}:1,... (compiling at load: max_batch_size in the config, or --input_shape in atc_flags)"
         )
     return shape
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from ge_python_backend.ascend.atc import AtcCommand, AtcRequest, ConfigFacts, apply_atc_flags, build_atc_command
 from ge_python_backend.ascend.atcflags import PATH_FLAGS
-from ge_python_backend.engines.registry import EngineInfo, ModelKind, stand_in
+from ge_python_backend.engines.registry import EngineInfo, stand_in
 from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import Parameter, parse_float
 from ge_python_backend.specs import TensorSpec
@@ -114,20 +114,41 @@ def default_cache_dir() -> Path:
 
 
 def source_inputs(source: Path, facts: ConfigFacts) -> tuple[TensorSpec, ...]:
-    """The inputs the ATC command names: an ONNX file's own (read offline), or for a TensorFlow
-    model, whose graph is not read here, the inputs the config declares."""
+    """The inputs the ATC command names: an ONNX graph's own (read with the ``onnx`` package, as
+    ATC reads the graph: no runtime has to know its operators), or for a TensorFlow model, whose
+    graph is not read here, the inputs the config declares. The builder reads names and shapes
+    only; the data types are the config's business."""
     if source.suffix.lower() == ".onnx":
-        from ge_python_backend.engines.offline import read_model_spec
-
-        return read_model_spec(source, ModelKind.ONNX).inputs
+        return _onnx_inputs(source)
     if not facts.input_dims:
         raise ConfigError(
             f"{source} is a TensorFlow model: declare its inputs (name, data_type, dims) in the config; "
             "they are not read from a .pb"
         )
     batch = (-1,) if facts.max_batch_size > 0 else ()
-    # the builder reads names and shapes only; the data type is the config's business
     return tuple(TensorSpec(name, "FP32", batch + dims) for name, dims in facts.input_dims.items())
+
+
+def _onnx_inputs(source: Path) -> tuple[TensorSpec, ...]:
+    import onnx
+
+    try:
+        graph = onnx.load(str(source), load_external_data=False).graph
+    except Exception as exc:  # protobuf DecodeError, OSError
+        raise ConfigError(f"{source} is not an ONNX model ATC could read: {exc}") from None
+    weights = {tensor.name for tensor in graph.initializer}
+    return tuple(
+        TensorSpec(
+            value.name,
+            "FP32",
+            tuple(
+                d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
+                for d in value.type.tensor_type.shape.dim
+            ),
+        )
+        for value in graph.input
+        if value.name not in weights
+    )
 
 
 def command_for(job: CompileJob, output: str) -> AtcCommand:
