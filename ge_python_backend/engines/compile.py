@@ -290,19 +290,22 @@ def _run(arguments: Sequence[str], cwd: Path, job: CompileJob, what: str, log: C
     reader = threading.Thread(target=_read_lines, args=(process, lines, log), daemon=True)
     reader.start()
     started = time.monotonic()
+    deadline, beat = started + job.timeout_s, started + HEARTBEAT_S
     while True:
         try:
-            code = process.wait(timeout=HEARTBEAT_S)
+            code = process.wait(timeout=max(min(deadline, beat) - time.monotonic(), 0.01))
             break
         except subprocess.TimeoutExpired:
-            elapsed = time.monotonic() - started
-            if elapsed >= job.timeout_s:
+            now = time.monotonic()
+            if now >= deadline:
                 _stop(process)
                 raise CompileError(
                     f"compile at load: ATC did not finish {what} within {job.timeout_s:g} s (parameter atc_timeout_s) "
                     f"and was stopped; command: {shell}"
                 ) from None
-            log(f"compile at load: still compiling {what}: {elapsed:.0f} s of at most {job.timeout_s:g} s")
+            if now >= beat:
+                log(f"compile at load: still compiling {what}: {now - started:.0f} s of at most {job.timeout_s:g} s")
+                beat += HEARTBEAT_S
     reader.join(timeout=5)
     if code != 0:
         errors = [line for line in lines if _ERROR_LINE.match(line)] or lines[-10:]
