@@ -253,6 +253,9 @@ def _compile(job: CompileJob, entry: Path, what: str, log: Callable[[str], None]
         started = time.monotonic()
         output = _run(command.arguments, work, job, what, log)
         seconds = time.monotonic() - started
+        named = sorted(work.glob("model_*.om"))  # --host_env_os/--host_env_cpu add them (--output.md:11)
+        if not (work / "model.om").is_file() and len(named) == 1:
+            named[0].rename(work / "model.om")
         if not (work / "model.om").is_file():
             raise CompileError(
                 f"compile at load: ATC exited 0 but wrote no {work / 'model.om'}; its output: "
