@@ -38,7 +38,7 @@ class TritonPythonModel(GEModel):
         what='Serves the model folders of CANN\'s C++ GE backend (backend: "npu_ge") unchanged: their\n'
         "parameters are translated (docs/npu-ge.md), the .onnx or .pb compiled with ATC at load.",
     )
-    + '''from ge_python_backend.triton.npu_ge import NpuGeModel
+    + '''from ge_python_backend.triton.npu_ge_model import NpuGeModel
 
 
 class TritonPythonModel(NpuGeModel):

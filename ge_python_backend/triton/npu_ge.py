@@ -1,7 +1,8 @@
 """Serve the model folders of CANN's own C++ Triton backend (``backend: "npu_ge"``) unchanged.
 
-``ge-triton install-backend --name npu_ge`` installs ``NpuGeModel`` as the Python-based backend
-``npu_ge``. Before anything reads a config, each of that backend's parameters (hicann
+``ge-triton install-backend --name npu_ge`` installs ``triton.npu_ge_model.NpuGeModel`` as the
+Python-based backend ``npu_ge``; this module (Triton-free, so ``check`` uses it too) translates
+its configs. Before anything reads a config, each of that backend's parameters (hicann
 triton-inference-server-ge-backend: ``src/model_state.cpp`` ParseModelParametersConfig :404-437,
 ParseCmdlineConfig :151-184, SetOptions :138-149; its docs ``快速入门.md``, ``性能调优方法论.md``)
 is honoured, mapped to ours, or refused with a message naming it and why; docs/npu-ge.md has the
@@ -22,13 +23,11 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ge_python_backend.ascend.atcflags import GE_OPTION_FLAGS
 from ge_python_backend.engines import engine_parameters
 from ge_python_backend.engines.registry import COMPILE_SOURCES
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.triton.model import GEModel
 from ge_python_backend.triton.settings import CORE_PARAMETERS, TRITON_PARAMETERS
 
 BACKEND_NAME = "npu_ge"
@@ -190,6 +189,16 @@ def _first_model_file(version_dir: Path) -> str:
     return ""
 
 
+def adapt(config: dict, version_dir: Path) -> list[str]:
+    """Translate ``config`` (Triton's JSON form) in place, with the server's ``--backend-config``
+    keys, and set the environment their backend sets; returns a line per decision."""
+    raw = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
+    done = translate(raw, server_backend_config(), version_dir)
+    config["parameters"] = {k: {"string_value": v} for k, v in done.parameters.items()}
+    os.environ.update(done.env)  # as their backend does (setenv, model_state.cpp:66-118), for CANN and ATC
+    return done.notes
+
+
 def server_backend_config(backend: str = BACKEND_NAME) -> dict[str, str]:
     """``KEY=VALUE`` of every ``--backend-config=<backend>,KEY=VALUE`` on the command line of the
     tritonserver that started this process (its parent, or a parent's parent); {} elsewhere."""
@@ -216,15 +225,3 @@ def _backend_settings(argv: list[str], backend: str) -> dict[str, str]:
         if name == backend and sep:
             settings[key] = text
     return settings
-
-
-class NpuGeModel(GEModel):
-    """GEModel for the GE backend's model folders: their parameters translated first."""
-
-    @classmethod
-    def adapt_config(cls, config: dict[str, Any], version_dir: Path) -> list[str]:
-        raw = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
-        done = translate(raw, server_backend_config(), version_dir)
-        config["parameters"] = {k: {"string_value": v} for k, v in done.parameters.items()}
-        os.environ.update(done.env)  # as their backend does (setenv, model_state.cpp:66-118), for CANN and ATC
-        return done.notes

@@ -11,9 +11,11 @@ import pytest
 from ge_python_backend.ascend.atc import AtcRequest, apply_atc_flags
 from ge_python_backend.cli import main
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.repository.ge_backend import BACKEND_SOURCES
+from ge_python_backend.repository.check import check_repository
+from ge_python_backend.repository.ge_backend import BACKEND_SOURCES, write_ge_backend
 from ge_python_backend.triton import npu_ge
 from ge_python_backend.triton.npu_ge import translate
+from tests.support import npu_ge as support_npu_ge
 
 
 @pytest.fixture
@@ -102,3 +104,16 @@ def test_install_backend_npu_ge(tmp_path, capsys):
     assert (tmp_path / "npu_ge" / "model.py").read_text() == BACKEND_SOURCES["npu_ge"]
     assert "installed backend 'npu_ge'" in capsys.readouterr().out
     compile(BACKEND_SOURCES["npu_ge"], "model.py", "exec")
+
+
+def test_check_reads_a_ge_backend_folder_as_the_load_translates_it(tmp_path):
+    backends = tmp_path / "backends"
+    write_ge_backend(backends, "npu_ge")
+    model = tmp_path / "repo" / "resnet"
+    (model / "1").mkdir(parents=True)
+    support_npu_ge.tiny_resnet(model / "1" / "resnet18-tiny.onnx")
+    (model / "config.pbtxt").write_text(support_npu_ge.example_config())
+    assert check_repository(tmp_path / "repo", backends).problems == ()
+    (model / "config.pbtxt").write_text(support_npu_ge.EXAMPLE_FIELDS.replace('"device_ids"', '"device_exec_blocks"'))
+    (problem,) = check_repository(tmp_path / "repo", backends).problems
+    assert "'device_exec_blocks' (graph sessions per device" in problem.message
