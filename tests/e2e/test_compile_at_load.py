@@ -55,6 +55,10 @@ def built(tmp_path_factory):
     # their example's folder holds the ONNX under its own name; the backend takes the first .onnx
     (repo / "resnet" / "1" / "resnet18-tiny.onnx").write_bytes(files["resnet"].read_bytes())
     (repo / "resnet" / "config.pbtxt").write_text(npu_ge.example_config())
+    # a GE backend folder that leaves inputs and outputs out ("input output 可以不填")
+    (repo / "npu_ge_bare" / "1").mkdir(parents=True)
+    (repo / "npu_ge_bare" / "1" / "linear.onnx").write_bytes(files["onnx_only"].read_bytes())
+    (repo / "npu_ge_bare" / "config.pbtxt").write_text('name: "npu_ge_bare"\nbackend: "npu_ge"\nmax_batch_size: 8\n')
     return repo, files, root / "cache"
 
 
@@ -70,7 +74,7 @@ def first(built):
     repo = built[0]
     with _server(built) as running:
         results, seconds = {}, {}
-        for name in ("onnx_only", "two_instances", "uncompilable", "resnet"):
+        for name in ("onnx_only", "two_instances", "uncompilable", "resnet", "npu_ge_bare"):
             started = time.monotonic()
             (results[name],) = load_models(repo, [name], server=running, unload=False)
             seconds[name] = time.monotonic() - started
@@ -142,6 +146,17 @@ def test_the_ge_backends_example_config_serves_unchanged_under_npu_ge(first, bui
         assert error is None, error
         (expected,) = session.run(None, {"data": data})
         np.testing.assert_allclose(outputs["resnetv24_dense0_fwd"], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_ge_backend_folder_without_inputs_and_outputs_is_completed_and_served(first, built):
+    server, results, _ = first
+    assert results["npu_ge_bare"].loaded, results["npu_ge_bare"].message
+    assert "+ input[x].dims: [4]" in results["npu_ge_bare"].changes
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    ((outputs, error),) = infer_many("http", server.http_address, "npu_ge_bare", [{"x": x}])
+    assert error is None, error
+    expected = ort.InferenceSession(str(built[1]["onnx_only"])).run(None, {"x": x})
+    np.testing.assert_allclose(outputs["probs"], expected[1], rtol=1e-6, atol=1e-6)
 
 
 def test_a_restart_loads_from_the_cache_without_compiling(first, built):
