@@ -80,7 +80,7 @@ class EngineInfo:
     ``open_engine(model_path, *, info, device_id, slots, options, peers, version_dir)`` (``peers``:
     the model's instances on that device; ``version_dir``: where relative paths in ``options`` lie),
     and may define ``available(info, options) -> (bool, reason)`` for ``engine: auto`` and, with
-    ``atc``, ``compile_target(info, options) -> engines.compile.CompileTarget``.
+    ``atc``, ``compile_target(info, options, version_dir) -> engines.compile.CompileTarget``.
     """
 
     name: str

@@ -210,7 +210,12 @@ class GEModel:
             facts = ConfigFacts.from_json(settings.config, "the model config", served=True)
             instance = settings.instance_name
             path = compile_for(
-                info, path, facts, settings.engine_options, lambda line: self.log_info(f"{instance}: {line}")
+                info,
+                path,
+                facts,
+                settings.engine_options,
+                lambda line: self.log_info(f"{instance}: {line}"),
+                settings.version_dir,
             )
         self.engine = self._engine = open_engine(
             info.name,

@@ -11,6 +11,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+import onnxruntime as ort
 import pytest
 
 from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, apply_atc_flags, build_atc_command
@@ -300,3 +302,43 @@ def test_generate_engine_acl_writes_the_onnx_folder_and_shows_the_atc_command(li
         "atc --model=1/model.onnx --framework=5 '--output=<cache>/model' --soc_version=<the device's SoC> "
         '--input_format=ND --input_shape="x:-1,4" --dynamic_batch_size="1,2,4,8"'
     )
+
+
+_HARNESS = """
+import sys
+from pathlib import Path
+import numpy as np
+from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
+install_fake_pb_utils()
+from ge_python_backend.testing import fake_pb_utils as pb
+from ge_python_backend.triton.model import GEModel
+class TritonPythonModel(GEModel):
+    pass
+with ModelHarness(TritonPythonModel, Path(sys.argv[1])) as model:
+    (response,) = model.infer([pb.InferenceRequest([pb.Tensor("x", np.ones((3, 4), np.float32))])])
+    np.save(sys.argv[2], response.output_tensors()[0].as_numpy())
+"""
+
+
+def test_files_the_parameters_name_stay_in_the_version_folder_when_the_model_is_compiled(linear, tmp_path):
+    """The compiled .om lives in the cache; acl_json (and every file parameter) is still read from
+    the version folder, by the compile (which initialises pyACL) and by the engine alike."""
+    (linear.parent / "acl.json").write_text("{}")
+    model_dir = linear.parent.parent
+    (model_dir / "config.pbtxt").write_text(
+        'name: "m"\nbackend: "ge"\nmax_batch_size: 8\n'
+        'input [{name: "x" data_type: TYPE_FP32 dims: [4]}]\n'
+        'output [{name: "logits" data_type: TYPE_FP32 dims: [3]}, {name: "probs" data_type: TYPE_FP32 dims: [3]}]\n'
+        'parameters [{key: "engine" value {string_value: "acl-sim"}},\n'
+        ' {key: "acl_json" value {string_value: "acl.json"}},\n'
+        f' {{key: "atc_cache_dir" value {{string_value: "{tmp_path / "cache"}"}}}}]\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _HARNESS, str(model_dir), str(tmp_path / "logits.npy")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (expected, _) = ort.InferenceSession(str(linear)).run(None, {"x": np.ones((3, 4), np.float32)})
+    np.testing.assert_allclose(np.load(tmp_path / "logits.npy"), expected, rtol=1e-6)

@@ -532,12 +532,12 @@ def available(info: EngineInfo, options: Mapping[str, Any] | None = None) -> tup
     return True, f"{count} Ascend device(s) ({info.name})"
 
 
-def compile_target(info: EngineInfo, options: Mapping[str, Any]) -> compile_at_load.CompileTarget:
+def compile_target(info: EngineInfo, options: Mapping[str, Any], version_dir: Path) -> compile_at_load.CompileTarget:
     """What an .om compiled at load is for: ``acl.get_soc_name()`` (ATC's --soc_version, the name
     without "Ascend" that ``npu-smi info`` shows) and ``acl.get_version()``, the ACL version of the
     toolkit (acl_rt.h aclrtGetVersion), both asked after pyACL is initialised."""
     acl = info.load_pyacl()
-    acl_json = AclOptions.read(options, Path(".")).acl_json
+    acl_json = AclOptions.read(options, version_dir).acl_json  # the engine inits with the same file
     AclRuntime.of(acl).device_count(acl_json)
     soc = acl.get_soc_name()
     if not soc:
