@@ -40,7 +40,9 @@ LOG = logging.getLogger(__name__)
 
 __all__ = ["PARAMETERS", "AclEngine", "available", "compile_target", "open_engine"]
 
-#: the engine's own parameters and those of the compile at load (an .onnx or .pb under this engine)
+#: the engine's own parameters and those of the compile at load (an .onnx or .pb under this engine).
+#: No per-stream core limit: acl.rt.set_stream_res_limit does not reach an .om's tasks (fidelity.md
+#: row 132); the cores are ATC's --aicore_num, through atc_flags.
 PARAMETERS = ACL_PARAMETERS + compile_at_load.PARAMETERS
 
 #: aclrtMemAttr ACL_HBM_MEM: falls back to DDR on devices without HBM (11-01_device_memory_malloc_and_free.md 687-737)
