@@ -35,7 +35,7 @@ from ge_python_backend.errors import ConfigError
 STARTED = "ATC start working now, please wait for a moment."
 SUCCEEDED = "ATC run success, welcome to the next use."
 FAILED = "ATC run failed, Please check the detail log, Try 'atc --help' for more information"
-ONNX_FRAMEWORK = "5"
+ONNX_FRAMEWORK = atc_rules.FRAMEWORKS[".onnx"]
 
 
 class AtcFailure(Exception):
