@@ -7,16 +7,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from ge_python_backend.cli.arguments import int_list
-from ge_python_backend.repository.atc import (
+from ge_python_backend.ascend.atc import (
     INPUT_FORMATS,
     PRECISION_MODE,
     PRECISION_MODE_V2,
     AtcRequest,
-    atc_command,
     parse_dynamic_dims,
     parse_input_shape,
 )
+from ge_python_backend.cli.arguments import int_list
+from ge_python_backend.repository.atc import atc_command
 
 EPILOG = """The printed command (run it where CANN's atc is installed) uses these ATC flags:
   --model=PATH            the ONNX file to compile
@@ -111,10 +111,10 @@ def run(args: argparse.Namespace) -> int:
             input_shapes=parse_input_shape(args.input_shape),
             precision=args.precision,
             input_format=args.input_format,
-            config=args.config,
             dynamic_dims=parse_dynamic_dims(args.dynamic_dims),
             insert_op_conf=args.insert_op_conf,
-        )
+        ),
+        config=args.config,
     )
     for note in command.notes:
         print(f"note: {note}", file=sys.stderr)

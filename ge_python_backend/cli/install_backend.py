@@ -1,5 +1,6 @@
-"""``ge-triton install-backend [--backend-dir DIR]``: install the Python-based backend "ge" into a
-Triton backends folder, so config.pbtxt files that say ``backend: "ge"`` need no model.py."""
+"""``ge-triton install-backend [--backend-dir DIR] [--name ge|npu_ge]``: install a Python-based backend
+into a Triton backends folder: "ge", so config.pbtxt files that say ``backend: "ge"`` need no model.py,
+or "npu_ge", which serves the model folders of CANN's C++ GE backend unchanged."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from pathlib import Path
 
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.ops.server import find_tritonserver
-from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, write_ge_backend
+from ge_python_backend.repository.ge_backend import BACKEND_SOURCES, GE_BACKEND_NAME, write_ge_backend
 
-EPILOG = f"""What it writes: DIR/{GE_BACKEND_NAME}/model.py, a TritonPythonModel that is GEModel with no hooks.
-Triton runs it for every model whose config.pbtxt says backend: "{GE_BACKEND_NAME}", through the Python
-backend in DIR/python (which must be there too).
+EPILOG = """What it writes: DIR/NAME/model.py, a TritonPythonModel that is GEModel with no hooks.
+Triton runs it for every model whose config.pbtxt says backend: "NAME", through the Python
+backend in DIR/python (which must be there too). With --name npu_ge it takes the parameters of
+CANN's C++ GE backend (device_ids, static_model, ge.* options, ...; docs/npu-ge.md) and compiles the
+version folder's .onnx or .pb with ATC at load.
 
 The default DIR is the backends folder of the tritonserver found on PATH, else the one inside the
 nvidia-pytriton wheel (in site-packages). `ge-triton serve` needs none of this: it prepares its own
@@ -26,13 +29,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend-dir", type=Path, metavar="DIR", help="Triton backends folder (default: the found tritonserver's)"
     )
+    parser.add_argument(
+        "--name",
+        choices=tuple(BACKEND_SOURCES),
+        default=GE_BACKEND_NAME,
+        help=f"the backend name configs use (default {GE_BACKEND_NAME})",
+    )
 
 
-def _notes(backends: Path) -> list[str]:
+def _notes(backends: Path, name: str) -> list[str]:
     python = backends / "python"
     if not (python / "libtriton_python.so").is_file():
         return [
-            f"{python}/libtriton_python.so is missing: backend {GE_BACKEND_NAME} runs through the Python "
+            f"{python}/libtriton_python.so is missing: backend {name} runs through the Python "
             "backend, which must be in the same backends folder"
         ]
     if not (python / "triton_python_backend_stub").is_file():
@@ -49,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"backends folder {backends} is not a folder (give the --backend-directory of a tritonserver)"
         )
-    target = write_ge_backend(backends)
-    print(f"installed backend {GE_BACKEND_NAME!r}: {target}")
-    for note in _notes(backends):
+    target = write_ge_backend(backends, args.name)
+    print(f"installed backend {args.name!r}: {target}")
+    for note in _notes(backends, args.name):
         print(f"note: {note}")
     return 0

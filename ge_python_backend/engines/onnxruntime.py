@@ -305,8 +305,15 @@ class OnnxRuntimeEngine(Engine):
 
 
 def open_engine(
-    model_path: Path, *, info: EngineInfo, device_id: int, slots: int, options: Mapping[str, Any], peers: int = 1
+    model_path: Path,
+    *,
+    info: EngineInfo,
+    device_id: int,
+    slots: int,
+    options: Mapping[str, Any],
+    peers: int = 1,
+    version_dir: Path | None = None,
 ) -> OnnxRuntimeEngine:
     """Open ``model_path`` on ONNX Runtime with ``slots`` slots (``info``: its registry entry; ``peers``
-    does not matter to ORT)."""
+    and ``version_dir`` do not matter to ORT: its parameters name no files)."""
     return OnnxRuntimeEngine(model_path, device_id=device_id, slots=slots, options=options)

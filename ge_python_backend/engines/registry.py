@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -31,6 +32,9 @@ LOG = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "ge_python_backend.engines"
 AUTO = "auto"
+#: what an engine with ``atc`` compiles at load when its own file is absent, in this order
+COMPILE_SOURCES = ("model.onnx", "model.pb")
+COMPILE_SUFFIXES = (".onnx", ".pb")
 
 #: The engines this package ships (acl-sim through its plug-in); ``auto`` picks one at load.
 EngineName = Literal["onnxruntime", "acl", "acl-sim"]
@@ -73,9 +77,10 @@ class EngineInfo:
     """One engine.
 
     ``module`` implements it: it defines ``PARAMETERS`` and
-    ``open_engine(model_path, *, info, device_id, slots, options, peers)`` (``peers``: the model's
-    instances on that device), and may define ``available(info, options) -> (bool, reason)`` for
-    ``engine: auto``.
+    ``open_engine(model_path, *, info, device_id, slots, options, peers, version_dir)`` (``peers``:
+    the model's instances on that device; ``version_dir``: where relative paths in ``options`` lie),
+    and may define ``available(info, options) -> (bool, reason)`` for ``engine: auto`` and, with
+    ``atc``, ``compile_target(info, options, version_dir) -> engines.compile.CompileTarget``.
     """
 
     name: str
@@ -99,6 +104,9 @@ class EngineInfo:
     #: the engine this one can replace, and the environment variable that asks for it
     stands_in_for: str = ""
     stand_in_env: str = ""
+    #: the program (argv start) that plays ATC for this engine: given ATC's flags it compiles an
+    #: ONNX or TensorFlow model into the model file this engine runs (compile at load); () for none
+    atc: tuple[str, ...] = ()
 
     def implementation(self) -> Any:
         return importlib.import_module(self.module)
@@ -118,6 +126,22 @@ class EngineInfo:
         path = Path(model_file or self.default_file)
         return path if path.is_absolute() else Path(version_dir) / path
 
+    def load_plan(self, version_dir: Path, model_file: str = "") -> tuple[Path, bool]:
+        """The file this engine loads from ``version_dir``, and whether it compiles it first: an
+        engine with ``atc`` compiles a ``model_file`` that is an .onnx or .pb, or, when its own
+        default file is absent and no ``model_file`` is set, ``model.onnx`` (else ``model.pb``)."""
+        path = self.model_path(version_dir, model_file)
+        if not self.atc:
+            return path, False
+        if path.suffix.lower() in COMPILE_SUFFIXES:
+            return path, True
+        if model_file or path.is_file():
+            return path, False
+        for name in COMPILE_SOURCES:
+            if (Path(version_dir) / name).is_file():
+                return Path(version_dir) / name, True
+        return path, False
+
 
 BUILTIN_ENGINES = (
     EngineInfo(
@@ -134,8 +158,9 @@ BUILTIN_ENGINES = (
         model_kind=ModelKind.OM,
         default_file="model.om",
         npu=True,
-        summary="a CANN .om on an Ascend NPU through pyACL",
+        summary="a CANN .om on an Ascend NPU through pyACL (an .onnx or .pb compiled with CANN's atc at load)",
         pyacl="ge_python_backend.engines.acl.runtime:import_pyacl",
+        atc=("atc",),
     ),
 )
 
@@ -202,8 +227,9 @@ def detect_kind(path: Path) -> ModelKind | None:
 
 @dataclass(frozen=True)
 class AutoCandidates:
-    """What ``engine: auto`` can run in a version folder: (engine, file) pairs, NPU engines first,
-    and notes on files present that auto will not pick (e.g. a simulated .om)."""
+    """What ``engine: auto`` can run in a version folder: (engine, file) pairs, NPU engines first
+    (an NPU engine's pair may name an .onnx it compiles at load), and notes on files present that
+    auto will not pick (e.g. a simulated .om)."""
 
     found: tuple[tuple[EngineInfo, Path], ...]
     notes: tuple[str, ...]
@@ -221,13 +247,13 @@ def auto_candidates(version_dir: Path, model_file: str = "") -> AutoCandidates:
     a simulated .om must be served with its engine named."""
     found, notes, looked_for = [], [], []
     for info in sorted((i for i in registered().values() if not i.stands_in_for), key=lambda i: not i.npu):
-        path = info.model_path(version_dir, model_file)
+        path, compiled = info.load_plan(version_dir, model_file)
         if path.name not in looked_for:
             looked_for.append(path.name)
         if not path.is_file():
             continue
         kind = detect_kind(path)
-        if kind is info.model_kind:
+        if kind is info.model_kind or compiled:
             found.append((info, path))
         elif kind is not None and not any(p == path for _, p in found):
             note = f"{path.name} is a {kind.description}: set parameter engine to {engine_for_kind(kind).name}"
@@ -248,8 +274,12 @@ def resolve_auto(
         runs_as = stand_in(info)
         check = getattr(runs_as.implementation(), "available", None)
         available, reason = check(runs_as, options or {}) if check else (True, "")
+        compiled = bool(info.atc) and path.suffix.lower() in COMPILE_SUFFIXES
+        if available and compiled and shutil.which(runs_as.atc[0]) is None:
+            available, reason = False, f"{path.name} needs compiling and {runs_as.atc[0]!r} is not on PATH"
         if available:
-            because = f"{path.name} present" + (f"; {reason}" if reason else "")
+            because = f"{path.name} present" + ("; compiled with ATC at load" if compiled else "")
+            because += f"; {reason}" if reason else ""
             because += "".join(f"; not {r}" for r in reasons)
             log(f"engine auto: chose {info.name} ({because})")
             return info
@@ -288,10 +318,18 @@ def stand_in(info: EngineInfo) -> EngineInfo:
 
 
 def open_engine(
-    name: str, model_path: Path, *, device_id: int, slots: int, options: Mapping[str, Any], peers: int = 1
+    name: str,
+    model_path: Path,
+    *,
+    device_id: int,
+    slots: int,
+    options: Mapping[str, Any],
+    peers: int = 1,
+    version_dir: Path | None = None,
 ) -> Engine:
     """Load ``model_path`` on engine ``name`` with ``slots`` execution contexts; ``peers`` instances
-    of the model share the device.
+    of the model share the device; relative paths in ``options`` lie in ``version_dir`` (default:
+    the model file's folder; a model compiled at load lives in the cache instead).
 
     ``options`` are the engine parameters the config sets; each engine takes its own, and the
     exclusive parameters of another engine (the simulator's) are refused.
@@ -311,5 +349,11 @@ def open_engine(
     if info.prepare is not None:
         info.prepare(own)
     return info.implementation().open_engine(
-        model_path, info=info, device_id=device_id, slots=slots, options=own, peers=peers
+        model_path,
+        info=info,
+        device_id=device_id,
+        slots=slots,
+        options=own,
+        peers=peers,
+        version_dir=version_dir or Path(model_path).parent,
     )

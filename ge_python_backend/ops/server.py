@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ge_python_backend.errors import GEError
 from ge_python_backend.ops import ports
-from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, write_ge_backend
+from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, NPU_GE_BACKEND_NAME, write_ge_backend
 
 
 class ServerError(GEError):
@@ -88,7 +88,8 @@ def _copy(source: Path, target: Path) -> None:
 
 def prepare_backends(install: TritonInstall, workspace: Path) -> Path:
     """A backends folder for ``install``: its backends linked in, the Python stub for this
-    interpreter next to the Python backend, and the ``ge`` backend.
+    interpreter next to the Python backend, the ``ge`` backend and, unless ``install`` has its
+    own, the ``npu_ge`` one.
 
     The Python backend's files are copied, not linked: Triton refuses a backend library whose
     real path lies outside the backend directory (which Python-based backends such as ``ge``
@@ -111,6 +112,8 @@ def prepare_backends(install: TritonInstall, workspace: Path) -> Path:
             raise ServerError(f"no Python backend stub for Python {version} (looked for {bundled})")
         _copy(bundled, stub)
     write_ge_backend(backends)
+    if not (install.backends / NPU_GE_BACKEND_NAME).exists():  # CANN's own C++ npu_ge backend wins
+        write_ge_backend(backends, NPU_GE_BACKEND_NAME)
     return backends
 
 

@@ -36,19 +36,20 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
+from ge_python_backend.engines import EngineInfo, ModelKind, auto_candidates, engine, engine_parameters
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.hooks.classification import ImageClassifier
 from ge_python_backend.params import Parameter
 from ge_python_backend.repository.config import config_json, mc, read_config_file
-from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, ge_backend_file
+from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, NPU_GE_BACKEND_NAME, ge_backend_file
 from ge_python_backend.repository.modelcode import HOOKS, ModelCode, read_model_code
 from ge_python_backend.repository.modelfile import read_model_file
 from ge_python_backend.repository.versions import FolderKind, read_version_folder
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
+from ge_python_backend.triton.npu_ge import translate
 from ge_python_backend.triton.settings import (
     CORE_PARAMETERS,
     TRITON_PARAMETERS,
@@ -115,30 +116,32 @@ def check_repository(repository: Path, backends: Path | None = None, ge_backend_
 
 
 class _GeBackend:
-    """Whether backend "ge" is installed, looked up once (``ready``: the server that will load
-    the models installs it itself, as ``check --load`` and ``ge-triton serve`` do)."""
+    """Whether a Python-based backend ("ge", "npu_ge") is installed, looked up once per name
+    (``ready``: the server that will load the models installs it itself, as ``check --load`` and
+    ``ge-triton serve`` do)."""
 
     def __init__(self, backends: Path | None, ready: bool = False) -> None:
         self._backends = backends
-        self._answer: str | None = "" if ready else None
+        self._ready = ready
+        self._answers: dict[str, str] = {}
 
-    def missing(self) -> str | None:
-        """None when installed; otherwise what to tell the user."""
-        if self._answer is None:
-            self._answer = self._look()
-        return self._answer or None
+    def missing(self, name: str = GE_BACKEND_NAME) -> str | None:
+        """None when the Python-based backend ``name`` is installed; otherwise what to tell the user."""
+        if self._ready:
+            return None
+        if name not in self._answers:
+            self._answers[name] = self._look(name)
+        return self._answers[name] or None
 
-    def _look(self) -> str:
+    def _look(self, name: str) -> str:
         backends = self._backends
         if backends is None:
-            return (
-                f"no tritonserver found to tell whether backend {GE_BACKEND_NAME} is installed; "
-                "`ge-triton serve` installs it"
-            )
-        if ge_backend_file(backends).is_file():
+            return f"no tritonserver found to tell whether backend {name} is installed; `ge-triton serve` installs it"
+        if ge_backend_file(backends, name).is_file():
             return ""
+        option = "" if name == GE_BACKEND_NAME else f" --name {name}"
         return (
-            f"backend {GE_BACKEND_NAME} is not installed in {backends}: run `ge-triton install-backend` "
+            f"backend {name} is not installed in {backends}: run `ge-triton install-backend{option}` "
             "(`ge-triton serve` installs it into the backend folder it prepares)"
         )
 
@@ -183,7 +186,9 @@ class _ModelCheck:
         self._check_scheduling(config)
         self._check_server_rules(config)
         versions = self._versions(config)
-        if config.backend not in ("python", "ge"):
+        if config.backend == NPU_GE_BACKEND_NAME and versions and not self._translate(config, versions[-1]):
+            return self.problems
+        if config.backend not in ("python", "ge", NPU_GE_BACKEND_NAME):
             what = f"backend {config.backend!r}" if config.backend else f"platform {config.platform!r}"
             if not config.backend and not config.platform:
                 self.error(self.config_path, 'no backend: set backend: "python" (model.py) or "ge" (no per-model code)')
@@ -200,6 +205,20 @@ class _ModelCheck:
         engines = {self._check_version(config, version, codes[version], parameters) for version in versions}
         self._check_instances(config, engines)
         return self.problems
+
+    def _translate(self, config, version: int) -> bool:
+        """A GE backend config's parameters as the npu_ge backend translates them at load (the
+        ``--backend-config`` keys of a server are not known here); False when one is refused."""
+        raw = {key: value.string_value for key, value in config.parameters.items()}
+        try:
+            done = translate(raw, {}, self._version_dirs[version])
+        except ConfigError as exc:
+            self.error(self.config_path, str(exc))
+            return False
+        config.ClearField("parameters")
+        for key, value in done.parameters.items():
+            config.parameters[key].string_value = value
+        return True
 
     def _read_config(self):
         if not self.config_path.is_file():
@@ -367,10 +386,12 @@ class _ModelCheck:
     def _model_code(self, config, version: int) -> ModelCode:
         version_dir = self._version_dirs[version]
         path = version_dir / (config.default_model_filename or "model.py")
-        if config.backend == "ge":
+        if config.backend in (GE_BACKEND_NAME, NPU_GE_BACKEND_NAME):
             if path.is_file():
-                self.warning(path, 'backend "ge" runs the installed backend\'s model.py; this file is not used')
-            missing = self.ge_backend.missing()
+                self.warning(
+                    path, f'backend "{config.backend}" runs the installed backend\'s model.py; this file is not used'
+                )
+            missing = self.ge_backend.missing(config.backend)
             if missing:
                 self.warning(self.config_path, missing)
             return ModelCode(path, True, frozenset(), (), auto_completes=True)
@@ -451,7 +472,8 @@ class _ModelCheck:
         except GEError as exc:
             self.error(path, str(exc).removeprefix(f"{path}: "))
             return info
-        if model.kind is not info.model_kind:
+        compiled = model.kind is ModelKind.ONNX and bool(info.atc)  # compiled with ATC at load
+        if model.kind is not info.model_kind and not compiled:
             self.error(
                 path,
                 f"is a {model.kind.description} (engine {model.engine.name}), but parameter engine is "
@@ -523,7 +545,7 @@ class _ModelCheck:
                 self.warning(version_dir, f"engine auto: {note}")
             return candidates.found[0]
         info = engine(choice)
-        path = info.model_path(version_dir, model_file)
+        path = info.load_plan(version_dir, model_file)[0]
         if not path.is_file():
             self.error(path, f"missing: engine {info.name} loads it (parameter model_file, else the engine's default)")
             return None

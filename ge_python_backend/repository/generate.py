@@ -21,7 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.engines import engine, engine_parameters
+from google.protobuf import json_format
+
+from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, build_atc_command, config_gears
+from ge_python_backend.engines import ModelKind, engine, engine_parameters
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.check import check_repository
@@ -302,6 +305,9 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
     )
     plan = plan_serving(spec, request)
     notes = list(plan.notes)
+    engine_name = options.engine or model.engine.name
+    compiled = model.kind is ModelKind.ONNX and engine_name != AUTO and bool(engine(engine_name).atc)
+    preferred = _compiled_gears(plan) if compiled else plan.preferred_batch_sizes
     config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=plan.max_batch_size)
     inputs: list[ConfigTensor | Mapping[str, Any]] = list(plan.inputs)
     outputs: list[ConfigTensor | Mapping[str, Any]] = list(plan.outputs)
@@ -316,12 +322,11 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
         _add_entry(config.input, entry)
     for entry in outputs:
         _add_entry(config.output, entry)
-    _add_scheduling(config, options, plan.preferred_batch_sizes)
+    _add_scheduling(config, options, preferred)
     if options.version_policy:
         parse_version_policy(options.version_policy, config)
     group = config.instance_group.add()
     group.kind = mc.ModelInstanceGroup.KIND_CPU
-    engine_name = options.engine or model.engine.name
     group.count = options.instance_count or default_instances(engine_name, model)
     parameters = {"engine": engine_name, "streams": str(options.streams)}
     parameters["device_ids"] = ",".join(str(d) for d in options.device_ids)
@@ -342,7 +347,28 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
         config.parameters[key].string_value = str(value)
     if options.warmup:
         _add_warmup(config, spec, layout)
+    if compiled:
+        notes.append(_compile_note(config, options.version, engine_name, spec))
     return config, notes
+
+
+def _compiled_gears(plan) -> tuple[int, ...]:
+    """The batch gears the compile at load gives the .om (as preferred sizes: the batcher then forms
+    batches of those sizes): the planned preferred sizes and max_batch_size, else the powers of two."""
+    return config_gears(ConfigFacts("", plan.max_batch_size, plan.preferred_batch_sizes))
+
+
+def _compile_note(config, version: int, engine_name: str, spec: ModelSpec) -> str:
+    """What engine ``engine_name`` runs at load for this folder: the ATC command, from the one builder."""
+    facts = ConfigFacts.from_json(json_format.MessageToDict(config, preserving_proto_field_name=True), "the config")
+    placeholder = "SOC"
+    request = AtcRequest(Path(str(version)) / "model.onnx", placeholder, output="<cache>/model", facts=facts)
+    command = build_atc_command(request, spec.inputs).shell()
+    command = command.replace(f"--soc_version={placeholder}", "--soc_version=<the device's SoC>")
+    return (
+        f"engine {engine_name}: the load compiles {version}/model.onnx with ATC once (cached in $GE_TRITON_ATC_CACHE "
+        f"or ~/.cache/ge-python-backend/atc; more ATC flags in parameter atc_flags): {command}"
+    )
 
 
 def default_instances(engine_name: str, model: ModelFile) -> int:

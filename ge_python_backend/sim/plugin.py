@@ -7,7 +7,10 @@ engine ``acl`` run here too (logged loudly).
 
 from __future__ import annotations
 
+import shutil
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ge_python_backend.engines.registry import EngineInfo, ModelKind
@@ -53,6 +56,13 @@ def configure_from(options: Mapping[str, Any]) -> None:
     )
 
 
+def atc_program() -> tuple[str, ...]:
+    """How to run the simulator's ATC (``sim/atc.py``) with this interpreter (in Triton's Python
+    stub ``sys.executable`` may name the stub; then the ``python3`` on PATH, the stub's own)."""
+    python = sys.executable if Path(sys.executable).name.startswith("python") else shutil.which("python3")
+    return (python or "python3", "-m", "ge_python_backend.sim.atc")
+
+
 ENGINE = EngineInfo(
     name="acl-sim",
     module="ge_python_backend.engines.acl",
@@ -66,4 +76,5 @@ ENGINE = EngineInfo(
     exclusive_parameters=True,
     stands_in_for="acl",
     stand_in_env="GE_ACL_SIMULATOR",
+    atc=atc_program(),
 )

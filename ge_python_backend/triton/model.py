@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from ge_python_backend.ascend.atc import ConfigFacts
 from ge_python_backend.engines import Engine, ResponseMode, engine, open_engine, resolve_auto
-from ge_python_backend.engines.registry import AUTO
+from ge_python_backend.engines.compile import compile_for
+from ge_python_backend.engines.registry import AUTO, COMPILE_SOURCES
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError
 from ge_python_backend.params import Parameter
 from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
@@ -73,8 +75,10 @@ class GEModel:
         python_backend r24.10 ``src/pb_stub.cc:499-502``)."""
         config = auto_complete_model_config.as_dict()
         name = config.get("name", "?")
+        version_dir = Path(pb_utils.get_model_dir())
         try:
-            filled = auto_complete(config, Path(pb_utils.get_model_dir()), cls.extra_parameters, cls._overridden())
+            cls.adapt_config(config, version_dir)
+            filled = auto_complete(config, version_dir, cls.extra_parameters, cls._overridden())
         except GEError as exc:  # what the user must fix: the message says what
             raise pb_utils.TritonModelException(f"model {name!r}: auto-complete: {exc}") from None
         except Exception as exc:  # a bug: one line for the load error, the stub logs the traceback
@@ -91,7 +95,7 @@ class GEModel:
         try:
             capabilities.check_apis(pb_utils)  # before anything calls them
             logbridge.install(pb_utils, args.get("model_instance_name", ""), verbose=_wants_verbose(args))
-            self.settings = read_settings(args, self.extra_parameters)
+            self.settings = read_settings(self._adapted(args), self.extra_parameters)
             self._open()
         except GEError as exc:  # what the user must fix: the message says what
             self._release()
@@ -141,6 +145,14 @@ class GEModel:
 
     # -- hooks for subclasses -----------------------------------------------------------
 
+    @classmethod
+    def adapt_config(cls, config: dict[str, Any], version_dir: Path) -> list[str]:
+        """Turn a model config written for another backend into this one's (in place), before
+        anything reads it; returns what it did, one line each. Default: nothing. Only the
+        parameters may change: they do not survive auto-complete (CORE r24.10
+        ``backend_model.cc:741-793``), so the server's copy keeps the user's."""
+        return []
+
     def preprocess(self, inputs: dict[str, np.ndarray], request: RequestInfo) -> Mapping[str, np.ndarray]:
         """Turn one request's input tensors into the engine's inputs. Default: unchanged.
 
@@ -166,6 +178,17 @@ class GEModel:
     def log_error(self, message: str) -> None:
         pb_utils.Logger.log_error(message)
 
+    def _adapted(self, args: dict[str, str]) -> dict[str, str]:
+        """``args`` with the model config through ``adapt_config`` (its lines logged)."""
+        try:
+            config = json.loads(args["model_config"])
+        except (KeyError, json.JSONDecodeError):
+            return args  # read_settings says what is wrong
+        version_dir = Path(args.get("model_repository", ".")) / args.get("model_version", "1")
+        for line in self.adapt_config(config, version_dir):
+            self.log_info(f"{args.get('model_instance_name', config.get('name', '?'))}: {line}")
+        return dict(args, model_config=json.dumps(config))
+
     def _engine_options(self) -> dict[str, Any]:
         """The config's engine parameters; device timing events only when metrics report them."""
         options = dict(self.settings.engine_options)
@@ -178,10 +201,22 @@ class GEModel:
             info = resolve_auto(settings.version_dir, self.log_info, settings.model_file, settings.engine_options)
         else:
             info = engine(settings.engine)
-        path = info.model_path(settings.version_dir, settings.model_file)
+        path, compiled = info.load_plan(settings.version_dir, settings.model_file)
         if not path.is_file():
             problem = "is a directory, not a file" if path.is_dir() else "does not exist"
-            raise ConfigError(f"model file {path} {problem} (parameter model_file, engine {info.name})")
+            sources = f", nor {' or '.join(COMPILE_SOURCES)} to compile" if info.atc and not settings.model_file else ""
+            raise ConfigError(f"model file {path} {problem} (parameter model_file, engine {info.name}){sources}")
+        if compiled:
+            facts = ConfigFacts.from_json(settings.config, "the model config", served=True)
+            instance = settings.instance_name
+            path = compile_for(
+                info,
+                path,
+                facts,
+                settings.engine_options,
+                lambda line: self.log_info(f"{instance}: {line}"),
+                settings.version_dir,
+            )
         self.engine = self._engine = open_engine(
             info.name,
             path,
@@ -189,6 +224,7 @@ class GEModel:
             slots=settings.slots,
             options=self._engine_options(),
             peers=settings.instances_on_device,
+            version_dir=settings.version_dir,
         )
         settings.layout.check(self.engine.spec)  # names the state/unbatched tensors the model lacks
         spec = refine_spec(

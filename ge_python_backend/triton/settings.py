@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ge_python_backend.engines import (
+    ModelKind,
     ResponseMode,
     auto_candidates,
     detect_kind,
@@ -360,8 +361,8 @@ def auto_complete(
 
 
 def _model_file(settings: ModelSettings, version_dir: Path):
-    """The model file GEModel will open, and its kind (engine auto: the first candidate, NPU
-    engines first, as ``check`` does; no device is touched)."""
+    """The model file GEModel will open (or compile), and its kind (engine auto: the first
+    candidate, NPU engines first, as ``check`` does; no device is touched)."""
     if settings.engine == AUTO:
         candidates = auto_candidates(version_dir, settings.model_file)
         if not candidates.found:
@@ -369,10 +370,12 @@ def _model_file(settings: ModelSettings, version_dir: Path):
         info, path = candidates.found[0]
     else:
         info = engine(settings.engine)
-        path = info.model_path(version_dir, settings.model_file)
+        path = info.load_plan(version_dir, settings.model_file)[0]
         if not path.is_file():
             raise ConfigError(f"model file {path} does not exist (parameter model_file, engine {info.name})")
     kind = detect_kind(path)
+    if kind is ModelKind.ONNX and info.atc:  # compiled at load: the ONNX file says what the .om will take
+        return path, kind
     if kind is not info.model_kind:
         found = kind.description if kind is not None else "not a model file ge-triton knows"
         raise ConfigError(f"model file {path} is {found}; engine {info.name} runs a {info.model_kind.description}")

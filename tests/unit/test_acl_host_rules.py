@@ -567,7 +567,7 @@ def test_an_unknown_key_under_dump_or_profiler_is_refused_at_prepare_time(built,
     by CANN (dump_config_converter.cpp reads only its keys), which would hide a typo: both refused."""
     config = write_json(tmp_path / "config.json", section)
     with pytest.raises(ConfigError, match=rf"parameter '{option}': .*{re.escape(key)}"):
-        prepare_options({option: str(config)}, built["dir"] / "batch.om")
+        prepare_options({option: str(config)}, built["dir"])
 
 
 def test_acl_json_profiling_or_dump_and_the_engines_own_are_refused_together(built, tmp_path):
@@ -579,16 +579,16 @@ def test_acl_json_profiling_or_dump_and_the_engines_own_are_refused_together(bui
     model = built["dir"] / "batch.om"
     profiling_on = write_json(tmp_path / "prof_on.json", {"profiler": {"switch": "on", "output": str(folder)}})
     with pytest.raises(ConfigError, match="parameters 'acl_json' and 'acl_profiling_dir' cannot be combined.*100042"):
-        prepare_options({"acl_json": str(profiling_on), "acl_profiling_dir": str(folder)}, model)
+        prepare_options({"acl_json": str(profiling_on), "acl_profiling_dir": str(folder)}, model.parent)
     profiling_off = write_json(tmp_path / "prof_off.json", {"profiler": {"switch": "off"}})
-    prepare_options({"acl_json": str(profiling_off), "acl_profiling_dir": str(folder)}, model)
+    prepare_options({"acl_json": str(profiling_off), "acl_profiling_dir": str(folder)}, model.parent)
     dump = {"dump": {"dump_path": str(folder), "dump_list": [{"model_name": "m"}]}}
     dump_on = write_json(tmp_path / "dump_on.json", dump)
     own = write_json(tmp_path / "own_dump.json", dump)
     with pytest.raises(ConfigError, match="parameters 'acl_json' and 'acl_dump_config' cannot be combined"):
-        prepare_options({"acl_json": str(dump_on), "acl_dump_config": str(own)}, model)
+        prepare_options({"acl_json": str(dump_on), "acl_dump_config": str(own)}, model.parent)
     nothing_dumped = write_json(tmp_path / "dump_off.json", {"dump": {"dump_path": str(folder)}})
-    prepare_options({"acl_json": str(nothing_dumped), "acl_dump_config": str(own)}, model)
+    prepare_options({"acl_json": str(nothing_dumped), "acl_dump_config": str(own)}, model.parent)
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from ge_python_backend.ascend.atc import AtcRequest, config_gears
 from ge_python_backend.cli import main
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.repository.atc import AtcRequest, atc_command, config_gears
-from ge_python_backend.repository.config import parse_config
+from ge_python_backend.repository.atc import atc_command, config_facts
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.sim.compile import sim_compile
 from ge_python_backend.testing import models
@@ -30,8 +30,8 @@ def identity(path, shape, name="image"):
     return path
 
 
-def args_of(request: AtcRequest) -> list[str]:
-    return list(atc_command(request).arguments)
+def args_of(request: AtcRequest, config=None) -> list[str]:
+    return list(atc_command(request, config).arguments)
 
 
 @pytest.fixture
@@ -64,14 +64,15 @@ def test_the_shell_line_round_trips_through_a_shell_parser(classifier, tmp_path)
         ("max_batch_size: 0", ()),
     ],
 )
-def test_gears_a_config_implies(config, gears):
-    assert config_gears(parse_config(config)) == gears
+def test_gears_a_config_implies(config, gears, tmp_path):
+    (tmp_path / "config.pbtxt").write_text(config)
+    assert config_gears(config_facts(tmp_path / "config.pbtxt")) == gears
 
 
 def test_config_gives_gears_and_output_path(classifier, tmp_path):
     folder = generate(classifier, tmp_path / "repo", GenerateOptions(name="clf", max_batch_size=4)).model_dir
     (folder / "3").mkdir()
-    command = atc_command(AtcRequest(classifier, "Ascend310P3", config=folder / "config.pbtxt"))
+    command = atc_command(AtcRequest(classifier, "Ascend310P3"), folder / "config.pbtxt")
     assert f"--output={folder / '3' / 'model'}" in command.arguments
     assert "--dynamic_batch_size=1,2,4" in command.arguments
     assert command.notes[0].startswith("batch gears 1,2,4 derived from")
@@ -95,13 +96,13 @@ def test_gears_that_contradict_the_config_are_refused(classifier, tmp_path, conf
     with pytest.raises(
         ConfigError, match=f"--batch-gears {','.join(map(str, gears))} conflicts with {path}: {message}"
     ):
-        atc_command(AtcRequest(classifier, "Ascend310P3", batch_gears=gears, config=path))
+        atc_command(AtcRequest(classifier, "Ascend310P3", batch_gears=gears), path)
 
 
 def test_consistent_gears_and_config_are_accepted(classifier, tmp_path):
     path = tmp_path / "config.pbtxt"
     path.write_text("max_batch_size: 8 dynamic_batching { preferred_batch_size: [4, 8] }")
-    arguments = args_of(AtcRequest(classifier, "Ascend310P3", batch_gears=(1, 2, 4, 8, 16), config=path))
+    arguments = args_of(AtcRequest(classifier, "Ascend310P3", batch_gears=(1, 2, 4, 8, 16)), path)
     assert "--dynamic_batch_size=1,2,4,8,16" in arguments
 
 
@@ -163,11 +164,11 @@ def test_config_dims_size_the_unsized_axes(tmp_path, onnx_dir):
     folder = generate(onnx_dir / "two_inputs.onnx", tmp_path / "repo", GenerateOptions(name="pair")).model_dir
     config = folder / "config.pbtxt"
     config.write_text(config.read_text().replace("dims: -1", "dims: 5"))
-    arguments = args_of(AtcRequest(onnx_dir / "two_inputs.onnx", "Ascend310P3", config=config))
+    arguments = args_of(AtcRequest(onnx_dir / "two_inputs.onnx", "Ascend310P3"), config)
     assert "--input_shape=a:-1,5;b:-1,5" in arguments
     assert "--input_format=ND" in arguments
     with pytest.raises(ConfigError, match="--input-shape gives input 'a' size 6 on axis 1, but it is 5 already"):
-        atc_command(AtcRequest(onnx_dir / "two_inputs.onnx", "Ascend310P3", config=config, input_shapes={"a": (-1, 6)}))
+        atc_command(AtcRequest(onnx_dir / "two_inputs.onnx", "Ascend310P3", input_shapes={"a": (-1, 6)}), config)
 
 
 @pytest.mark.parametrize(

@@ -133,7 +133,7 @@ SEEDED = [
     (
         "linear/config.pbtxt",
         'string_value: "onnxruntime"',
-        'string_value: "acl-sim"',
+        'string_value: "acl-sim" } } parameters { key: "model_file" value { string_value: "model.om"',
         "linear/1/model.om",
         "missing: engine acl-sim loads it",
     ),

@@ -10,7 +10,7 @@ import pytest
 
 from ge_python_backend.cli import main
 from ge_python_backend.ops import server
-from ge_python_backend.repository.ge_backend import GE_BACKEND_SOURCE
+from ge_python_backend.repository.ge_backend import BACKEND_SOURCES
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
 
@@ -50,7 +50,7 @@ def test_default_folder_is_the_found_tritonserver_s(tmp_path, monkeypatch, capsy
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"installed backend 'ge': {backends / 'ge' / 'model.py'}"
     assert lines[1].startswith(f"note: {backends / 'python'}/libtriton_python.so is missing")
-    assert (backends / "ge" / "model.py").read_text() == GE_BACKEND_SOURCE
+    assert (backends / "ge" / "model.py").read_text() == BACKEND_SOURCES["ge"]
 
 
 @pytest.mark.parametrize("make", ["missing", "file"])

@@ -4,6 +4,6 @@
 ``slot`` (one model copy, stream and buffers), ``engine`` (the slots as one engine).
 """
 
-from ge_python_backend.engines.acl.engine import PARAMETERS, AclEngine, available, open_engine
+from ge_python_backend.engines.acl.engine import PARAMETERS, AclEngine, available, compile_target, open_engine
 
-__all__ = ["PARAMETERS", "AclEngine", "available", "open_engine"]
+__all__ = ["PARAMETERS", "AclEngine", "available", "compile_target", "open_engine"]

@@ -27,7 +27,9 @@ from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPo
 from ge_python_backend.ascend.layout import Shape
 from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
 from ge_python_backend.ascend.resources import model_resources
-from ge_python_backend.engines.acl.options import PARAMETERS, AclOptions, ProfilingPlan
+from ge_python_backend.engines import compile as compile_at_load
+from ge_python_backend.engines.acl.options import PARAMETERS as ACL_PARAMETERS
+from ge_python_backend.engines.acl.options import AclOptions, ProfilingPlan
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
 from ge_python_backend.engines.base import Engine, Shapes, Slot
@@ -36,7 +38,12 @@ from ge_python_backend.errors import ConfigError, InputError
 
 LOG = logging.getLogger(__name__)
 
-__all__ = ["PARAMETERS", "AclEngine", "available", "open_engine"]
+__all__ = ["PARAMETERS", "AclEngine", "available", "compile_target", "open_engine"]
+
+#: the engine's own parameters and those of the compile at load (an .onnx or .pb under this engine).
+#: No per-stream core limit: acl.rt.set_stream_res_limit does not reach an .om's tasks (fidelity.md
+#: row 132); the cores are ATC's --aicore_num, through atc_flags.
+PARAMETERS = ACL_PARAMETERS + compile_at_load.PARAMETERS
 
 #: aclrtMemAttr ACL_HBM_MEM: falls back to DDR on devices without HBM (11-01_device_memory_malloc_and_free.md 687-737)
 ACL_HBM_MEM = 1
@@ -443,11 +450,11 @@ def _size_text(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-def prepare_options(options: Mapping[str, Any], model_path: Path) -> AclOptions:
-    """The engine's options, with acl.json and the dump config checked against the keys CANN reads
-    (a mistake is a load error naming the key), their output folders created and writable, and the
-    combinations CANN refuses or silently overrides refused up front."""
-    parsed = AclOptions.read(options, model_path.parent)
+def prepare_options(options: Mapping[str, Any], version_dir: Path) -> AclOptions:
+    """The engine's options (files relative to ``version_dir``), with acl.json and the dump config
+    checked against the keys CANN reads (a mistake is a load error naming the key), their output
+    folders created and writable, and the combinations CANN refuses or silently overrides refused up front."""
+    parsed = AclOptions.read(options, version_dir)
     for name, path, sections in (("acl_json", parsed.acl_json, None), ("acl_dump_config", parsed.dump_config, "dump")):
         if path is None:
             continue
@@ -498,10 +505,18 @@ def _writable(folder: Path, what: str) -> None:
 
 
 def open_engine(
-    model_path: Path, *, info: EngineInfo, device_id: int, slots: int, options: Mapping[str, Any], peers: int = 1
+    model_path: Path,
+    *,
+    info: EngineInfo,
+    device_id: int,
+    slots: int,
+    options: Mapping[str, Any],
+    peers: int = 1,
+    version_dir: Path | None = None,
 ) -> AclEngine:
-    """Open ``model_path`` with ``slots`` streams on ``device_id``, on the pyACL ``info`` names."""
-    parsed = prepare_options(options, Path(model_path))
+    """Open ``model_path`` with ``slots`` streams on ``device_id``, on the pyACL ``info`` names; the
+    files the options name lie in ``version_dir`` (default: the model's folder)."""
+    parsed = prepare_options(options, Path(version_dir or Path(model_path).parent))
     return AclEngine(
         model_path, acl=info.load_pyacl(), name=info.name, device_id=device_id, slots=slots, options=parsed, peers=peers
     )
@@ -517,3 +532,18 @@ def available(info: EngineInfo, options: Mapping[str, Any] | None = None) -> tup
     if count < 1:
         return False, "pyACL sees no Ascend device"
     return True, f"{count} Ascend device(s) ({info.name})"
+
+
+def compile_target(info: EngineInfo, options: Mapping[str, Any], version_dir: Path) -> compile_at_load.CompileTarget:
+    """What an .om compiled at load is for: ``acl.get_soc_name()`` (ATC's --soc_version, the name
+    without "Ascend" that ``npu-smi info`` shows) and ``acl.get_version()``, the ACL version of the
+    toolkit (acl_rt.h aclrtGetVersion), both asked after pyACL is initialised."""
+    acl = info.load_pyacl()
+    acl_json = AclOptions.read(options, version_dir).acl_json  # the engine inits with the same file
+    AclRuntime.of(acl).device_count(acl_json)
+    soc = acl.get_soc_name()
+    if not soc:
+        raise ConfigError(f"acl.get_soc_name() names no SoC ({info.name}); ATC needs --soc_version to compile")
+    major, minor, patch, ret = acl.get_version()
+    check(acl, ret, "acl.get_version")
+    return compile_at_load.CompileTarget(str(soc), f"{info.name} {major}.{minor}.{patch}")

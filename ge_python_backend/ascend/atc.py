@@ -1,0 +1,577 @@
+"""The ATC command that compiles an ONNX (or TensorFlow) model into an .om matching a Triton configuration.
+
+One builder for ``ge-triton atc-cmd`` (which prints the command) and for engine ``acl``'s
+compile at load (which runs it), so the two cannot drift. Shapes come from the model's inputs,
+then from the config's dims, then from ``--input-shape``; batch gears come from ``--batch-gears``
+or from the config's ``max_batch_size`` / ``preferred_batch_size``. Contradictions are errors
+that say what conflicts.
+
+Dynamic dims (``--dynamic-dims``, ATC's ``--dynamic_dims``) follow ATC's own rules: the
+``--input_shape`` it emits lists the inputs in the order the user gave (static inputs may be
+named too), each gear lists one value per -1 axis of that ``--input_shape``, in its order, and
+is checked as ATC checks it: the value count, 2..100 gears, no gear twice, every input with -1
+axes named, never together with ``--dynamic_batch_size`` or ``--insert_op_conf`` (hicann/ge
+compiler/graph/preprocess/multi_batch_options.cc:32, 477-500, 613-655;
+compiler/graph/passes/multi_batch/multi_batch_clone_pass.cc:300-307;
+docs/zh/user_guides/atc_tools/CLI_options/--dynamic_dims.md:23-60). ``--insert-op-conf`` passes an
+AIPP config (ATC's ``aipp_op { ... }`` syntax) through, after checking it against the inputs.
+
+Other ATC flags (``atc_flags``, e.g. ``--aicore_num``) are checked against ATC's own flag list
+(``ascend.atcflags.ATC_FLAGS``) and passed through after the derived ones.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ge_python_backend.ascend import atcflags
+from ge_python_backend.ascend.aipp import AippConfig, AippMode, parse_aipp_config
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.specs import TensorSpec, format_shape
+
+#: --precision values ATC takes as --precision_mode_v2 (newer CANN) ...
+PRECISION_MODE_V2 = ("fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16")
+#: ... and as the older --precision_mode.
+PRECISION_MODE = (
+    "force_fp16",
+    "force_fp32",
+    "allow_fp32_to_fp16",
+    "must_keep_origin_dtype",
+    "allow_mix_precision",
+    "allow_mix_precision_fp16",
+    "allow_mix_precision_bf16",
+    "allow_fp32_to_bf16",
+)
+#: what --input_format takes (ATC's --input_format.md); NHWC and NDHWC for TensorFlow models
+INPUT_FORMATS = ("NCHW", "NCDHW", "ND", "NHWC", "NDHWC")
+#: ATC's documented limits on --dynamic_batch_size / --dynamic_dims gears (--dynamic_dims.md:23).
+MIN_DIMS_GEARS, MAX_GEARS = 2, 100
+#: ATC --framework by source model suffix (atc_flags.cc:15: 3 TensorFlow, 5 ONNX)
+FRAMEWORKS = {".onnx": "5", ".pb": "3"}
+_SOC = re.compile(r"^[A-Za-z0-9_]+$")
+_NEEDS_QUOTES = re.compile(r"[^A-Za-z0-9_@%+=:,./-]")
+
+
+@dataclass(frozen=True)
+class ConfigFacts:
+    """What the ATC command takes from a Triton model config: batching and the declared dims."""
+
+    #: where the facts come from, for messages (a config.pbtxt path, or "the model config")
+    source: str
+    max_batch_size: int = 0
+    preferred_batch_size: tuple[int, ...] = ()
+    #: each declared input's dims as the model sees them (``reshape`` when given), batch axis removed
+    input_dims: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, config: Mapping[str, Any], source: str, served: bool = False) -> ConfigFacts:
+        """From Triton's JSON form of a ModelConfig (numbers may be strings, as protobuf's JSON writes
+        int64). ``served``: the config as tritonserver hands it to a model, where a
+        ``preferred_batch_size`` of just ``[max_batch_size]`` is what the server fills in for a
+        config that sets none (tritonserver 2.51, seen with ``check --load``), so it counts as none."""
+        dims = {}
+        for entry in config.get("input", ()):
+            reshape = entry.get("reshape")
+            dims[str(entry.get("name", ""))] = tuple(
+                int(d) for d in (reshape.get("shape", ()) if reshape is not None else entry.get("dims", ()))
+            )
+        batching = config.get("dynamic_batching") or {}
+        max_batch = int(config.get("max_batch_size", 0) or 0)
+        preferred = tuple(int(p) for p in batching.get("preferred_batch_size", ()))
+        if served and preferred == (max_batch,):
+            preferred = ()
+        return cls(source, max_batch, preferred, dims)
+
+
+@dataclass(frozen=True)
+class AtcRequest:
+    model: Path
+    soc_version: str
+    #: ATC --output: the .om path (ATC appends ``.om``); None: next to the model
+    output: str | None = None
+    batch_gears: tuple[int, ...] = ()
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    precision: str | None = None
+    input_format: str | None = None
+    facts: ConfigFacts | None = None
+    #: ATC --dynamic_dims: per gear, one value per -1 axis of ``input_shapes`` (in its order)
+    dynamic_dims: tuple[tuple[int, ...], ...] = ()
+    #: ATC --insert_op_conf: an AIPP config file
+    insert_op_conf: Path | None = None
+    #: further ATC flags, ``--name=value`` each, checked by ``parse_atc_flags``; emitted after the derived ones
+    extra_flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AtcCommand:
+    arguments: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    def shell(self) -> str:
+        """The command as one shell line; ATC's list values are double-quoted as its manual writes them."""
+        return " ".join(_quoted(argument) for argument in self.arguments)
+
+
+_LIST_FLAGS = ("--input_shape", "--dynamic_batch_size", "--dynamic_dims")
+
+
+def parse_input_shape(text: str) -> dict[str, tuple[int, ...]]:
+    """atc-cmd's ``--input-shape``: ATC's syntax in the given order, without shape ranges."""
+    shapes = atcflags.parse_input_shape(
+        text, "--input-shape", ranges_refused="atc-cmd emits fixed sizes, -1 batch axes and --dynamic-dims gears only"
+    )
+    return {name: tuple(d for d in dims if isinstance(d, int)) for name, dims in shapes.items()}
+
+
+def parse_dynamic_dims(text: str) -> tuple[tuple[int, ...], ...]:
+    """ATC's ``--dynamic_dims``: ``"1,20;2,40"`` -> ((1, 20), (2, 40)) (gears by ``;``, values by ``,``)."""
+    return atcflags.parse_gear_list(text, "--dynamic-dims")
+
+
+#: ATC flags the command derives itself, and where they come from instead
+DERIVED_FLAGS = {
+    "model": "the model file of the version folder",
+    "output": "where the compiled model is cached",
+    "framework": "the model file's suffix (.onnx 5, .pb 3)",
+    "soc_version": "the device (acl.get_soc_name)",
+    "dynamic_batch_size": "max_batch_size and preferred_batch_size of the config",
+    "dynamic_image_size": "nothing: image-size gears need a model.om compiled by hand",
+    "weight": "nothing: it is for Caffe models",
+}
+#: ATC flags that make it do something other than compile one model into an .om
+OTHER_MODES = ("mode", "om", "json", "singleop", "help")
+
+
+def apply_atc_flags(request: AtcRequest, text: str, base_dir: Path, where: str) -> AtcRequest:
+    """``request`` with the ATC flags of ``text`` (``--name=value ...``): the ones the builder
+    checks (``--input_shape``, ``--dynamic_dims``, ``--input_format``, ``--insert_op_conf``,
+    ``--precision_mode(_v2)``) go into their fields, every other flag ATC defines is passed
+    through; paths are taken relative to ``base_dir``. ConfigError naming ``where`` and the flag
+    for what ATC does not define, what the builder derives, or a bad value."""
+    changes: dict[str, Any] = {}
+    extra: list[str] = []
+    for name, value in atcflags.split_atc_flags(text, where):
+        if name in DERIVED_FLAGS or name in OTHER_MODES:
+            why = f"set from {DERIVED_FLAGS[name]}" if name in DERIVED_FLAGS else "it makes ATC do something else"
+            raise ConfigError(f"{where}: --{name} cannot be given here ({why})")
+        if name in atcflags.PATH_FLAGS and value:
+            value = str(Path(base_dir) / value)
+        if name == "input_shape":
+            changes["input_shapes"] = parse_input_shape(value)
+        elif name == "dynamic_dims":
+            changes["dynamic_dims"] = parse_dynamic_dims(value)
+        elif name == "input_format":
+            changes["input_format"] = value
+        elif name == "insert_op_conf":
+            changes["insert_op_conf"] = Path(value)
+        elif name in ("precision_mode", "precision_mode_v2"):
+            if "precision" in changes:
+                # ATC: E10056, "Cannot config both" (compiler/api/aclgrph/option_utils.cc:1359-1371)
+                raise ConfigError(f"{where}: --precision_mode and --precision_mode_v2 together; ATC takes one")
+            accepted = PRECISION_MODE if name == "precision_mode" else PRECISION_MODE_V2
+            if value not in accepted:
+                raise ConfigError(f"{where}: --{name}={value}: ATC accepts {', '.join(accepted)}")
+            changes["precision"] = value
+        else:
+            if name == "aicore_num":
+                atcflags.parse_aicore_num(value, f"{where}: --aicore_num")
+            extra.append(f"--{name}={value}")
+    return replace(request, **changes, extra_flags=request.extra_flags + tuple(extra))
+
+
+def _quoted(argument: str) -> str:
+    flag, sep, value = argument.partition("=")
+    if sep and flag in _LIST_FLAGS and not re.search(r'["$`\\!]', value):
+        return f'{flag}="{value}"'
+    return shlex.quote(argument) if _NEEDS_QUOTES.search(argument) else argument
+
+
+def config_gears(facts: ConfigFacts) -> tuple[int, ...]:
+    """Batch gears a config implies: its preferred sizes plus max_batch_size, else powers of
+    two up to max_batch_size (and max_batch_size itself); () when it does not batch."""
+    max_batch = facts.max_batch_size
+    if max_batch <= 0:
+        return ()
+    preferred = set(facts.preferred_batch_size)
+    if preferred:
+        return tuple(sorted(preferred | {max_batch}))
+    return tuple(sorted({1 << i for i in range(max_batch.bit_length()) if 1 << i < max_batch} | {max_batch}))
+
+
+def _gears(request: AtcRequest, config: ConfigFacts | None, notes: list[str]) -> tuple[int, ...]:
+    given = tuple(sorted(set(request.batch_gears)))
+    if any(g < 1 for g in given):
+        raise ConfigError(f"--batch-gears {','.join(map(str, request.batch_gears))}: every gear must be >= 1")
+    if config is None:
+        return given
+    source = config.source
+    derived = config_gears(config)
+    if not given:
+        if derived:
+            notes.append(
+                f"batch gears {','.join(map(str, derived))} derived from {source} (max_batch_size "
+                f"{config.max_batch_size}, preferred_batch_size "
+                f"{list(config.preferred_batch_size) or 'none'})"
+            )
+        return derived
+    listed = ",".join(map(str, given))
+    if config.max_batch_size <= 0:
+        raise ConfigError(
+            f"--batch-gears {listed} conflicts with {source}: max_batch_size 0 means requests carry "
+            "the full shape and the model has no batch gears"
+        )
+    if given[-1] < config.max_batch_size:
+        raise ConfigError(
+            f"--batch-gears {listed} conflicts with {source}: max_batch_size {config.max_batch_size} "
+            f"is above the largest gear {given[-1]}"
+        )
+    off_gear = [p for p in config.preferred_batch_size if p not in given]
+    if off_gear:
+        raise ConfigError(
+            f"--batch-gears {listed} conflicts with {source}: preferred_batch_size {off_gear[0]} "
+            "is not one of the gears"
+        )
+    return given
+
+
+def _config_shapes(config: ConfigFacts | None, inputs: Sequence[TensorSpec]) -> dict[str, tuple[int, ...]]:
+    """Full shapes of the model inputs that the config declares (batch axis -1 when batching)."""
+    if config is None:
+        return {}
+    names = {t.name for t in inputs}
+    batch = (-1,) if config.max_batch_size > 0 else ()
+    return {name: batch + dims for name, dims in config.input_dims.items() if name in names}
+
+
+def _merge(tensor: TensorSpec, shape: tuple[int, ...], given: tuple[int, ...], source: str) -> tuple[int, ...]:
+    """``shape`` with the -1 axes filled from ``given``; ConfigError when a fixed axis differs."""
+    if len(given) != len(shape):
+        raise ConfigError(
+            f"{source} gives input {tensor.name!r} rank {len(given)} ({format_shape(given)}); the model "
+            f"input has rank {len(shape)} ({format_shape(shape)})"
+        )
+    merged = []
+    for axis, (have, want) in enumerate(zip(shape, given)):
+        if have != -1 and want != -1 and have != want:
+            raise ConfigError(
+                f"{source} gives input {tensor.name!r} size {want} on axis {axis}, but it is "
+                f"{have} already ({format_shape(shape)})"
+            )
+        merged.append(have if want == -1 else want)
+    return tuple(merged)
+
+
+def _input_shapes(
+    request: AtcRequest,
+    inputs: Sequence[TensorSpec],
+    config: ConfigFacts | None,
+    gears: tuple[int, ...],
+    notes: list[str],
+) -> dict[str, tuple[int, ...]]:
+    unknown = sorted(set(request.input_shapes) - {t.name for t in inputs})
+    if unknown:
+        raise ConfigError(
+            f"--input-shape names {unknown[0]!r}, which is not a model input; the model takes "
+            f"{[t.name for t in inputs]}"
+        )
+    from_config = _config_shapes(config, inputs)
+    shapes = {}
+    for tensor in inputs:
+        shape = tensor.shape
+        if tensor.name in from_config:
+            shape = _merge(tensor, shape, from_config[tensor.name], _source(config))
+        if tensor.name in request.input_shapes:
+            shape = _merge(tensor, shape, tuple(request.input_shapes[tensor.name]), "--input-shape")
+        shapes[tensor.name] = _batch_axis(tensor.name, shape, gears, notes)
+        rest = [axis for axis, size in enumerate(shapes[tensor.name]) if size < 0 and axis > 0]
+        if rest:
+            raise ConfigError(_unsized(tensor.name, shapes[tensor.name], rest, bool(gears)))
+    return shapes
+
+
+def _unsized(name: str, shape: tuple[int, ...], axes: list[int], batch_gears: bool) -> str:
+    """What to do about axes without a size: a shape with a placeholder on each of them (never the
+    shape that failed), or --dynamic-dims gears of them."""
+    which = f"axis {axes[0]} has" if len(axes) == 1 else f"axes {', '.join(map(str, axes))} have"
+    fixed = ",".join("<size>" if axis in axes else str(d) for axis, d in enumerate(shape))
+    gears = ", instead of batch gears," if batch_gears else ""
+    return (
+        f"input {name!r} is {format_shape(shape)}: {which} no size, and ATC compiles only the batch axis as "
+        f'batch gears. Give a size (each <size> a number) with --input-shape "{name}:{fixed}", or{gears} compile '
+        f'the -1 axes as gears with --dynamic-dims "v,v,...;v,v,..." (one value per -1 axis of --input-shape, '
+        "in its order; at least two gears)"
+    )
+
+
+def _batch_axis(name: str, shape: tuple[int, ...], gears: tuple[int, ...], notes: list[str]) -> tuple[int, ...]:
+    if not shape:
+        raise ConfigError(f"input {name!r} is a scalar; ATC's dynamic batch needs the batch on axis 0")
+    if len(gears) == 1:
+        if shape[0] not in (-1, gears[0]):
+            raise ConfigError(
+                f"input {name!r} has a fixed batch {shape[0]} ({format_shape(shape)}); it conflicts "
+                f"with the batch gear {gears[0]}"
+            )
+        return (gears[0],) + shape[1:]
+    if gears:
+        if shape[0] != -1:
+            raise ConfigError(
+                f"input {name!r} has a fixed axis 0 of {shape[0]} ({format_shape(shape)}), but batch "
+                "gears need a batch axis on axis 0 of every input (ATC --dynamic_batch_size)"
+            )
+        return shape
+    if shape[0] == -1:
+        raise ConfigError(
+            f"input {name!r} has a dynamic batch axis ({format_shape(shape)}): give --batch-gears "
+            f"(e.g. 1,2,4,8), --config with max_batch_size, or a fixed size with --input-shape "
+            f"{name}:1,... (compiling at load: max_batch_size in the config, or --input_shape in atc_flags)"
+        )
+    return shape
+
+
+def _input_format(request: AtcRequest, shapes: Mapping[str, tuple[int, ...]]) -> str:
+    if request.input_format:
+        if request.input_format not in INPUT_FORMATS:
+            raise ConfigError(f"--input-format {request.input_format!r}: accepted {', '.join(INPUT_FORMATS)}")
+        return request.input_format
+    ranks = {len(shape) for shape in shapes.values()}
+    return {frozenset({4}): "NCHW", frozenset({5}): "NCDHW"}.get(frozenset(ranks), "ND")
+
+
+def _precision(precision: str | None) -> list[str]:
+    if precision is None:
+        return []
+    if precision in PRECISION_MODE_V2:
+        return [f"--precision_mode_v2={precision}"]
+    if precision in PRECISION_MODE:
+        return [f"--precision_mode={precision}"]
+    raise ConfigError(
+        f"--precision {precision!r}: accepted {', '.join(PRECISION_MODE_V2)} (--precision_mode_v2) or "
+        f"{', '.join(PRECISION_MODE)} (--precision_mode, older CANN)"
+    )
+
+
+def _source(config: ConfigFacts | None) -> str:
+    return config.source if config is not None else ""
+
+
+def _output(request: AtcRequest, notes: list[str]) -> str:
+    output = request.output if request.output is not None else str(Path(request.model).with_suffix(""))
+    if output.endswith(".om"):
+        output = output[: -len(".om")]
+        notes.append(f"the .om suffix is dropped from the output path: ATC appends it ({output}.om)")
+    return output
+
+
+def framework_of(model: Path) -> str:
+    """ATC's --framework for a source model file, by its suffix; ConfigError for any other."""
+    framework = FRAMEWORKS.get(Path(model).suffix.lower())
+    if framework is None:
+        raise ConfigError(
+            f"{model}: ATC compiles an ONNX (.onnx, --framework=5) or TensorFlow (.pb, --framework=3) model here"
+        )
+    return framework
+
+
+def build_atc_command(request: AtcRequest, inputs: Sequence[TensorSpec]) -> AtcCommand:
+    """The ATC command for ``request``, whose model takes ``inputs``; ConfigError for anything
+    missing or contradictory."""
+    if not _SOC.match(request.soc_version or ""):
+        raise ConfigError(
+            f"--soc-version {request.soc_version!r}: expected a name such as Ascend310P3 "
+            "(on the target, `npu-smi info` shows it in the Name column, without the Ascend prefix)"
+        )
+    framework_of(request.model)
+    config = request.facts
+    notes: list[str] = []
+    aipp = _aipp_configs(request, inputs)
+    if request.dynamic_dims:
+        return _dims_command(request, inputs, config, aipp, notes)
+    gears = _gears(request, config, notes)
+    if len(gears) > MAX_GEARS:
+        raise ConfigError(f"{len(gears)} batch gears; ATC accepts at most {MAX_GEARS}")
+    if len(gears) == 1:
+        notes.append(
+            f"one batch gear: compiled as a fixed batch of {gears[0]} (ATC --dynamic_batch_size needs at "
+            "least two gears)"
+        )
+    shapes = _input_shapes(request, inputs, config, gears, notes)
+    arguments = _common_arguments(request, shapes, notes)
+    if len(gears) > 1:
+        arguments.append(f"--dynamic_batch_size={','.join(map(str, gears))}")
+    arguments += _aipp_arguments(request, aipp, inputs, shapes, arguments)
+    arguments += _precision(request.precision)
+    return AtcCommand(tuple(arguments) + request.extra_flags, tuple(notes))
+
+
+def _common_arguments(request: AtcRequest, shapes: Mapping[str, tuple[int, ...]], notes: list[str]) -> list[str]:
+    framework = framework_of(request.model)
+    # TensorFlow models take ATC's own default layout (NHWC) unless the user names one
+    layout = [] if framework == FRAMEWORKS[".pb"] and not request.input_format else [_input_format(request, shapes)]
+    return [
+        "atc",
+        f"--model={request.model}",
+        f"--framework={framework}",
+        f"--output={_output(request, notes)}",
+        f"--soc_version={request.soc_version}",
+        *(f"--input_format={f}" for f in layout),
+        "--input_shape=" + ";".join(f"{name}:{','.join(map(str, shape))}" for name, shape in shapes.items()),
+    ]
+
+
+# ----- dynamic dims
+
+
+def _dims_command(
+    request: AtcRequest,
+    inputs: Sequence[TensorSpec],
+    config: ConfigFacts | None,
+    aipp: Mapping[str, AippConfig],
+    notes: list[str],
+) -> AtcCommand:
+    """The command for --dynamic-dims: --input_shape in the user's order, then the checked gears."""
+    if request.batch_gears:
+        raise ConfigError(
+            "--dynamic-dims and --batch-gears are mutually exclusive (ATC refuses --dynamic_dims with "
+            "--dynamic_batch_size); put the batch axis into the dims gears as a -1 of --input-shape"
+        )
+    if aipp:
+        raise ConfigError(
+            "--dynamic-dims cannot be combined with --insert-op-conf: ATC refuses --dynamic_dims with AIPP "
+            "(--dynamic_dims.md; multi_batch_options.cc)"
+        )
+    shapes = _dims_shapes(request, inputs, config, notes)
+    _check_dims(request.dynamic_dims, shapes)
+    for gear in request.dynamic_dims:
+        values = iter(gear)
+        expanded = ", ".join(
+            f"{name} {format_shape(tuple(next(values) if d == -1 else d for d in shape))}"
+            for name, shape in shapes.items()
+        )
+        notes.append(f"dims gear {','.join(map(str, gear))}: {expanded}")
+    arguments = _common_arguments(request, shapes, notes)
+    arguments.append("--dynamic_dims=" + ";".join(",".join(map(str, g)) for g in request.dynamic_dims))
+    arguments += _precision(request.precision)
+    return AtcCommand(tuple(arguments) + request.extra_flags, tuple(notes))
+
+
+def _dims_shapes(
+    request: AtcRequest, inputs: Sequence[TensorSpec], config: ConfigFacts | None, notes: list[str]
+) -> dict[str, tuple[int, ...]]:
+    """The inputs named in --input-shape, in its order, with the model's and the config's sizes merged in."""
+    by_name = {t.name: t for t in inputs}
+    unknown = [n for n in request.input_shapes if n not in by_name]
+    if unknown:
+        raise ConfigError(
+            f"--input-shape names {unknown[0]!r}, which is not a model input; the model takes {list(by_name)}"
+        )
+    from_config = _config_shapes(config, inputs)
+    merged: dict[str, tuple[int, ...]] = {}
+    for tensor in inputs:
+        shape = tensor.shape
+        if tensor.name in from_config:
+            shape = _merge(tensor, shape, from_config[tensor.name], _source(config))
+        given = request.input_shapes.get(tensor.name)
+        if given is not None:
+            fixed = [a for a, (have, want) in enumerate(zip(shape, given)) if want == -1 and have != -1]
+            if len(given) == len(shape) and fixed:
+                raise ConfigError(
+                    f"--input-shape gives input {tensor.name!r} -1 on axis {fixed[0]}, which the model fixes at "
+                    f"{shape[fixed[0]]} ({format_shape(shape)}); only an axis without a size can be a "
+                    "--dynamic-dims axis"
+                )
+            shape = _merge(tensor, shape, tuple(given), "--input-shape")
+        merged[tensor.name] = shape
+    unnamed = [t.name for t in inputs if t.name not in request.input_shapes and -1 in merged[t.name]]
+    if unnamed:
+        name = unnamed[0]
+        raise ConfigError(
+            f"input {name!r} is {format_shape(merged[name])}: with --dynamic-dims every input with -1 axes must be "
+            f"named in --input-shape (ATC: 'All dynamic nodes must be set in --input_shape'); add "
+            f'"{name}:..." with a size or -1 on each axis, at the place in the order you want'
+        )
+    static = [t.name for t in inputs if t.name not in request.input_shapes]
+    if static:
+        notes.append(
+            f"inputs {', '.join(static)} are not in --input-shape: ATC keeps their model shapes and they take "
+            "no part in the dims gears"
+        )
+    return {name: merged[name] for name in request.input_shapes}
+
+
+def _check_dims(gears: tuple[tuple[int, ...], ...], shapes: Mapping[str, tuple[int, ...]]) -> None:
+    """ATC's checks of --dynamic_dims (multi_batch_options.cc:477-500, 613-655)."""
+    listed = ";".join(",".join(map(str, g)) for g in gears)
+    per_input = {name: shape.count(-1) for name, shape in shapes.items() if -1 in shape}
+    slots = sum(per_input.values())
+    if not slots:
+        raise ConfigError(f"--dynamic-dims {listed}: --input-shape has no -1 axis; mark the axes the gears set with -1")
+    if not MIN_DIMS_GEARS <= len(gears) <= MAX_GEARS:
+        raise ConfigError(f"--dynamic-dims {listed}: {len(gears)} gear(s); ATC takes {MIN_DIMS_GEARS} to {MAX_GEARS}")
+    layout = ", ".join(f"{name} {count}" for name, count in per_input.items())
+    for gear in gears:
+        if len(gear) != slots:
+            raise ConfigError(
+                f"--dynamic-dims gear {','.join(map(str, gear))} has {len(gear)} value(s); --input-shape has {slots} "
+                f"-1 axes ({layout}, in that order), and each gear gives one value per -1 axis"
+            )
+        if any(v < 1 for v in gear):
+            raise ConfigError(f"--dynamic-dims gear {','.join(map(str, gear))}: every value must be >= 1")
+    repeated = [g for i, g in enumerate(gears) if g in gears[:i]]
+    if repeated:
+        raise ConfigError(f"--dynamic-dims {listed}: gear {','.join(map(str, repeated[0]))} is given twice")
+
+
+# ----- AIPP
+
+
+def _aipp_configs(request: AtcRequest, inputs: Sequence[TensorSpec]) -> dict[str, AippConfig]:
+    """The --insert-op-conf configs by input name (parsed in ATC's syntax); ConfigError on a bad one."""
+    if request.insert_op_conf is None:
+        return {}
+    path = Path(request.insert_op_conf)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--insert-op-conf {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    found = {}
+    for config in parse_aipp_config(text, str(path)):
+        if config.related_input_rank >= len(inputs):
+            raise ConfigError(
+                f"{path}: aipp_op related_input_rank {config.related_input_rank}, but the model has "
+                f"{len(inputs)} input(s) ({', '.join(t.name for t in inputs)})"
+            )
+        found[inputs[config.related_input_rank].name] = config
+    return found
+
+
+def _aipp_arguments(
+    request: AtcRequest,
+    aipp: Mapping[str, AippConfig],
+    inputs: Sequence[TensorSpec],
+    shapes: Mapping[str, tuple[int, ...]],
+    arguments: list[str],
+) -> list[str]:
+    """``--insert_op_conf`` after checking each config against its NCHW input (AippConfig.problems)."""
+    if not aipp:
+        return []
+    if "--input_format=NCHW" not in arguments:
+        raise ConfigError(
+            "--insert-op-conf: ATC applies AIPP to a 4-D NCHW (or NHWC) input, and the --input_format here is not "
+            "NCHW; give --input-format NCHW"
+        )
+    for name, config in aipp.items():
+        shape = shapes.get(name, ())
+        if len(shape) != 4:
+            raise ConfigError(f"--insert-op-conf: input {name!r} is {format_shape(shape)}; AIPP needs a 4-D input")
+        if config.aipp_mode is AippMode.STATIC:
+            n, c, h, w = shape
+            problems = config.problems((n, c, h, w))
+            if problems:
+                raise ConfigError(f"--insert-op-conf: the AIPP of input {name!r}: " + "; ".join(problems))
+    return [f"--insert_op_conf={request.insert_op_conf}"]

@@ -1,0 +1,382 @@
+"""Compile at load: an ONNX (or TensorFlow) model becomes the .om an NPU engine runs, with ATC, once.
+
+An engine whose ``EngineInfo.atc`` names a program (CANN's ``atc`` for engine ``acl``; the
+simulator registers its stand-in for ``acl-sim``) runs a version folder that holds ``model.onnx``
+(or ``model.pb``) and no ``model.om``: the ATC command comes from the config through the one
+builder ``ge-triton atc-cmd`` prints (``ascend.atc``), ``--soc_version`` from the device, user
+flags from parameter ``atc_flags``.
+
+The result is cached outside the model repository (which may be read-only): parameter
+``atc_cache_dir``, else ``$GE_TRITON_ATC_CACHE``, else ``$XDG_CACHE_HOME/ge-python-backend/atc``
+(``~/.cache/...``). An entry is keyed by the model file's SHA-256, the ATC arguments, the content
+of every file a flag names, the SoC and the CANN version, so a restart, another instance or
+another stub loads it without compiling. An exclusive ``fcntl`` lock per entry makes one
+process compile while the others wait and then load its result; the compile writes into a
+private folder renamed into place, so a reader never sees half an entry. ATC runs with a time
+limit (``atc_timeout_s``), its output lines go to the log, and a failure fails the load with
+ATC's own error lines (``E10001: ...``) and the command that was run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ge_python_backend.ascend.atc import AtcCommand, AtcRequest, ConfigFacts, apply_atc_flags, build_atc_command
+from ge_python_backend.ascend.atcflags import PATH_FLAGS
+from ge_python_backend.engines.registry import EngineInfo, stand_in
+from ge_python_backend.errors import ConfigError, EngineError
+from ge_python_backend.params import Parameter, parse_float
+from ge_python_backend.specs import TensorSpec
+
+LOG = logging.getLogger(__name__)
+
+CACHE_ENV = "GE_TRITON_ATC_CACHE"
+DEFAULT_TIMEOUT_S = 3600.0
+#: seconds between "still compiling" lines
+HEARTBEAT_S = 15.0
+#: ATC's error lines: a code (E for errors, W for warnings) and its message (main_impl.cc:2202-2212)
+_ERROR_LINE = re.compile(r"^[EW]\d{5}\b")
+
+PARAMETERS = (
+    Parameter(
+        "atc_flags",
+        str,
+        "",
+        "ATC flags --name=value, space-separated (shell quoting): '--precision_mode_v2=origin --aicore_num=12|10'",
+        "compile at load: ATC flags added to the derived ones; file paths relative to the version folder",
+    ),
+    Parameter(
+        "atc_cache_dir",
+        str,
+        "",
+        "a writable folder",
+        f"compile at load: where compiled models are kept (default ${CACHE_ENV}, else ~/.cache/ge-python-backend/atc)",
+    ),
+    Parameter(
+        "atc_timeout_s",
+        parse_float(1.0),
+        DEFAULT_TIMEOUT_S,
+        "seconds >= 1",
+        "compile at load: the longest ATC may run (and another instance may wait for it) before the load fails",
+    ),
+)
+
+
+class CompileError(EngineError):
+    """ATC failed, timed out or wrote nothing: the load fails with its words."""
+
+
+@dataclass(frozen=True)
+class CompileTarget:
+    """Where the compiled model will run, as the device reports it."""
+
+    soc_version: str
+    #: the CANN (or simulator) version: a compiled model belongs to the toolkit that built it
+    cann_version: str
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """One model to compile: the source file, what the config says, the target and the options."""
+
+    source: Path
+    facts: ConfigFacts
+    target: CompileTarget
+    program: tuple[str, ...]
+    atc_flags: str = ""
+    cache_dir: Path | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+def default_cache_dir() -> Path:
+    """``$GE_TRITON_ATC_CACHE``, else ``$XDG_CACHE_HOME/ge-python-backend/atc`` (``~/.cache/...``)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ge-python-backend" / "atc"
+
+
+def source_inputs(source: Path, facts: ConfigFacts) -> tuple[TensorSpec, ...]:
+    """The inputs the ATC command names: an ONNX graph's own (read with the ``onnx`` package, as
+    ATC reads the graph: no runtime has to know its operators), or for a TensorFlow model, whose
+    graph is not read here, the inputs the config declares. The builder reads names and shapes
+    only; the data types are the config's business."""
+    if source.suffix.lower() == ".onnx":
+        return _onnx_inputs(source)
+    if not facts.input_dims:
+        raise ConfigError(
+            f"{source} is a TensorFlow model: declare its inputs (name, data_type, dims) in the config; "
+            "they are not read from a .pb"
+        )
+    batch = (-1,) if facts.max_batch_size > 0 else ()
+    return tuple(TensorSpec(name, "FP32", batch + dims) for name, dims in facts.input_dims.items())
+
+
+def _onnx_inputs(source: Path) -> tuple[TensorSpec, ...]:
+    import onnx
+
+    try:
+        graph = onnx.load(str(source), load_external_data=False).graph
+    except Exception as exc:  # protobuf DecodeError, OSError
+        raise ConfigError(f"{source} is not an ONNX model ATC could read: {exc}") from None
+    weights = {tensor.name for tensor in graph.initializer}
+    return tuple(
+        TensorSpec(
+            value.name,
+            "FP32",
+            tuple(
+                d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
+                for d in value.type.tensor_type.shape.dim
+            ),
+        )
+        for value in graph.input
+        if value.name not in weights
+    )
+
+
+def command_for(job: CompileJob, output: str) -> AtcCommand:
+    """The ATC command for ``job`` writing ``output`` (.om appended by ATC)."""
+    request = AtcRequest(job.source, job.target.soc_version, output=output, facts=job.facts)
+    request = apply_atc_flags(request, job.atc_flags, job.source.parent, "parameter 'atc_flags'")
+    command = build_atc_command(request, source_inputs(job.source, job.facts))
+    return replace(command, arguments=job.program + command.arguments[1:])
+
+
+def cache_key(job: CompileJob, command: AtcCommand) -> str:
+    """What a compiled model depends on: the model's bytes, the ATC arguments (paths aside), the
+    content of the files the flags name, the SoC and the CANN version."""
+    digest = hashlib.sha256()
+    digest.update(_file_digest(job.source).encode())
+    flags = [a for a in command.arguments[len(job.program) :] if not a.startswith(("--model=", "--output="))]
+    files = {}
+    for argument in flags:
+        name, _, value = argument[2:].partition("=")
+        if name in PATH_FLAGS and Path(value).is_file():
+            files[name] = _file_digest(Path(value))
+    facts = {"flags": flags, "files": files, "soc": job.target.soc_version, "cann": job.target.cann_version}
+    digest.update(json.dumps(facts, sort_keys=True).encode())
+    return digest.hexdigest()[:24]
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def compiled_model(job: CompileJob, log: Callable[[str], None]) -> Path:
+    """The .om of ``job``, from the cache or compiled now (one process at a time per entry)."""
+    cache = job.cache_dir or default_cache_dir()
+    probe = command_for(job, "model")
+    key = cache_key(job, probe)
+    entry = cache / f"{job.source.stem}-{key}"
+    om = entry / "model.om"
+    what = f"{job.source.name} for {job.target.soc_version}"
+    if om.is_file():
+        log(f"compile at load: cache hit for {what}: {om} (ATC not run)")
+        return om
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        lock = (cache / f"{entry.name}.lock").open("a+")
+    except OSError as exc:
+        raise ConfigError(
+            f"compile at load: cannot write the compiled-model cache {cache} ({exc.strerror or exc}); set parameter "
+            f"atc_cache_dir or ${CACHE_ENV} to a writable folder"
+        ) from None
+    with lock, _exclusive(lock, job.timeout_s, what, log):
+        if om.is_file():
+            log(f"compile at load: {what} was compiled by another instance while this one waited: {om}")
+            return om
+        _compile(job, entry, what, log)
+    return om
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Any, timeout_s: float, what: str, log: Callable[[str], None]) -> Iterator[None]:
+    """Hold ``lock`` (an open file) exclusively, waiting at most ``timeout_s`` for its holder."""
+    deadline = time.monotonic() + timeout_s
+    waited = False
+    while True:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if not waited:
+                lock.seek(0)
+                holder = lock.read().strip() or "another process"
+                log(f"compile at load: waiting for {holder}, which is compiling {what}")
+                waited = True
+            if time.monotonic() > deadline:
+                raise CompileError(
+                    f"compile at load: waited {timeout_s:g} s for another process compiling {what} (parameter "
+                    "atc_timeout_s)"
+                ) from None
+            time.sleep(0.2)
+    try:
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}")
+        lock.flush()
+        yield
+    finally:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def _compile(job: CompileJob, entry: Path, what: str, log: Callable[[str], None]) -> None:
+    work = entry.parent / f".{entry.name}.tmp-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    try:
+        command = command_for(job, str(work / "model"))
+        for note in command.notes:
+            log(f"compile at load: note: {note}")
+        log(f"compile at load: compiling {what} with ATC (time limit {job.timeout_s:g} s): {command.shell()}")
+        started = time.monotonic()
+        output = _run(command.arguments, work, job, what, log)
+        seconds = time.monotonic() - started
+        named = sorted(work.glob("model_*.om"))  # --host_env_os/--host_env_cpu add them (--output.md:11)
+        if not (work / "model.om").is_file() and len(named) == 1:
+            named[0].rename(work / "model.om")
+        if not (work / "model.om").is_file():
+            raise CompileError(
+                f"compile at load: ATC exited 0 but wrote no {work / 'model.om'}; its output: "
+                f"{' | '.join(output[-5:])}; command: {command.shell()}"
+            )
+        record = {"command": list(command.arguments), "seconds": round(seconds, 3), "output": output}
+        (work / "compile.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+        work.rename(entry)
+        log(f"compile at load: compiled {what} in {seconds:.1f} s: {entry / 'model.om'}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(arguments: Sequence[str], cwd: Path, job: CompileJob, what: str, log: Callable[[str], None]) -> list[str]:
+    """Run ATC, its output lines logged as they come; CompileError when it fails or overruns."""
+    shell = " ".join(shlex.quote(a) for a in arguments)
+    try:
+        process = subprocess.Popen(
+            list(arguments),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            cwd=cwd,
+            start_new_session=True,  # its own group: a timeout stops ATC and the compilers it starts
+            preexec_fn=_die_with_parent,
+        )
+    except OSError as exc:
+        raise ConfigError(
+            f"compile at load: cannot run {arguments[0]!r} ({exc.strerror or exc}): install CANN's toolkit and source "
+            "its set_env.sh for the server, or put a compiled model.om in the version folder"
+        ) from None
+    lines: list[str] = []
+    reader = threading.Thread(target=_read_lines, args=(process, lines, log), daemon=True)
+    reader.start()
+    started = time.monotonic()
+    deadline, beat = started + job.timeout_s, started + HEARTBEAT_S
+    while True:
+        try:
+            code = process.wait(timeout=max(min(deadline, beat) - time.monotonic(), 0.01))
+            break
+        except subprocess.TimeoutExpired:
+            now = time.monotonic()
+            if now >= deadline:
+                _stop(process)
+                raise CompileError(
+                    f"compile at load: ATC did not finish {what} within {job.timeout_s:g} s (parameter atc_timeout_s) "
+                    f"and was stopped; command: {shell}"
+                ) from None
+            if now >= beat:
+                log(f"compile at load: still compiling {what}: {now - started:.0f} s of at most {job.timeout_s:g} s")
+                beat += HEARTBEAT_S
+    reader.join(timeout=5)
+    if code != 0:
+        errors = [line for line in lines if _ERROR_LINE.match(line)] or lines[-10:]
+        raise CompileError(
+            f"compile at load: ATC failed to compile {what} (exit code {code}): {' | '.join(errors)}; command: {shell}"
+        )
+    return lines
+
+
+def _read_lines(process: subprocess.Popen, lines: list[str], log: Callable[[str], None]) -> None:
+    assert process.stdout is not None
+    for raw in process.stdout:
+        line = raw.rstrip()
+        if line:
+            lines.append(line)
+            log(f"atc: {line}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+#: looked up before any fork: the child may run nothing that takes a lock another thread holds
+_PRCTL = _prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the process that started it (a stub) dies, so no ATC outlives it
+    (Linux prctl PR_SET_PDEATHSIG; elsewhere nothing)."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def compile_for(
+    info: EngineInfo,
+    source: Path,
+    facts: ConfigFacts,
+    options: Mapping[str, Any],
+    log: Callable[[str], None],
+    version_dir: Path,
+) -> Path:
+    """The .om engine ``info`` runs for ``source`` (compiled, or from the cache). ``options`` are the
+    model's engine parameters (``atc_*`` among them; files they name lie in ``version_dir``)."""
+    runs_as = stand_in(info)
+    if not runs_as.atc:
+        raise ConfigError(f"engine {runs_as.name} compiles nothing; give it a {runs_as.model_kind.description}")
+    target = runs_as.implementation().compile_target(runs_as, options, version_dir)
+    values = {p.name: p.default for p in PARAMETERS} | {k: v for k, v in options.items() if k in _NAMES}
+    job = CompileJob(
+        source=source,
+        facts=facts,
+        target=target,
+        program=runs_as.atc,
+        atc_flags=values["atc_flags"],
+        cache_dir=Path(values["atc_cache_dir"]) if values["atc_cache_dir"] else None,
+        timeout_s=values["atc_timeout_s"],
+    )
+    return compiled_model(job, log)
+
+
+_NAMES = frozenset(p.name for p in PARAMETERS)
