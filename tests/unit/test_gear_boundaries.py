@@ -1,0 +1,173 @@
+"""No request is answered from a padded non-batch axis (issue 21, defect 1), over random gear sets.
+
+A model with compiled shapes (image-size gears, dims gears, batch gears) runs each request on the
+shape it has or not at all: padding H/W (or any non-batch axis) up to a larger gear changes what
+the model computes. The engine here stands in for the acl engine with the same gate, the
+``ModelLayout`` pyACL's description gives (``find_gear``: a shape no gear has is refused), and
+answers each row with its element sum and element count, so a row padded along any non-batch axis
+would come back with a count the request cannot have. The expected answers and the expected
+refusals are computed from the gear set and the request alone.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ge_python_backend.ascend.constants import data_type_named
+from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout
+from ge_python_backend.engines.base import Engine, PhaseTimes, Slot
+from ge_python_backend.errors import InputError
+from ge_python_backend.serving.observers import FailureKind, Observer
+from ge_python_backend.serving.requests import Request, RequestInfo
+from ge_python_backend.serving.runner import Runner
+
+FP32 = data_type_named("FLOAT")
+
+
+class _GateSlot(Slot):
+    def __init__(self, engine: GearGateEngine) -> None:
+        self.index = 0
+        self.last_times = PhaseTimes()
+        self._engine = engine
+        self._x = np.empty(0, np.float32)
+
+    def inputs(self, shapes, settings=None):
+        layout = self._engine.layout
+        layout.find_gear(shapes)  # ValueError, as the acl engine's slot: a shape no gear has
+        self._x = np.full(tuple(shapes["x"]), np.nan, np.float32)
+        with self._engine.lock:
+            self._engine.staged.append(tuple(shapes["x"]))
+        return {"x": self._x}
+
+    def run(self):
+        x = self._x
+        rows = x.reshape(x.shape[0], -1)
+        return {"y": np.stack([rows.sum(axis=1), np.full(x.shape[0], rows.shape[1], np.float32)], axis=1)}
+
+
+class GearGateEngine(Engine):
+    """x FP32 rank 4 -> y FP32 [n, 2]: each row's sum and element count."""
+
+    name = "gear-gate"
+
+    def __init__(self, layout: ModelLayout) -> None:
+        self.layout = layout
+        self.spec = layout.spec("test")
+        self.staged: list[tuple[int, ...]] = []
+        self.lock = threading.Lock()
+        self._slots = (_GateSlot(self),)
+
+    @property
+    def slots(self):
+        return self._slots
+
+    def close(self):
+        pass
+
+
+def _layout(kind: str, dims: tuple[int, ...], gears: list[tuple[int, ...]]) -> ModelLayout:
+    """A one-input model: each gear's x shape, and y [n, 2] at the gear's batch n."""
+    x = LayoutTensor("x", FP32, "NCHW", dims, 0)
+    probe = ModelLayout((x,), (), kind, tuple(gears))
+    batches = [probe.input_shapes(g)["x"][0] for g in range(probe.gear_count)]
+    y = LayoutTensor("y", FP32, "ND", (max(batches), 2), 0)
+    return ModelLayout((x,), (y,), kind, tuple(gears), tuple(((n, 2),) for n in batches))
+
+
+@st.composite
+def gear_models(draw):
+    """(layout, max_batch_size, every compiled x shape) for a random gear kind and gear set."""
+    kind = draw(st.sampled_from(["hw", "dims-batch", "dims", "batch"]))
+    size = st.integers(1, 6)
+    if kind == "batch":
+        gears = draw(st.lists(st.tuples(st.integers(1, 6)), min_size=2, max_size=4, unique=True))
+        layout = _layout("batch", (-1, 2, 3, 2), sorted(gears))
+    elif kind == "dims-batch":  # the batch is one of the dims: each gear runs exactly its own
+        gears = draw(st.lists(st.tuples(size, size, size), min_size=2, max_size=5, unique=True))
+        layout = _layout("dims", (-1, 2, -1, -1), gears)
+    else:
+        n = draw(st.integers(1, 2))
+        gears = draw(st.lists(st.tuples(size, size), min_size=2, max_size=5, unique=True))
+        layout = _layout("hw" if kind == "hw" else "dims", (n, 2, -1, -1), gears)
+    batching = layout.spec("test").batch.kind in ("gears", "static") and draw(st.booleans())
+    return layout, 4 if batching else 0, {layout.input_shapes(g)["x"] for g in range(layout.gear_count)}
+
+
+class _Failures(Observer):
+    def __init__(self):
+        self.kinds: list[FailureKind] = []
+
+    def failure(self, kind):
+        self.kinds.append(kind)
+
+
+def _run(engine: GearGateEngine, max_batch_size: int, arrays: list[np.ndarray]):
+    failures = _Failures()
+    runner = Runner(
+        engine,
+        batching=max_batch_size > 0,
+        max_batch_size=max_batch_size,
+        output_types={"y": np.dtype(np.float32)},
+        preprocess=None,
+        postprocess=None,
+        observers=[failures],
+    )
+    answers: dict[int, tuple] = {}
+
+    def respond(index):
+        def answer(outputs, error):
+            answers[index] = ({n: np.array(a) for n, a in outputs.items()} if outputs else None, error)
+
+        return answer
+
+    try:
+        runner.submit(
+            [Request(RequestInfo(request_id=str(i)), {"x": a}, respond(i)) for i, a in enumerate(arrays)], wait=True
+        )
+    finally:
+        runner.close()
+    return [answers[i] for i in range(len(arrays))], failures.kinds
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=gear_models(), data=st.data())
+def test_no_request_is_ever_answered_from_a_padded_non_batch_axis(model, data):
+    layout, max_batch_size, compiled = model
+    engine = GearGateEngine(layout)
+    # a model with a batch axis (batch gears, or the fixed batch of an image-size or dims model)
+    # runs any number of rows on it, split and padded to its batches; one without runs gears as they are
+    batch_axis = engine.spec.batch.kind != "none"
+    shapes = data.draw(
+        st.lists(
+            st.one_of(
+                st.sampled_from(sorted(compiled)),  # a gear's shape (its batch may change below)
+                st.tuples(st.integers(1, 7), st.just(2), st.integers(1, 7), st.integers(1, 7)),
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    arrays = []
+    for index, shape in enumerate(shapes):
+        if batch_axis:
+            shape = (data.draw(st.integers(1, max_batch_size or 8)),) + shape[1:]
+        rng = np.random.default_rng(index)
+        arrays.append(rng.integers(0, 9, shape).astype(np.float32))
+    results, failure_kinds = _run(engine, max_batch_size, arrays)
+
+    non_batch = {s[1:] for s in compiled}
+    for array, (outputs, error) in zip(arrays, results):
+        runs = array.shape[1:] in non_batch if batch_axis else array.shape in compiled
+        if not runs:
+            assert outputs is None and isinstance(error, InputError), (array.shape, compiled, error)
+            continue
+        assert error is None, (array.shape, compiled, error)
+        rows = array.reshape(array.shape[0], -1)
+        expected = np.stack([rows.sum(axis=1), np.full(array.shape[0], rows.shape[1], np.float32)], axis=1)
+        np.testing.assert_array_equal(outputs["y"], expected)
+    assert set(failure_kinds) <= {FailureKind.INPUT}
+    assert all(staged in compiled for staged in engine.staged), (engine.staged, compiled)
