@@ -7,8 +7,8 @@ or of a shape range without bounds) or ``low~high`` / ``low~`` (a shape range); 
 
 from __future__ import annotations
 
-from ge_python_backend.ascend.layout import UNBOUNDED
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.specs import UNBOUNDED
 
 #: one axis: a size, -1, or (low, high) with high UNBOUNDED for "low~"
 Dim = int | tuple[int, int]

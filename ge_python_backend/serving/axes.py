@@ -112,7 +112,10 @@ class Layout:
         outputs = tuple(self._moved(t) for t in spec.outputs)
         moved = replace(spec, inputs=inputs, outputs=outputs)
         if (any(self.axes.values()) or self.unbatched(spec)) and spec.batch.kind in ("dynamic", "none", "static"):
-            moved = replace(moved, batch=batch_support_from_shapes(inputs, outputs))
+            batch = batch_support_from_shapes(inputs, outputs)
+            if batch.kind == "dynamic":  # a shape range's bound on the batch stays
+                batch = replace(batch, limit=spec.batch.limit)
+            moved = replace(moved, batch=batch)
         return moved
 
     def to_batch_first(self, name: str, array: np.ndarray) -> np.ndarray:

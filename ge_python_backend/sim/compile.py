@@ -39,7 +39,7 @@ from ge_python_backend.ascend.aipp import (
 )
 from ge_python_backend.ascend.atcflags import Dim, format_dims, parse_gear_list, parse_input_shape, parse_int_list
 from ge_python_backend.ascend.constants import AclDataType, data_type_named
-from ge_python_backend.ascend.layout import UNBOUNDED, GearKind, LayoutTensor, ModelLayout, Shape
+from ge_python_backend.ascend.layout import GearKind, LayoutTensor, ModelLayout, Shape
 from ge_python_backend.ascend.simom import (
     InputRole,
     ModelInput,
@@ -49,7 +49,7 @@ from ge_python_backend.ascend.simom import (
     write_sim_om,
 )
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.specs import ModelSpec, format_shape, numpy_dtype
+from ge_python_backend.specs import UNBOUNDED, ModelSpec, format_shape, numpy_dtype
 from ge_python_backend.version import __version__
 
 #: ONNX TensorProto element type -> aclDataType name.

@@ -12,18 +12,31 @@ refusals are computed from the gear set and the request alone.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ge_python_backend import GEModel
 from ge_python_backend.ascend.constants import data_type_named
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout
+from ge_python_backend.cli import main
 from ge_python_backend.engines.base import Engine, PhaseTimes, Slot
 from ge_python_backend.errors import InputError
+from ge_python_backend.repository.check import check_repository
+from ge_python_backend.repository.config import read_config_file
 from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
+from ge_python_backend.sim import sim_compile
+from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
+from tests.support import acl_sim_nets as nets
+from tests.unit.test_generate_cli import one_line_error
+from tests.unit.test_served_shapes import outputs as response_outputs
+
+pb_utils = install_fake_pb_utils()
 
 FP32 = data_type_named("FLOAT")
 
@@ -171,3 +184,58 @@ def test_no_request_is_ever_answered_from_a_padded_non_batch_axis(model, data):
         np.testing.assert_array_equal(outputs["y"], expected)
     assert set(failure_kinds) <= {FailureKind.INPUT}
     assert all(staged in compiled for staged in engine.staged), (engine.staged, compiled)
+
+
+# -- shape ranges: the batch bound and the ranges of every axis (defects 2 and 7) -----------------
+
+
+class Model(GEModel):
+    pass
+
+
+def _generated(tmp_path, input_shapes: str, *flags: str) -> Path:
+    om = tmp_path / "range.om"
+    sim_compile(nets.matmul_add(tmp_path / "matmul.onnx"), om, input_shapes=input_shapes)
+    assert main(["generate", str(om), "-o", str(tmp_path / "repo"), "--name", "range", *flags]) == 0
+    return tmp_path / "repo" / "range"
+
+
+def test_generate_caps_max_batch_size_at_the_range_bound_and_refuses_more(tmp_path, capsys):
+    """Finding: x:1~4,... was generated with max_batch_size 8; 30 of 64 valid requests then failed."""
+    folder = _generated(tmp_path, "x:1~4,4")
+    assert read_config_file(folder / "config.pbtxt").max_batch_size == 4
+    assert main(["generate", str(tmp_path / "range.om"), "-o", str(tmp_path / "more"), "--max-batch-size", "8"]) == 2
+    message = one_line_error(capsys, "generate")
+    assert "--max-batch-size 8 is above the largest batch the model runs, 4" in message and "x [1~4,4]" in message
+    assert main(["generate", str(tmp_path / "range.om"), "-o", str(tmp_path / "two"), "--max-batch-size", "2"]) == 0
+
+
+def test_a_config_above_the_range_bound_is_refused_by_check_and_at_load(tmp_path):
+    folder = _generated(tmp_path, "x:1~4,4")
+    text = (folder / "config.pbtxt").read_text().replace("max_batch_size: 4", "max_batch_size: 8")
+    (folder / "config.pbtxt").write_text(text)
+    expected = "max_batch_size 8 is above the largest batch the model runs, 4"
+    errors = check_repository(folder.parent, backends=tmp_path).errors
+    assert any(expected in e.message for e in errors), errors
+    with pytest.raises(pb_utils.TritonModelException, match=expected), ModelHarness(Model, folder):
+        pass
+
+
+def test_a_request_outside_the_shape_ranges_is_the_clients_error_naming_the_range(tmp_path):
+    """Finding: such requests got INTERNAL (the engine refused the staged batch) and counted as engine failures."""
+    onnx_file = tmp_path / "matmul.onnx"
+    folder = _generated(tmp_path, "x:2~6,4")  # axis 0 starts at 2: no batch axis, each request runs as it is
+    assert read_config_file(folder / "config.pbtxt").max_batch_size == 0
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((rows, 4)).astype(np.float32) for rows in (2, 7, 6, 1)]
+    with ModelHarness(Model, folder) as model:
+        responses = model.infer([pb_utils.InferenceRequest([pb_utils.Tensor("x", a)]) for a in arrays])
+    for array, response in zip(arrays, responses):
+        if 2 <= array.shape[0] <= 6:
+            got = response_outputs(response)
+            np.testing.assert_allclose(got["y"], nets.reference(onnx_file, {"x": array})["y"], rtol=1e-5, atol=1e-5)
+            continue
+        error = response.error()
+        assert error.code() == pb_utils.TritonError.INVALID_ARG
+        assert f"input 'x' axis 0 is {array.shape[0]}; the model's range is 2..6" in error.message()
+        assert "the model runs x [2~6,4]" in error.message()

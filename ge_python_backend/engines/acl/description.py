@@ -17,9 +17,10 @@ from typing import Any
 
 from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat, AippMode
 from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, ACL_SUCCESS, data_type, format_name
-from ge_python_backend.ascend.layout import UNBOUNDED, GearKind, LayoutTensor, ModelLayout, Shape
+from ge_python_backend.ascend.layout import GearKind, LayoutTensor, ModelLayout, Shape
 from ge_python_backend.engines.acl.runtime import AclError, check, recent_message
 from ge_python_backend.errors import ConfigError, OmFormatError
+from ge_python_backend.specs import UNBOUNDED
 
 LOG = logging.getLogger(__name__)
 
