@@ -39,7 +39,7 @@ def compare_io(
     model tensor is declared ``dims: [1]`` (Triton has no scalar dims), with or without an
     empty ``reshape``; a tensor of open rank matches any dims."""
     problems: list[str] = []
-    layout = layout.with_outputs(spec)
+    layout = layout.with_model(spec)
     moved = layout.batch_first_spec(spec)
     if "preprocess" not in overrides:
         declared = {t.name: t for t in config_inputs}
@@ -129,7 +129,7 @@ def layout_problems(spec: ModelSpec, layout: Layout, *, max_batch_size: int) -> 
     in them)."""
     if max_batch_size <= 0:
         return []
-    layout = layout.with_outputs(spec)
+    layout = layout.with_model(spec)
     batch = layout.batch_first_spec(spec).batch
     problems = [
         f"output {name!r} keeps the batch on axis {axis} ({spec.output(name).shape_text()}), but with max_batch_size "

@@ -95,7 +95,7 @@ def plan_serving(spec: ModelSpec, request: PlanRequest) -> ServingPlan:
     outputs = [t for t in spec.outputs if t.name not in request.states and request.client_outputs]
     for kind, tensor in [("input", t) for t in inputs] + [("output", t) for t in outputs]:
         _check_tensor(kind, tensor)
-    layout = request.layout.with_outputs(spec)
+    layout = request.layout.with_model(spec)
     max_batch, preferred, notes = _batching(spec, layout, request)
     moved = layout.batch_first_spec(spec)
     planned_inputs = tuple(

@@ -253,6 +253,12 @@ def _gears(options: AtcOptions, shapes: Mapping[str, tuple[Dim, ...]]) -> tuple[
         raise ConfigError(f"gears must be positive, got {[list(g) for g in values]}")
     if len(set(values)) != len(values):
         raise ConfigError(f"gears repeat a value: {[list(g) for g in values]}")
+    if kind == "batch":
+        # ATC's --dynamic_batch_size check: an --input_shape entry without dims is refused (E10012), one
+        # without -1 is left as it is in every gear (option_utils.cc:312-337; multi_batch_clone_pass.cc:1124-1127)
+        empty = [n for n, dims in options.input_shape.items() if not dims]
+        if empty:
+            raise ConfigError(f"--input_shape gives {empty[0]!r} no dims; ATC refuses it with --dynamic_batch_size")
     _check_gear_axes(kind, values, dynamic)
     return tuple(sorted(values)) if kind == "batch" else values
 

@@ -24,7 +24,8 @@ from ge_python_backend.ascend.constants import data_type_named
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout
 from ge_python_backend.cli import main
 from ge_python_backend.engines.base import Engine, PhaseTimes, Slot
-from ge_python_backend.errors import InputError
+from ge_python_backend.errors import ConfigError, InputError
+from ge_python_backend.repository.atc import AtcRequest, atc_command
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import read_config_file
 from ge_python_backend.serving.observers import FailureKind, Observer
@@ -33,6 +34,7 @@ from ge_python_backend.serving.runner import Runner
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
 from tests.support import acl_sim_nets as nets
+from tests.support import corpus
 from tests.unit.test_generate_cli import one_line_error
 from tests.unit.test_served_shapes import outputs as response_outputs
 
@@ -193,6 +195,10 @@ class Model(GEModel):
     pass
 
 
+def triton_request(arrays):
+    return pb_utils.InferenceRequest([pb_utils.Tensor(name, array) for name, array in arrays.items()])
+
+
 def _generated(tmp_path, input_shapes: str, *flags: str) -> Path:
     om = tmp_path / "range.om"
     sim_compile(nets.matmul_add(tmp_path / "matmul.onnx"), om, input_shapes=input_shapes)
@@ -229,7 +235,7 @@ def test_a_request_outside_the_shape_ranges_is_the_clients_error_naming_the_rang
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal((rows, 4)).astype(np.float32) for rows in (2, 7, 6, 1)]
     with ModelHarness(Model, folder) as model:
-        responses = model.infer([pb_utils.InferenceRequest([pb_utils.Tensor("x", a)]) for a in arrays])
+        responses = model.infer([triton_request({"x": a}) for a in arrays])
     for array, response in zip(arrays, responses):
         if 2 <= array.shape[0] <= 6:
             got = response_outputs(response)
@@ -239,3 +245,71 @@ def test_a_request_outside_the_shape_ranges_is_the_clients_error_naming_the_rang
         assert error.code() == pb_utils.TritonError.INVALID_ARG
         assert f"input 'x' axis 0 is {array.shape[0]}; the model's range is 2..6" in error.message()
         assert "the model runs x [2~6,4]" in error.message()
+
+
+# -- a static input beside --dynamic_batch_size (defect 4) ---------------------------------------
+
+
+def test_a_static_input_beside_batch_gears_is_served_as_one_value_per_request(tmp_path):
+    """Finding: with s:2,3 beside b:-1,6 and a:-1,4 on gears 1,2,4, only 2-row requests worked ("inputs
+    disagree on the batch size: a 1, b 1, s 2"). ATC keeps s as it is in every gear
+    (multi_batch_clone_pass.cc:1124-1127), so s is one value per request, as with --unbatched-inputs."""
+    onnx_file = nets.static_beside_batch(tmp_path / "static.onnx")
+    om = tmp_path / "static.om"
+    sim_compile(onnx_file, om, input_shapes="s:2,3;b:-1,6;a:-1,4", batch_gears="1,2,4")
+    assert main(["generate", str(om), "-o", str(tmp_path / "repo"), "--name", "static"]) == 0
+    folder = tmp_path / "repo" / "static"
+    config = read_config_file(folder / "config.pbtxt")
+    assert config.max_batch_size == 4
+    assert {e.name: list(e.dims) for e in config.input} == {"a": [4], "b": [6], "s": [2, 3]}
+    assert not check_repository(folder.parent, backends=tmp_path).errors
+    rng = np.random.default_rng(4)
+    feeds = []
+    for rows in (1, 4, 2, 3):
+        s = rng.standard_normal((2, 3)).astype(np.float32)
+        feeds.append(
+            {
+                "a": rng.standard_normal((rows, 4)).astype(np.float32),
+                "b": rng.standard_normal((rows, 6)).astype(np.float32),
+                "s": s,
+            }
+        )
+    mixed = dict(feeds[0], s=np.stack([feeds[0]["s"], feeds[0]["s"] + 1]), a=np.ones((2, 4), np.float32))
+    mixed["b"] = np.ones((2, 6), np.float32)
+    requests = [{**f, "s": np.broadcast_to(f["s"], (len(f["a"]), 2, 3)).copy()} for f in feeds] + [mixed]
+    with ModelHarness(Model, folder) as model:
+        responses = model.infer(
+            [pb_utils.InferenceRequest([pb_utils.Tensor(n, a) for n, a in r.items()]) for r in requests]
+        )
+    for feed, response in zip(feeds, responses):
+        got, expected = response_outputs(response), nets.reference(onnx_file, feed)
+        for name in ("ya", "yb"):
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-5)
+    error = responses[-1].error()
+    assert error.code() == pb_utils.TritonError.INVALID_ARG
+    assert "unbatched input 's' must be the same for every row" in error.message()
+
+
+def test_atc_cmd_compiles_a_static_input_beside_batch_gears(tmp_path):
+    """Finding: atc-cmd called this combination impossible for ATC."""
+    command = atc_command(
+        AtcRequest(nets.static_beside_batch(tmp_path / "s.onnx"), "Ascend310P3", batch_gears=(1, 2, 4))
+    )
+    assert "--input_shape=a:-1,4;b:-1,6;s:2,3" in command.arguments
+    assert "--dynamic_batch_size=1,2,4" in command.arguments
+    assert any("input 's' [2,3] is fixed: ATC keeps it as it is in every batch gear" in n for n in command.notes)
+
+
+def test_sim_compile_refuses_what_atc_refuses_beside_batch_gears(tmp_path):
+    """ATC's --dynamic_batch_size check (option_utils.cc:312-337): an empty shape (E10012), no input
+    with -1 on axis 0 (E10031), -1 beside a dynamic axis 0 (E10018)."""
+    static, scalar = nets.static_beside_batch(tmp_path / "static.onnx"), corpus.rank0(tmp_path / "rank0.onnx")
+    cases = [
+        (scalar, "x:-1,3;s:", "--input_shape gives 's' no dims"),
+        (static, "s:2,3;b:2,6;a:2,4", "batch gears need an input with -1 axes"),
+        (static, "s:2,3;b:-1,-1;a:-1,4", "input 'b' may be -1 only on axis 0"),
+    ]
+    for onnx_file, shapes, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            sim_compile(onnx_file, tmp_path / "m.om", input_shapes=shapes, batch_gears="1,2,4")
+    sim_compile(scalar, tmp_path / "m.om", input_shapes="x:-1,3", batch_gears="1,2,4")  # s left out: as ATC
