@@ -12,7 +12,9 @@ through ``modelfile.read_model_file`` and model.py through ``ast`` (``modelcode`
   ``<version>/model.py``; backend ge needs the ge backend installed (a warning);
 - parameters: known to GEModel, the engines, Triton or model.py's ``extra_parameters``, and
   well-formed (parsed by the same ``Parameter`` parsers GEModel uses);
-- engine and model file: present, of the kind the engine runs;
+- engine and model file: present, of the kind the engine runs; what the engine's load refuses in
+  its parameters (files that are missing or malformed, combinations it refuses, shapes it cannot
+  size: the engine's ``offline_problems``, the same functions the load calls);
 - a config GEModel's auto-complete would complete is completed first, exactly as at load
   (``triton.settings.auto_complete``), and its contradictions are reported as the load reports them;
 - I/O: names, data types and dims (batch axis removed when ``max_batch_size`` > 0) agree with
@@ -486,6 +488,10 @@ class _ModelCheck:
         self._check_batching(config, spec, model.path, parameters.layout)
         for message in problems:
             self.error(self.config_path, f"{message} (model file {path.relative_to(self.folder)})")
+        if parameters.readable:
+            options = self._settings(config, parameters.extras or (), version_dir.name).engine_options
+            for message in info.offline_problems(options, version_dir, spec):
+                self.error(self.config_path, message)
         if parameters.readable and "ImageClassifier" in code.imported:
             self._check_classifier(config, parameters.extras or (), version_dir, spec)
         return info

@@ -27,7 +27,7 @@ from ge_python_backend.engines.base import Engine, PhaseTimes, Slot
 from ge_python_backend.errors import ConfigError, InputError
 from ge_python_backend.repository.atc import AtcRequest, atc_command
 from ge_python_backend.repository.check import check_repository
-from ge_python_backend.repository.config import read_config_file
+from ge_python_backend.repository.config import format_config, read_config_file
 from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
@@ -313,3 +313,49 @@ def test_sim_compile_refuses_what_atc_refuses_beside_batch_gears(tmp_path):
         with pytest.raises(ConfigError, match=message):
             sim_compile(onnx_file, tmp_path / "m.om", input_shapes=shapes, batch_gears="1,2,4")
     sim_compile(scalar, tmp_path / "m.om", input_shapes="x:-1,3", batch_gears="1,2,4")  # s left out: as ATC
+
+
+# -- a range without an upper bound: generate writes acl_max_shapes or refuses (defect 3) ---------
+
+
+def test_generate_sizes_an_unbounded_batch_axis_at_max_batch_size(tmp_path):
+    """Finding: x:-1,3,16,16 was generated, check said ok, and the load refused ("give its largest
+    shape in parameter acl_max_shapes"); the outputs need their own bound too."""
+    folder = _generated(tmp_path, "x:-1,4")
+    config = read_config_file(folder / "config.pbtxt")
+    assert config.max_batch_size == 8
+    assert config.parameters["acl_max_shapes"].string_value == "x:8,4;y:8,3;h:8,3"
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal((rows, 4)).astype(np.float32) for rows in (1, 8, 3)]
+    with ModelHarness(Model, folder) as model:
+        responses = model.infer([triton_request({"x": a}) for a in arrays])
+    for array, response in zip(arrays, responses):
+        expected = nets.reference(tmp_path / "matmul.onnx", {"x": array})
+        np.testing.assert_allclose(response_outputs(response)["y"], expected["y"], rtol=1e-5, atol=1e-5)
+    del config.parameters["acl_max_shapes"]
+    (folder / "config.pbtxt").write_text(format_config(config))
+    messages = [e.message for e in check_repository(folder.parent, backends=tmp_path).errors]
+    for name in ("input 'x' [-1,4]", "output 'y' [-1,3]", "output 'h' [-1,3]"):
+        assert any(f"{name} has no upper bound on its shape" in m and "acl_max_shapes" in m for m in messages), name
+
+
+def test_generate_refuses_unbounded_axes_it_cannot_size_and_takes_max_shapes(tmp_path, capsys):
+    onnx_file = nets.two_inputs(tmp_path / "two.onnx")
+    om = tmp_path / "two.om"
+    sim_compile(onnx_file, om, input_shapes="a:-1,-1;b:-1,-1")
+    repo = tmp_path / "repo"
+    assert main(["generate", str(om), "-o", str(repo)]) == 2
+    message = one_line_error(capsys, "generate")
+    assert "the model folder would not load, so nothing was written" in message
+    assert "input 'a' [-1,-1] has no upper bound on its shape" in message and "--max-shapes" in message
+    assert not repo.exists()
+    assert main(["generate", str(om), "-o", str(repo), "--max-shapes", "a:8,16;b:8,16;s:8,16"]) == 0
+    config = read_config_file(repo / "two" / "config.pbtxt")
+    assert config.parameters["acl_max_shapes"].string_value == "a:8,16;b:8,16;s:8,16;m:8,1"
+    a, b = np.ones((2, 16), np.float32), np.full((2, 16), 3, np.int32)
+    with ModelHarness(Model, repo / "two") as model:
+        (response,) = model.infer([triton_request({"a": a, "b": b})])
+    expected = nets.reference(onnx_file, {"a": a, "b": b})
+    np.testing.assert_array_equal(response_outputs(response)["s"], expected["s"])
+    assert main(["generate", str(om), "-o", str(tmp_path / "r2"), "--max-shapes", "a:8,16,1"]) == 2
+    assert "--max-shapes gives 'a' rank 3; the model's input has [-1,-1]" in one_line_error(capsys, "generate")

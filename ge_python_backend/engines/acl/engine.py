@@ -21,13 +21,19 @@ from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.ascend.acljson import AclJson, ignored_keys, problems, read_acl_json
 from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, request_overrides
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPolicy
 from ge_python_backend.ascend.layout import Shape
 from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
 from ge_python_backend.ascend.resources import model_resources
 from ge_python_backend.engines.acl.options import PARAMETERS, AclOptions, ProfilingPlan
+from ge_python_backend.engines.acl.preflight import (
+    aipp_config_problem,
+    checked_options,
+    max_shapes_problems,
+    offline_problems,
+    planned_parameters,
+)
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
 from ge_python_backend.engines.base import Engine, Shapes, Slot
@@ -36,7 +42,7 @@ from ge_python_backend.errors import ConfigError, InputError
 
 LOG = logging.getLogger(__name__)
 
-__all__ = ["PARAMETERS", "AclEngine", "available", "open_engine"]
+__all__ = ["PARAMETERS", "AclEngine", "available", "offline_problems", "open_engine", "planned_parameters"]
 
 #: aclrtMemAttr ACL_HBM_MEM: falls back to DDR on devices without HBM (11-01_device_memory_malloc_and_free.md 687-737)
 ACL_HBM_MEM = 1
@@ -101,7 +107,12 @@ class AclEngine(Engine):
         LOG.info("pid %d: for msprof --dynamic=on --pid=%d", os.getpid(), os.getpid())
         soc = acl.get_soc_name()
         self.spec = self.layout.spec("acl", {"engine": self.name, "device_id": str(device_id), "soc_name": soc or ""})
-        self._aipp_defaults = self._aipp_defaults_by_image()
+        found = max_shapes_problems(self.spec, self._options.max_shapes)
+        aipp = aipp_config_problem(self._options.aipp, self.spec)
+        if found or aipp:
+            self.close()
+            raise ConfigError("; ".join(found + ([aipp] if aipp else [])))
+        self._aipp_defaults = {self.layout.inputs[c.related_input_rank].name: c for c in self._options.aipp}
         if self._profiling is not None:
             self._profiling.loaded()
 
@@ -170,22 +181,6 @@ class AclEngine(Engine):
             work if weights else 0,
             options.max_shapes,
         )
-
-    def _aipp_defaults_by_image(self) -> dict[str, AippConfig]:
-        """The aipp_config file's blocks by image input: related_input_rank counts the model's own
-        inputs, as in ATC's --insert_op_conf (config_file_template.md 93-96); each must name a dynamic-AIPP image."""
-        inputs = self.layout.inputs
-        found = {}
-        for config in self._options.aipp:
-            rank = config.related_input_rank
-            if rank >= len(inputs) or not inputs[rank].dynamic_aipp:
-                images = [f"{i} ({t.name})" for i, t in enumerate(inputs) if t.dynamic_aipp] or ["none"]
-                raise ConfigError(
-                    f"parameter 'aipp_config': related_input_rank {rank} is not an input with dynamic "
-                    f"AIPP; the model's are: {', '.join(images)}"
-                )
-            found[inputs[rank].name] = config
-        return found
 
     def _start_dump(self) -> None:
         """Data dump for the models loaded from now on: init_dump, set_dump, then load
@@ -444,48 +439,12 @@ def _size_text(nbytes: int) -> str:
 
 
 def prepare_options(options: Mapping[str, Any], model_path: Path) -> AclOptions:
-    """The engine's options, with acl.json and the dump config checked against the keys CANN reads
-    (a mistake is a load error naming the key), their output folders created and writable, and the
-    combinations CANN refuses or silently overrides refused up front."""
-    parsed = AclOptions.read(options, model_path.parent)
-    for name, path, sections in (("acl_json", parsed.acl_json, None), ("acl_dump_config", parsed.dump_config, "dump")):
-        if path is None:
-            continue
-        config = read_acl_json(path)
-        if name == "acl_json":
-            _refuse_combinations(config, parsed)
-        found = [str(p) for p in problems(config) if sections is None or p.key.startswith(sections)]
-        found += [f"{key}: is not a key CANN reads (it would be ignored)" for key in ignored_keys(config)]
-        if found:
-            raise ConfigError(f"parameter {name!r}: {path}: " + "; ".join(found))
-        for key, folder in config.output_folders():
-            _writable(folder, f"parameter {name!r}: {path}: {key}")
-    if parsed.profiling is not None:
-        _writable(parsed.profiling.folder, "parameter 'acl_profiling_dir'")
+    """The engine's options as ``preflight.checked_options`` checks them (what ``ge-triton check``
+    reports too), with their output folders created and writable."""
+    parsed, folders = checked_options(options, model_path.parent)
+    for what, folder in folders:
+        _writable(folder, what)
     return parsed
-
-
-def _refuse_combinations(config: AclJson, parsed: AclOptions) -> None:
-    """acl.json profiling that is on puts msprof in command mode (SetModeToCmd, prof_acl_mgr.cpp
-    1853-1863, reached only with "switch": "on", 2102-2105 and msprofiler_impl.cpp 121-123), and
-    acl.prof.init then returns 100042 (ProfInitPrecheck, prof_acl_mgr.cpp 525-536). acl.json dump
-    that is on and acl_dump_config share one dump manager: the docs say init_dump then fails with
-    100044 (18_dump_configuration.md 84); the current code accepts it (dump.cpp 103-137, the dump
-    server is reference counted, adx_datadump_server.cpp 57-63), but set_dump replaces the acl.json
-    config and finalize_dump switches every opened dump off (dump_manager.cpp 306-380). Either way
-    one setting would undo the other."""
-    if config.profiles and parsed.profiling is not None:
-        raise ConfigError(
-            f"parameters 'acl_json' and 'acl_profiling_dir' cannot be combined: {config.path} switches "
-            'profiling on ("profiler": {"switch": "on"}), and acl.prof.init then fails with 100042 '
-            "(ACL_ERROR_PROF_ALREADY_RUN); use one of them"
-        )
-    if config.dumps and parsed.dump_config is not None:
-        raise ConfigError(
-            f"parameters 'acl_json' and 'acl_dump_config' cannot be combined: {config.path} switches dump on, "
-            "and acl_dump_config's set_dump would replace that config (finalize_dump then switches all dump "
-            "off; older CANN refuses init_dump with 100044); put the dump section in one of them"
-        )
 
 
 def _writable(folder: Path, what: str) -> None:
