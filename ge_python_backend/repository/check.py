@@ -155,6 +155,9 @@ class _Parameters:
     layout: Layout = field(default_factory=Layout)
     #: GEModel's settings reader accepts the parameters (the per-version checks may read them)
     readable: bool = False
+    #: a parameter is an error: the per-version checks, which depend on the values, are not run (their
+    #: findings would follow from the default put in its place, not from the folder)
+    refused: bool = False
 
 
 class _ModelCheck:
@@ -199,6 +202,8 @@ class _ModelCheck:
             self.warning(self.config_path, "model.py does not use ge_python_backend; only generic checks ran")
             return self.problems
         parameters = self._parameters(config, codes)
+        if parameters.refused:
+            return self.problems  # reported: what follows from the parameters cannot be told
         engines = {self._check_version(config, version, codes[version], parameters) for version in versions}
         self._check_instances(config, engines)
         return self.problems
@@ -403,6 +408,7 @@ class _ModelCheck:
                         "extra_parameters (which could not be read from the file)",
                     )
                 else:
+                    parameters.refused = True
                     self.error(
                         self.config_path,
                         f"unknown parameter {name!r} (value {text!r}); GEModel refuses it. "
@@ -412,10 +418,11 @@ class _ModelCheck:
             try:
                 parameters.values[name] = declared[name].read(text)
             except ConfigError as exc:
-                parameters.valid = False
+                parameters.valid, parameters.refused = False, True
                 self.error(self.config_path, str(exc))
         if parameters.valid:
             parameters.readable = self._check_settings(config, extras or ())
+            parameters.refused = not parameters.readable
         values = parameters.values
         parameters.layout = Layout.of(
             values["unbatched_inputs"], values["sequence_state"], values["sequence_state_batch_axis"]

@@ -152,6 +152,10 @@ def atc_options(
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"--insert_op_conf {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"--insert_op_conf {path} is not a text file in ATC's aipp_op syntax ({exc.reason} at byte {exc.start})"
+            ) from None
         insert_op_conf = parse_aipp_config(text, str(path))
     fmt = input_format or "NCHW"
     if fmt not in INPUT_FORMATS:

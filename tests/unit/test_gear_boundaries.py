@@ -11,6 +11,7 @@ refusals are computed from the gear set and the request alone.
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from ge_python_backend.serving.runner import Runner
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
 from tests.support import acl_sim_nets as nets
-from tests.support import corpus
+from tests.support import corpus, refusals
 from tests.unit.test_generate_cli import one_line_error
 from tests.unit.test_served_shapes import outputs as response_outputs
 
@@ -359,3 +360,62 @@ def test_generate_refuses_unbounded_axes_it_cannot_size_and_takes_max_shapes(tmp
     np.testing.assert_array_equal(response_outputs(response)["s"], expected["s"])
     assert main(["generate", str(om), "-o", str(tmp_path / "r2"), "--max-shapes", "a:8,16,1"]) == 2
     assert "--max-shapes gives 'a' rank 3; the model's input has [-1,-1]" in one_line_error(capsys, "generate")
+
+
+# -- check finds what the load refuses (defect 5): the corpus offline ------------------------------
+
+
+@pytest.fixture(scope="module")
+def refused_repo(tmp_path_factory):
+    return refusals.build(tmp_path_factory.mktemp("refusals"))
+
+
+@pytest.mark.parametrize("case", refusals.CASES, ids=[c.name for c in refusals.CASES])
+def test_check_reports_what_the_load_refuses_and_only_its_cause(refused_repo, case, tmp_path):
+    """The load's refusal of each folder is proven in tritonserver (e2e/test_load_refusals.py); here
+    check says why, once: no "missing from the config" or "finds no model file" that follow from a
+    default put in place of the bad value (defect 9)."""
+    repo, _ = refused_repo
+    errors = [p.message for p in check_repository(repo / case.name, backends=tmp_path).errors]
+    assert any(case.check_says in message for message in errors), errors
+    assert not any("missing from the config" in m or "finds no model file" in m for m in errors), errors
+
+
+def test_the_load_refuses_them_in_process_with_the_words_check_uses(refused_repo):
+    """GEModel's own load (the harness, no server) says what check says for each parameter case."""
+    repo, cases = refused_repo
+    for name in ("profiling_batches_without_dir", "max_shapes_unknown_name", "aipp_config_binary", "engine_misspelt"):
+        refusal = pytest.raises(pb_utils.TritonModelException, match=re.escape(cases[name].check_says))
+        with refusal, ModelHarness(Model, repo / name):
+            pass
+
+
+# -- tracebacks become one line (defect 6); serve's own refusals (defect 8, offline half) ----------
+
+
+def test_a_binary_insert_op_conf_is_one_line_naming_the_flag(tmp_path, capsys):
+    onnx_file = nets.image_conv(tmp_path / "conv.onnx", batch="N")
+    binary = tmp_path / "aipp.cfg"
+    binary.write_bytes(refusals.BINARY)
+    argv = ["sim-compile", "--model", str(onnx_file), "--output", str(tmp_path / "m.om")]
+    assert (
+        main([*argv, "--input_shape", "x:-1,3,6,8", "--dynamic_batch_size", "1,2", f"--insert_op_conf={binary}"]) == 2
+    )
+    message = one_line_error(capsys, "sim-compile")
+    assert f"--insert_op_conf {binary} is not a text file in ATC's aipp_op syntax" in message
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--http-port", "99999"], "--http-port 99999: expected a TCP port, 1 to 65535"),
+        (["--grpc-port", "8101", "--metrics-port", "8101"], "--grpc-port and --metrics-port are both 8101"),
+    ],
+)
+def test_serve_refuses_ports_it_cannot_use_in_one_line_before_tritonserver_starts(tmp_path, capsys, flags, message):
+    """Findings: --http-port 99999 was an OverflowError traceback; equal ports printed tritonserver's usage."""
+    (tmp_path / "repo").mkdir()
+    assert main(["serve", str(tmp_path / "repo"), *flags]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in captured.err + captured.out
