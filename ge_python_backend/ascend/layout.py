@@ -176,8 +176,15 @@ class ModelLayout:
         if tensor.ranges and len(tensor.ranges) != len(tensor.dims):
             return f"has {len(tensor.ranges)} shape ranges for rank {len(tensor.dims)}"
         if tensor.dynamic_aipp:
-            ok = self.kind in ("", "batch")
-            return "" if ok else "has dynamic AIPP, which ATC combines only with a static or dynamic-batch model"
+            ok = self.kind in ("", "batch", "range")
+            return (
+                ""
+                if ok
+                else (
+                    "has dynamic AIPP beside image-size or dims gears, which is not served (dynamic AIPP is, on "
+                    "static, dynamic-batch and shape-range models)"
+                )
+            )
         if not free:
             return ""
         problems = {
@@ -284,8 +291,9 @@ class ModelLayout:
             raise ValueError(f"the model cannot run {asked}; it runs {self.runnable()}") from None
 
     def _free_problem(self, tensor: LayoutTensor, shape: Shape) -> str | None:
-        if tensor.ranges:
-            return tensor.range_problem(shape)
+        problem = tensor.range_problem(shape) if tensor.ranges else None
+        if problem:
+            return problem
         if tensor.dynamic_aipp:
             if len(shape) != len(tensor.dims):
                 return f"{tensor.name!r} with shape {format_shape(shape)} (rank {len(tensor.dims)} expected)"

@@ -11,8 +11,10 @@ refusals are computed from the gear set and the request alone.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ge_python_backend import GEModel
+from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat, AippMode
 from ge_python_backend.ascend.constants import data_type_named
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout
+from ge_python_backend.ascend.simom import load_sim_om, write_sim_om
 from ge_python_backend.cli import main
 from ge_python_backend.engines.base import Engine, PhaseTimes, Slot
 from ge_python_backend.errors import ConfigError, InputError
@@ -36,7 +40,9 @@ from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
 from tests.support import acl_sim_nets as nets
 from tests.support import corpus, refusals
+from tests.support.acl_sim_nets import open_sim
 from tests.unit.test_generate_cli import one_line_error
+from tests.unit.test_model_kinds import RawAcl
 from tests.unit.test_served_shapes import outputs as response_outputs
 
 pb_utils = install_fake_pb_utils()
@@ -419,3 +425,158 @@ def test_serve_refuses_ports_it_cannot_use_in_one_line_before_tritonserver_start
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in captured.err + captured.out
+
+
+# -- dynamic AIPP: value ranges always checked (issue 22, 9); an input with shape ranges (issue 23, B) --
+
+
+DYNAMIC = AippConfig(aipp_mode=AippMode.DYNAMIC, max_src_image_size=4 * 10 * 12 * 3)
+
+
+def _dynamic_om(tmp_path, input_shapes: str, **gears) -> Path:
+    om = tmp_path / f"dynamic_{len(list(tmp_path.iterdir()))}.om"
+    conv = nets.image_conv(tmp_path / "conv.onnx", batch="N")
+    sim_compile(conv, om, input_shapes=input_shapes, insert_op_conf=[DYNAMIC], **gears)
+    return om
+
+
+def _without_network_format(om: Path) -> Path:
+    """The same model, its network input reported in neither NCHW nor NHWC (get_first_aipp_info's
+    srcFormat ND), where set_input_aipp skips its output-size checks (acl_aipp.cpp:146-170)."""
+    found = load_sim_om(om)
+    inputs = tuple(
+        replace(m, network=replace(m.network, format="ND")) if m.network is not None else m for m in found.model_inputs
+    )
+    write_sim_om(om, replace(found, model_inputs=inputs))
+    return om
+
+
+@pytest.mark.parametrize("field, value", [("mean_chn_0", "300"), ("var_reci_chn_0", "nan"), ("min_chn_1", "-1")])
+def test_aipp_values_outside_their_ranges_are_input_errors_whatever_the_network_layout(tmp_path, field, value):
+    """Finding (issue 22, 9): without an NCHW/NHWC network the engine checked nothing, so a mean of
+    300 or a NaN scale reached pyACL, whose setter refused it: the whole batch failed as an engine error."""
+    om = _without_network_format(_dynamic_om(tmp_path, "x:-1,3,6,8", batch_gears="1,2,4"))
+    engine = open_sim(om)
+    try:
+        with pytest.raises(InputError, match=rf"input 'x': the dynamic AIPP cannot run this request: {field} is "):
+            engine.batch_settings({field: value}, {"x": (1, 6, 8, 3)})
+        engine.batch_settings({field: "2"}, {"x": (1, 6, 8, 3)})  # in range: no refusal
+    finally:
+        engine.close()
+
+
+def test_dynamic_aipp_on_a_shape_range_is_compiled_and_served_as_cann_checks_it(tmp_path):
+    """Issue 23, B: set_input_aipp skips the batch and W/H checks when the AIPP input has shape ranges
+    (acl_aipp.cpp:184-188); ATC keeps the Data's range on an AIPP input (insert_aipp_op_util.cc:470-497).
+    sim-compile refused AIPP on a range model, the layout refused such a model at load, and the engine
+    and the simulator refused AIPP sets CANN takes."""
+    om = _dynamic_om(tmp_path, "x:1~4,3,6,8")
+    spec = load_sim_om(om).spec()
+    assert spec.batch.kind == "dynamic" and spec.batch.limit == 4
+    assert main(["generate", str(om), "-o", str(tmp_path / "repo"), "--name", "ranged"]) == 0
+    folder = tmp_path / "repo" / "ranged"
+    assert read_config_file(folder / "config.pbtxt").max_batch_size == 4
+    rng = np.random.default_rng(11)
+    images = [rng.integers(0, 256, (rows, 6, 8, 3), dtype=np.uint8) for rows in (1, 3, 4)]
+    with ModelHarness(Model, folder) as model:
+        responses = model.infer([triton_request({"x": image}) for image in images])
+    for image, response in zip(images, responses):
+        network = np.ascontiguousarray(image.transpose(0, 3, 1, 2)).astype(np.float16).astype(np.float32)
+        expected = nets.reference(tmp_path / "conv.onnx", {"x": network})
+        np.testing.assert_allclose(response_outputs(response)["c"], expected["c"], rtol=1e-3, atol=1e-3)
+    ranged, geared = open_sim(om), open_sim(_dynamic_om(tmp_path, "x:-1,3,6,8", batch_gears="1,2,4"))
+    try:
+        ranged.batch_settings({"crop": True, "crop_size_w": 4, "crop_size_h": 4}, {"x": (3, 6, 8, 3)})
+        with pytest.raises(InputError, match="the AIPP output is 4x4"):
+            geared.batch_settings({"crop": True, "crop_size_w": 4, "crop_size_h": 4}, {"x": (3, 6, 8, 3)})
+    finally:
+        ranged.close()
+        geared.close()
+
+
+def _aipp_set(acl, crops: list[tuple[int, int]]) -> int:
+    """An RGB888 AIPP set of 8x6 images, image i cropped to ``crops[i]`` (width, height) at (0, 0)."""
+    aipp = acl.mdl.create_aipp(len(crops))
+    assert acl.mdl.set_aipp_input_format(aipp, AippInputFormat.RGB888_U8.value) == 0
+    assert acl.mdl.set_aipp_src_image_size(aipp, 8, 6) == 0
+    for index, (width, height) in enumerate(crops):
+        assert acl.mdl.set_aipp_crop_params(aipp, 1, 0, 0, width, height, index) == 0
+    return aipp
+
+
+def test_the_simulator_skips_set_input_aipps_model_checks_only_for_an_input_with_shape_ranges(tmp_path):
+    """Two images cropped to 4x4: accepted by a 1~4 model (acl_aipp.cpp:184-188), refused by a
+    dynamic-batch one (batch = the largest gear 4, output = the network's 8x6: acl_aipp.cpp:210-225);
+    images of different output sizes are refused by both (aipp_param_check.cpp:296-307)."""
+    for shapes, gears, accepted in (("x:1~4,3,6,8", {}, True), ("x:-1,3,6,8", {"batch_gears": "1,2,4"}, False)):
+        om = _dynamic_om(tmp_path, shapes, **gears)
+        with RawAcl() as raw:
+            acl = raw.acl
+            model_id, desc, inputs, _ = raw.load(om)
+            index, ret = acl.mdl.get_input_index_by_name(desc, "ascend_dynamic_aipp_data")
+            assert ret == 0
+            for crops, ok in (([(4, 4), (4, 4)], accepted), ([(4, 4), (6, 4)], False)):
+                aipp = _aipp_set(acl, crops)
+                try:
+                    ret = acl.mdl.set_input_aipp(model_id, inputs, index, aipp)
+                    assert (ret == 0) is ok, (shapes, crops, ret, acl.get_recent_err_msg())
+                finally:
+                    assert acl.mdl.destroy_aipp(aipp) == 0
+
+
+# -- messages that say what is wrong (defect 10) ---------------------------------------------------
+
+
+def test_dynamic_aipp_messages_say_where_the_bytes_come_from_and_name_a_misspelt_field(tmp_path):
+    """Findings: "3072 bytes of RGB888_U8 images, above the 2000" did not say 3072 = the largest gear 4
+    x 768; a misspelt field (mean_chan_0) was silently ignored; acl_profile on a model without
+    profiling was told its token was not allowed."""
+    small = AippConfig(aipp_mode=AippMode.DYNAMIC, max_src_image_size=2000)
+    om = tmp_path / "small.om"
+    sim_compile(
+        nets.image_conv(tmp_path / "conv.onnx", batch="N"),
+        om,
+        input_shapes="x:-1,3,6,8",
+        batch_gears="1,2,4",
+        insert_op_conf=[small],
+    )
+    engine = open_sim(om)
+    try:
+        crop = {"crop": True, "crop_size_w": 8, "crop_size_h": 6}
+        expected = "3072 bytes of RGB888_U8 images (4 x 768 bytes of 16x16 (an AIPP set covers the largest batch gear))"
+        with pytest.raises(InputError, match=re.escape(expected)):
+            engine.batch_settings(crop, {"x": (1, 16, 16, 3)})
+        with pytest.raises(InputError, match=r"'mean_chan_0' is not an aipp_op field \(did you mean 'mean_chn_0'\?\)"):
+            engine.batch_settings({"mean_chan_0": 10}, {"x": (1, 6, 8, 3)})
+        engine.batch_settings({"softmax_threshold": 1}, {"x": (1, 6, 8, 3)})  # not AIPP-like: left to the hooks
+        with pytest.raises(InputError, match="this model allows no profiling on demand"):
+            engine.batch_settings({"acl_profile": "token"}, {"x": (1, 6, 8, 3)})
+    finally:
+        engine.close()
+
+
+# -- docs and display (defect 11) ------------------------------------------------------------------
+
+
+def test_inspect_shows_a_shape_ranges_bound_and_ranges_in_text_and_json(tmp_path, capsys):
+    """Finding: inspect of a 1~8 model said "Batch dynamic (any size on axis 0)" and showed no ranges."""
+    om = tmp_path / "range.om"
+    sim_compile(nets.matmul_add(tmp_path / "matmul.onnx"), om, input_shapes="x:1~8,4")
+    assert main(["inspect", str(om)]) == 0
+    text = capsys.readouterr().out
+    assert "dynamic (up to 8 on axis 0: the upper bound of its shape range)" in text
+    assert re.search(r"x\s+FP32\s+\S+\s+\[-1,4\]\s+\[1~8,4\]", text), text
+    assert main(["inspect", str(om), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["batch"] == {"kind": "dynamic", "sizes": [], "limit": 8}
+    assert report["inputs"][0]["ranges"] == [[1, 8], [4, 4]]
+
+
+def test_deploy_docs_say_return_is_the_default_response_mode():
+    """Finding: docs/deploy.md called sender mode the default for NPU engines; it is return for every one."""
+    from ge_python_backend.engines import ResponseMode, registered
+
+    assert {info.response_mode for info in registered().values()} == {ResponseMode.RETURN}
+    deploy = (Path(__file__).parents[2] / "docs" / "deploy.md").read_text(encoding="utf-8")
+    assert "the default for NPU engines" not in deploy
+    assert "`return` is the default" in deploy

@@ -246,24 +246,28 @@ class AclEngine(Engine):
         return self._dynamic_aipp
 
     def _check_aipp(self, name: str, config: AippConfig, shape: Shape) -> None:
-        """What set_input_aipp refuses, as an input error: the images must fit the buffer
-        (max_src_image_size) and the AIPP output must be the network's H x W (acl_aipp.cpp 107-312;
-        aipp_param_check.cpp 28-395)."""
+        """What set_input_aipp refuses, as an input error (acl_aipp.cpp 107-312; aipp_param_check.cpp
+        28-395): values within their ranges, always; the images within the buffer
+        (max_src_image_size); the AIPP output the network's H x W where GE checks it, an NCHW/NHWC
+        network input (acl_aipp.cpp:107-170) without shape ranges (acl_aipp.cpp:184-188)."""
         plan = self._slots[0].plan
         network = plan.aipp_networks.get(name)
-        found = []
-        if network is not None:
-            batch = aipp_batch(plan, name, shape)
-            found = AippConfig(**{**config.__dict__, "aipp_mode": AippMode.STATIC}).problems(
-                (batch, network[1], network[2], network[3])
-            )
         tensor = self.layout.input(name)
+        images = aipp_batch(plan, name, shape)
+        found = config.field_problems()
+        if network is not None:
+            found = AippConfig(**{**config.__dict__, "aipp_mode": AippMode.STATIC}).problems(
+                (images, network[1], network[2], network[3]), model_output=not tensor.ranges
+            )
         fmt = config.input_format
         if fmt is not None:
-            size = fmt.byte_size(aipp_batch(plan, name, shape), config.src_image_size_h, config.src_image_size_w)
+            size = fmt.byte_size(images, config.src_image_size_h, config.src_image_size_w)
             if size > tensor.size:
+                each = fmt.byte_size(1, config.src_image_size_h, config.src_image_size_w)
+                why = " (an AIPP set covers the largest batch gear)" if images != shape[0] else ""
                 found.append(
-                    f"{size} bytes of {fmt.name} images, above the {tensor.size} (max_src_image_size) the model takes"
+                    f"{size} bytes of {fmt.name} images ({images} x {each} bytes of {config.src_image_size_w}x"
+                    f"{config.src_image_size_h}{why}), above the {tensor.size} (max_src_image_size) the model takes"
                 )
         if found:
             raise InputError(
@@ -275,7 +279,12 @@ class AclEngine(Engine):
     def _profile_on_demand(self, value: str) -> None:
         token, _, count = value.partition(":")
         window = self._profiling
-        if window is None or token not in window.plan.tokens:
+        if window is None or not window.plan.tokens:
+            raise InputError(
+                f"request parameter {PROFILE_PARAMETER!r}: this model allows no profiling on demand (it needs "
+                "parameters acl_profiling_dir and acl_profiling_tokens)"
+            )
+        if token not in window.plan.tokens:
             raise InputError(
                 f"request parameter {PROFILE_PARAMETER!r}: profiling on demand is not allowed with "
                 "that token (the model's acl_profiling_tokens)"

@@ -132,8 +132,14 @@ def max_shapes_problems(spec: ModelSpec, max_shapes: Mapping[str, Shape]) -> lis
 def unbounded_tensors(spec: ModelSpec) -> list[tuple[str, TensorSpec]]:
     """(kind, tensor) of every tensor the runtime reports size 0 for, as far as the model file tells:
     a range input with an axis without upper bound, and then each output with a -1 axis (its range
-    follows the unbounded input; the simulator reports 0 for it)."""
-    inputs = [t for t in spec.inputs if any(high == UNBOUNDED for _, high in t.ranges)]
+    follows the unbounded input; the simulator reports 0 for it). A dynamic-AIPP image is not one:
+    its buffer is max_src_image_size."""
+    inputs = [
+        t
+        for t in spec.inputs
+        if any(high == UNBOUNDED for _, high in t.ranges)
+        and not (t.preprocessing is not None and t.preprocessing.kind == "aipp-dynamic")
+    ]
     if not inputs:
         return []
     return [("input", t) for t in inputs] + [("output", t) for t in spec.outputs if -1 in t.shape]
