@@ -23,13 +23,13 @@ from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
 from tests.support import acl_sim_nets as nets
 
-#: a user's model.py declaring its own parameter with the package's parser
+#: a user's model.py declaring its own parameter with the package's parser (README's example)
 OWN_PARAMETER_MODEL = """from ge_python_backend import GEModel
 from ge_python_backend.params import Parameter, parse_int
 
 
 class TritonPythonModel(GEModel):
-    extra_parameters = (Parameter("window", parse_int(1, 64), 8, "an integer from 1 to 64", "frames per step"),)
+    extra_parameters = (Parameter("top_k", parse_int(1), 5, "an integer >= 1", "labels per image"),)
 """
 
 
@@ -48,7 +48,7 @@ def _parameters(**values: str) -> Callable[[Path, Path], None]:
         config = read_config_file(folder / "config.pbtxt")
         for key, value in values.items():
             if value == "<unset>":
-                del config.parameters[key]
+                config.parameters.pop(key, None)
             else:
                 config.parameters[key].string_value = value.replace("{root}", str(root))
         (folder / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
@@ -79,9 +79,12 @@ def _max_batch(size: int) -> Callable[[Path, Path], None]:
     return edit
 
 
-def _own_model(folder: Path, root: Path) -> None:
-    (folder / "1" / "model.py").write_text(OWN_PARAMETER_MODEL, encoding="utf-8")
-    _parameters(window="0")(folder, root)
+def _own_model(top_k: str) -> Callable[[Path, Path], None]:
+    def edit(folder: Path, root: Path) -> None:
+        (folder / "1" / "model.py").write_text(OWN_PARAMETER_MODEL, encoding="utf-8")
+        _parameters(top_k=top_k)(folder, root)
+
+    return edit
 
 
 PROFILER_ON = json.dumps({"profiler": {"switch": "on", "output": "{root}/prof"}})
@@ -144,7 +147,8 @@ CASES = (
     Refusal("engine_misspelt", "range", _parameters(engine="acl_sim"), "did you mean 'acl-sim'?"),
     Refusal("template_top_k_not_a_number", "classifier", _parameters(top_k="abc"), "parameter 'top_k'"),
     Refusal("template_top_k_zero", "classifier", _parameters(top_k="0"), "parameter 'top_k'"),
-    Refusal("own_parameter_out_of_range", "range", _own_model, "parameter 'window' has value '0'"),
+    Refusal("own_top_k_not_a_number", "range", _own_model("abc"), "parameter 'top_k' has value 'abc'"),
+    Refusal("own_top_k_zero", "range", _own_model("0"), "parameter 'top_k' has value '0' (must be >= 1)"),
 )
 
 
