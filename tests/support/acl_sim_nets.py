@@ -186,8 +186,9 @@ def scaled(path: Path, inputs: dict[str, list]) -> Path:
     return _save(graph, path)
 
 
-def image_conv(path: Path, batch: int | str = 1, height: int = 6, width: int = 8) -> Path:
-    """x FP32 [batch,3,H,W] (NCHW) -> c = conv3x3(x) [batch,2,H,W]: a network behind an AIPP."""
+def image_conv(path: Path, batch: int | str = 1, height: int | str = 6, width: int | str = 8) -> Path:
+    """x FP32 [batch,3,H,W] (NCHW) -> c = conv3x3(x) [batch,2,H,W]: a network behind an AIPP (a str
+    names a dynamic axis)."""
     rng = np.random.default_rng(3)
     graph = helper.make_graph(
         [helper.make_node("Conv", ["x", "K"], ["c"], pads=[1, 1, 1, 1])],
