@@ -580,3 +580,24 @@ def test_deploy_docs_say_return_is_the_default_response_mode():
     deploy = (Path(__file__).parents[2] / "docs" / "deploy.md").read_text(encoding="utf-8")
     assert "the default for NPU engines" not in deploy
     assert "`return` is the default" in deploy
+
+
+# -- check reports the cause only (defect 9) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "parameter, value, cause",
+    [
+        ("streams", "0", "parameter 'streams' has value '0' (must be >= 1)"),
+        ("engine", "acl_sim", "parameter 'engine' has value 'acl_sim' (did you mean 'acl-sim'?)"),
+    ],
+)
+def test_a_bad_parameter_in_a_two_line_config_is_reported_alone(tmp_path, parameter, value, cause):
+    """Findings: any bad parameter in a two-line config added "the model's input 'x' ... is missing from
+    the config"; `engine: acl_sim` added "engine auto finds no model file here" beside 1/model.om."""
+    folder = _generated(tmp_path, "x:1~4,4")
+    (folder / "config.pbtxt").write_text(
+        f'backend: "python"\nparameters {{ key: "{parameter}" value {{ string_value: "{value}" }} }}\n'
+    )
+    errors = [p.message for p in check_repository(folder.parent, backends=tmp_path).errors]
+    assert len(errors) == 1 and cause in errors[0], errors
