@@ -19,9 +19,9 @@ through ``modelfile.read_model_file`` and model.py through ``ast`` (``modelcode`
   (``triton.settings.auto_complete``), and its contradictions are reported as the load reports them;
 - I/O: names, data types and dims (batch axis removed when ``max_batch_size`` > 0) agree with
   the model file, unless model.py overrides ``preprocess``/``postprocess``;
-- batching: ``max_batch_size`` within the model's batch gears and a shape range's batch bound, preferred sizes gears and
-  <= ``max_batch_size``, no ``dynamic_batching`` without batching, warm-up inputs known, and
-  no batching where an output keeps its batch off axis 0 or carries none;
+- batching: ``max_batch_size`` within the model's batch gears and a shape range's batch bound,
+  preferred sizes gears and <= ``max_batch_size``, no ``dynamic_batching`` without batching,
+  warm-up inputs known, and no batching where an output keeps its batch off axis 0 or carries none;
 - the classification template's load checks (labels file, image size, top_k);
 - instance groups: no KIND_GPU on an NPU engine.
 
