@@ -127,7 +127,7 @@ CASES = (
         "aipp_config_binary",
         "aipp",
         _file("aipp.cfg", BINARY, aipp_config="aipp.cfg"),
-        "parameter 'aipp_config'",
+        "aipp.cfg is not a text file in ATC's aipp_op syntax",
     ),
     Refusal(
         "aipp_config_not_an_image",
