@@ -7,6 +7,7 @@ message naming the parameter, the value and what is accepted.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -78,9 +79,12 @@ def parse_bool(raw: str) -> bool:
 
 
 def parse_choice(*choices: str) -> Callable[[str], str]:
+    """One of ``choices``; a near miss names the closest one."""
+
     def parse(raw: str) -> str:
         if raw not in choices:
-            raise ValueError("")
+            close = difflib.get_close_matches(raw, choices, n=1)
+            raise ValueError(f"did you mean {close[0]!r}?" if close else "")
         return raw
 
     return parse

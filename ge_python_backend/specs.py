@@ -81,6 +81,26 @@ def format_shape(shape: tuple[int, ...]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
+#: Upper bound of a shape-range axis that has none ("-1" in ATC's --input_shape: any size >= 0).
+UNBOUNDED = -1
+
+
+def ranges_text(ranges: tuple[tuple[int, int], ...]) -> str:
+    """Shape ranges as ATC writes them: ``[1~4,3,8~]`` (a fixed axis as its size)."""
+    return "[" + ",".join(f"{lo}" if lo == hi else f"{lo}~{'' if hi == UNBOUNDED else hi}" for lo, hi in ranges) + "]"
+
+
+def range_problem(name: str, ranges: tuple[tuple[int, int], ...], shape: tuple[int, ...]) -> str | None:
+    """Why ``shape`` is outside the shape ranges of tensor ``name`` (None when it fits)."""
+    if len(shape) != len(ranges):
+        return f"{name!r} has rank {len(ranges)}, got shape {format_shape(tuple(shape))}"
+    for axis, (size, (low, high)) in enumerate(zip(shape, ranges)):
+        if size < low or (high != UNBOUNDED and size > high):
+            bound = f"{low}.." + ("" if high == UNBOUNDED else str(high))
+            return f"{name!r} axis {axis} is {size}; the model's range is {bound}"
+    return None
+
+
 def shape_fits(actual: tuple[int, ...], declared: tuple[int, ...]) -> bool:
     """True when ``actual`` has the declared rank and matches it, -1 matching any size."""
     return len(actual) == len(declared) and all(d in (-1, a) for a, d in zip(actual, declared))

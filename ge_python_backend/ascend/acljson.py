@@ -191,16 +191,17 @@ class AclJson:
         return found
 
 
-def read_acl_json(path: Path) -> AclJson:
-    """Parse ``path``; ConfigError naming the file when it is not a JSON object."""
+def read_acl_json(path: Path, what: str = "acl.json") -> AclJson:
+    """Parse ``path``; ConfigError naming ``what`` it is (e.g. the parameter that names it) and the
+    file when it cannot be read or is not a JSON object."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"acl.json {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"acl.json {path} is not JSON: {exc}") from None
+        raise ConfigError(f"{what} {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # UnicodeDecodeError included: a binary file
+        raise ConfigError(f"{what} {path} is not JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"acl.json {path} must hold a JSON object, found {type(data).__name__}")
+        raise ConfigError(f"{what} {path} must hold a JSON object, found {type(data).__name__}")
     return AclJson(Path(path), data)
 
 

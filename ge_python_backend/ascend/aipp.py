@@ -16,6 +16,7 @@ reports for an AIPP input (``docs/zh/api/graph_engine_api/c/acl/aclmdlGetInputDi
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Mapping
@@ -218,8 +219,17 @@ class AippConfig:
 
     # -- rules -------------------------------------------------------------------------------
 
-    def problems(self, model_nchw: tuple[int, int, int, int]) -> list[str]:
-        """Why this config cannot feed a model input of (N, C, H, W), per ATC's documented rules."""
+    def field_problems(self) -> list[str]:
+        """Values outside the ranges of ATC's template (config_file_template.md 122-188, 265-292), NaN
+        included: checked for every AIPP set, whatever the model input (AippParamsCheck runs for every
+        set_input_aipp, aipp_param_check.cpp:312-347; the setters refuse such values)."""
+        return _field_problems(self)
+
+    def problems(self, model_nchw: tuple[int, int, int, int], *, model_output: bool = True) -> list[str]:
+        """Why this config cannot feed a model input of (N, C, H, W), per ATC's documented rules.
+        ``model_output`` False leaves out the rules tying the AIPP's output to the model input's
+        H, W and channels (set_input_aipp skips them for an input with shape ranges,
+        acl_aipp.cpp:184-188)."""
         _, channels, model_h, model_w = model_nchw
         found = _field_problems(self)
         if self.aipp_mode is AippMode.DYNAMIC:
@@ -248,13 +258,15 @@ class AippConfig:
             if fmt is AippInputFormat.YUV420SP_U8 and (self.load_start_pos_w % 2 or self.load_start_pos_h % 2):
                 found.append("load_start_pos_w/h must be even for YUV420SP_U8")
         out_h, out_w = self.output_size(model_h, model_w)
-        if (out_h, out_w) != (model_h, model_w):
+        if model_output and (out_h, out_w) != (model_h, model_w):
             found.append(
                 f"the AIPP output is {out_w}x{out_h} (crop and padding), the model input is "
                 f"{model_w}x{model_h}: they must be equal"
             )
         if self.csc_switch and fmt is AippInputFormat.YUV400_U8:
             found.append("csc_switch cannot be on for YUV400_U8 (one channel)")
+        if not model_output:
+            return found
         # (inferred) no check in aipp_op.cc / insert_aipp_op_util.cc: the Aipp op's shape inference is
         # not in the mirrors; a 1-channel YUV400 feeds a C=1 network (typical_scenario_examples.md 3-13)
         produced = self.output_channels()
@@ -568,12 +580,20 @@ REQUEST_FIELDS = (
 
 
 def request_overrides(parameters: Mapping[str, Any], base: AippConfig) -> AippOverrides:
-    """The AIPP fields a request's parameters set (others are ignored); ConfigError naming a bad one."""
+    """The AIPP fields a request's parameters set (other parameters are left to the hooks);
+    ConfigError naming a bad value, or a parameter so close to a field's name that it is a misspelt
+    one (silently ignoring ``mean_chan_0`` would run the request with another mean)."""
     values: dict[str, Any] = {}
     vectors: dict[str, list[Any]] = {}
     entries: dict[str, int] = {}
     for key, raw in parameters.items():
         if key not in REQUEST_FIELDS:
+            close = difflib.get_close_matches(key, REQUEST_FIELDS, n=1, cutoff=0.8)
+            if close:
+                raise ConfigError(
+                    f"request parameter {key!r} is not an aipp_op field (did you mean {close[0]!r}?); the fields a "
+                    f"request may set: {', '.join(REQUEST_FIELDS)}"
+                )
             continue
         text = str(raw).lower() if isinstance(raw, bool) else str(raw)
         where = f"request parameter {key}"

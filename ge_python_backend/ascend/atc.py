@@ -291,6 +291,12 @@ def _input_shapes(
         rest = [axis for axis, size in enumerate(shapes[tensor.name]) if size < 0 and axis > 0]
         if rest:
             raise ConfigError(_unsized(tensor.name, shapes[tensor.name], rest, bool(gears)))
+    if len(gears) > 1 and all(shape[0] != -1 for shape in shapes.values()):
+        listed = ", ".join(f"{n} {format_shape(s)}" for n, s in shapes.items())
+        raise ConfigError(
+            f"batch gears {','.join(map(str, gears))}, but no input has a dynamic axis 0 ({listed}); ATC refuses it "
+            "('At least one batch n must be equal to -1', option_utils.cc:332-337): give an input -1 on axis 0"
+        )
     return shapes
 
 
@@ -310,7 +316,9 @@ def _unsized(name: str, shape: tuple[int, ...], axes: list[int], batch_gears: bo
 
 def _batch_axis(name: str, shape: tuple[int, ...], gears: tuple[int, ...], notes: list[str]) -> tuple[int, ...]:
     if not shape:
-        raise ConfigError(f"input {name!r} is a scalar; ATC's dynamic batch needs the batch on axis 0")
+        raise ConfigError(  # option_utils.cc:317-322 (E10012)
+            f"input {name!r} is a scalar; ATC refuses --dynamic_batch_size with a scalar input"
+        )
     if len(gears) == 1:
         if shape[0] not in (-1, gears[0]):
             raise ConfigError(
@@ -320,9 +328,11 @@ def _batch_axis(name: str, shape: tuple[int, ...], gears: tuple[int, ...], notes
         return (gears[0],) + shape[1:]
     if gears:
         if shape[0] != -1:
-            raise ConfigError(
-                f"input {name!r} has a fixed axis 0 of {shape[0]} ({format_shape(shape)}), but batch "
-                "gears need a batch axis on axis 0 of every input (ATC --dynamic_batch_size)"
+            # ATC compiles the inputs whose axis 0 is -1 as batch gears and keeps a fixed input as it is
+            # (option_utils.cc:324-326; multi_batch_clone_pass.cc:1124-1127)
+            notes.append(
+                f"input {name!r} {format_shape(shape)} is fixed: ATC keeps it as it is in every batch gear, "
+                "and it is served as one value per request (like --unbatched-inputs)"
             )
         return shape
     if shape[0] == -1:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import shlex
 
-from ge_python_backend.ascend.layout import UNBOUNDED
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.specs import UNBOUNDED
 
 #: one axis: a size, -1, or (low, high) with high UNBOUNDED for "low~"
 Dim = int | tuple[int, int]

@@ -36,18 +36,19 @@ from ge_python_backend.ascend.constants import AclDataType
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.specs import (
     NUMPY_DTYPES,
+    UNBOUNDED,
     BatchSupport,
     ModelSpec,
     ShapeGear,
     TensorSpec,
     format_shape,
+    range_problem,
+    ranges_text,
 )
 
 Shape = tuple[int, ...]
 GearKind = Literal["", "batch", "hw", "dims", "range"]
 GEAR_KINDS: tuple[GearKind, ...] = ("", "batch", "hw", "dims", "range")
-#: Upper bound of a shape-range axis that has none ("-1" in --input_shape: any size >= 0).
-UNBOUNDED = -1
 
 
 @dataclass(frozen=True)
@@ -91,13 +92,7 @@ class LayoutTensor:
 
     def range_problem(self, shape: Sequence[int]) -> str | None:
         """Why ``shape`` is outside this tensor's ranges (None when it fits)."""
-        if len(shape) != len(self.dims):
-            return f"{self.name!r} has rank {len(self.dims)}, got shape {format_shape(tuple(shape))}"
-        for axis, (size, (low, high)) in enumerate(zip(shape, self.ranges)):
-            if size < low or (high != UNBOUNDED and size > high):
-                bound = f"{low}.." + ("" if high == UNBOUNDED else str(high))
-                return f"{self.name!r} axis {axis} is {size}; the model's range is {bound}"
-        return None
+        return range_problem(self.name, self.ranges, tuple(shape))
 
     def largest_shape(self) -> Shape | None:
         """The largest shape of a range tensor (None when an axis is unbounded)."""
@@ -181,8 +176,15 @@ class ModelLayout:
         if tensor.ranges and len(tensor.ranges) != len(tensor.dims):
             return f"has {len(tensor.ranges)} shape ranges for rank {len(tensor.dims)}"
         if tensor.dynamic_aipp:
-            ok = self.kind in ("", "batch")
-            return "" if ok else "has dynamic AIPP, which ATC combines only with a static or dynamic-batch model"
+            ok = self.kind in ("", "batch", "range")
+            return (
+                ""
+                if ok
+                else (
+                    "has dynamic AIPP beside image-size or dims gears, which is not served (dynamic AIPP is, on "
+                    "static, dynamic-batch and shape-range models)"
+                )
+            )
         if not free:
             return ""
         problems = {
@@ -289,8 +291,9 @@ class ModelLayout:
             raise ValueError(f"the model cannot run {asked}; it runs {self.runnable()}") from None
 
     def _free_problem(self, tensor: LayoutTensor, shape: Shape) -> str | None:
-        if tensor.ranges:
-            return tensor.range_problem(shape)
+        problem = tensor.range_problem(shape) if tensor.ranges else None
+        if problem:
+            return problem
         if tensor.dynamic_aipp:
             if len(shape) != len(tensor.dims):
                 return f"{tensor.name!r} with shape {format_shape(shape)} (rank {len(tensor.dims)} expected)"
@@ -306,7 +309,7 @@ class ModelLayout:
         if self.kind == "batch":
             return f"batch sizes {[g[0] for g in self.gears]} of {self._declared()}"
         if self.kind == "range":
-            return "; ".join(f"{t.name} in {_ranges_text(t.ranges)}" for t in self.inputs if t.ranges)
+            return "; ".join(f"{t.name} in {ranges_text(t.ranges)}" for t in self.inputs if t.ranges)
         return " or ".join(
             "(" + ", ".join(f"{n} {format_shape(s)}" for n, s in self.input_shapes(g).items()) + ")"
             for g in range(self.gear_count)
@@ -385,10 +388,6 @@ class ModelLayout:
         if low > 1 or high == 1:
             return BatchSupport("none")
         return BatchSupport("dynamic", limit=None if high == UNBOUNDED else high)
-
-
-def _ranges_text(ranges: tuple[tuple[int, int], ...]) -> str:
-    return "[" + ",".join(f"{lo}" if lo == hi else f"{lo}~{'' if hi == UNBOUNDED else hi}" for lo, hi in ranges) + "]"
 
 
 def _fill(dims: Shape, values: Sequence[int]) -> Shape:

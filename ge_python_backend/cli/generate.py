@@ -126,6 +126,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="dims for a tensor the model file leaves open: a rank where it has none, sizes for -1 axes "
         "(full shape, batch axis included; repeatable)",
     )
+    parser.add_argument(
+        "--max-shapes",
+        default="",
+        metavar="NAME:D0,D1,...;...",
+        help="largest shapes of the tensors of a shape-range .om without an upper bound (parameter acl_max_shapes); "
+        "tensors unbounded only on the batch axis get max_batch_size there without it",
+    )
     parser.add_argument("--list-templates", action="store_true", help="list templates and exit")
 
 
@@ -162,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
         state_batch_axis=args.state_batch_axis,
         unbatched_inputs=args.unbatched_inputs,
         shapes=dict(args.shapes),
+        max_shapes=args.max_shapes,
     )
     result = generate(args.model, args.output, options)
     print(f"wrote {result.model_dir}")

@@ -27,6 +27,7 @@ from ge_python_backend.params import Choice, Parameter, parse_bool
 
 if TYPE_CHECKING:
     from ge_python_backend.engines.base import Engine
+    from ge_python_backend.specs import ModelSpec
 
 LOG = logging.getLogger(__name__)
 
@@ -79,8 +80,10 @@ class EngineInfo:
     ``module`` implements it: it defines ``PARAMETERS`` and
     ``open_engine(model_path, *, info, device_id, slots, options, peers, version_dir)`` (``peers``:
     the model's instances on that device; ``version_dir``: where relative paths in ``options`` lie),
-    and may define ``available(info, options) -> (bool, reason)`` for ``engine: auto`` and, with
-    ``atc``, ``compile_target(info, options, version_dir) -> engines.compile.CompileTarget``.
+    and may define ``available(info, options) -> (bool, reason)`` for ``engine: auto``, with
+    ``atc``, ``compile_target(info, options, version_dir) -> engines.compile.CompileTarget``,
+    ``offline_problems(options, version_dir, spec) -> list[str]`` for ``check`` and
+    ``planned_parameters(spec, max_batch_size, given) -> dict[str, str]`` for ``generate``.
     """
 
     name: str
@@ -113,6 +116,23 @@ class EngineInfo:
 
     def own_parameters(self) -> tuple[Parameter, ...]:
         return tuple(self.implementation().PARAMETERS) + self.parameters
+
+    def offline_problems(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
+        """What loading the model on this engine would refuse in ``options`` (the parsed engine
+        parameters a config sets), found without opening it: the module's optional
+        ``offline_problems(options, version_dir, spec)`` on this engine's own parameters."""
+        check = getattr(self.implementation(), "offline_problems", None)
+        if check is None:
+            return []
+        own = {p.name for p in self.own_parameters()}
+        return list(check({k: v for k, v in options.items() if k in own}, version_dir, spec))
+
+    def planned_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
+        """The parameters of this engine a generated config needs to load ``spec`` with
+        ``max_batch_size`` (``given``: what the user asked for): the module's optional
+        ``planned_parameters(spec, max_batch_size, given)``."""
+        plan = getattr(self.implementation(), "planned_parameters", None)
+        return dict(plan(spec, max_batch_size, given)) if plan is not None else {}
 
     def load_pyacl(self) -> Any:
         """The pyACL module (real or simulated) this engine drives."""

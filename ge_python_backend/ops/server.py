@@ -117,6 +117,10 @@ def prepare_backends(install: TritonInstall, workspace: Path) -> Path:
     return backends
 
 
+#: The largest TCP port.
+MAX_PORT = 65535
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -305,9 +309,21 @@ class TritonServer:
         return env
 
     def check_ports(self) -> None:
-        """ServerError naming the first enabled endpoint whose port something already listens on."""
-        for endpoint in self.endpoints:
-            if endpoint.enabled and ports.in_use(endpoint.host, endpoint.port):
+        """ServerError naming the first enabled endpoint whose port is not a TCP port, is another
+        endpoint's (tritonserver would print its usage and exit), or something already listens on."""
+        enabled = [e for e in self.endpoints if e.enabled]
+        for endpoint in enabled:
+            if not 1 <= endpoint.port <= MAX_PORT:
+                raise ServerError(f"--{endpoint.option}-port {endpoint.port}: expected a TCP port, 1 to {MAX_PORT}")
+        for index, endpoint in enumerate(enabled):
+            for other in enabled[:index]:
+                if (other.host, other.port) == (endpoint.host, endpoint.port):
+                    raise ServerError(
+                        f"--{other.option}-port and --{endpoint.option}-port are both {endpoint.port} on "
+                        f"{endpoint.host}: each endpoint needs a port of its own"
+                    )
+        for endpoint in enabled:
+            if ports.in_use(endpoint.host, endpoint.port):
                 held = ", ".join(ports.holders(endpoint.port))
                 raise ServerError(
                     f"{endpoint.name} port {endpoint.port} on {endpoint.host} is in use"
@@ -319,6 +335,11 @@ class TritonServer:
         """Start tritonserver and wait until it is ready (``wait_ready``); stopped on any failure."""
         if not self.model_repository.is_dir():
             raise ServerError(f"model repository {self.model_repository} is not a folder")
+        if (self.model_repository / "config.pbtxt").is_file():  # tritonserver would serve nothing from it
+            raise ServerError(
+                f"{self.model_repository} is a model folder (it holds config.pbtxt), not a repository: give the "
+                f"repository that holds it ({self.model_repository.parent})"
+            )
         self.check_ports()
         install = self.install or find_tritonserver()
         backends = prepare_backends(install, self.workspace)

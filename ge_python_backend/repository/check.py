@@ -12,14 +12,16 @@ through ``modelfile.read_model_file`` and model.py through ``ast`` (``modelcode`
   ``<version>/model.py``; backend ge needs the ge backend installed (a warning);
 - parameters: known to GEModel, the engines, Triton or model.py's ``extra_parameters``, and
   well-formed (parsed by the same ``Parameter`` parsers GEModel uses);
-- engine and model file: present, of the kind the engine runs;
+- engine and model file: present, of the kind the engine runs; what the engine's load refuses in
+  its parameters (files that are missing or malformed, combinations it refuses, shapes it cannot
+  size: the engine's ``offline_problems``, the same functions the load calls);
 - a config GEModel's auto-complete would complete is completed first, exactly as at load
   (``triton.settings.auto_complete``), and its contradictions are reported as the load reports them;
 - I/O: names, data types and dims (batch axis removed when ``max_batch_size`` > 0) agree with
   the model file, unless model.py overrides ``preprocess``/``postprocess``;
-- batching: ``max_batch_size`` within the model's batch gears, preferred sizes gears and
-  <= ``max_batch_size``, no ``dynamic_batching`` without batching, warm-up inputs known, and
-  no batching where an output keeps its batch off axis 0 or carries none;
+- batching: ``max_batch_size`` within the model's batch gears and a shape range's batch bound,
+  preferred sizes gears and <= ``max_batch_size``, no ``dynamic_batching`` without batching,
+  warm-up inputs known, and no batching where an output keeps its batch off axis 0 or carries none;
 - the classification template's load checks (labels file, image size, top_k);
 - instance groups: no KIND_GPU on an NPU engine.
 
@@ -156,6 +158,9 @@ class _Parameters:
     layout: Layout = field(default_factory=Layout)
     #: GEModel's settings reader accepts the parameters (the per-version checks may read them)
     readable: bool = False
+    #: a parameter is an error: the per-version checks, which depend on the values, are not run (their
+    #: findings would follow from the default put in its place, not from the folder)
+    refused: bool = False
 
 
 class _ModelCheck:
@@ -202,6 +207,8 @@ class _ModelCheck:
             self.warning(self.config_path, "model.py does not use ge_python_backend; only generic checks ran")
             return self.problems
         parameters = self._parameters(config, codes)
+        if parameters.refused:
+            return self.problems  # reported: what follows from the parameters cannot be told
         engines = {self._check_version(config, version, codes[version], parameters) for version in versions}
         self._check_instances(config, engines)
         return self.problems
@@ -422,6 +429,7 @@ class _ModelCheck:
                         "extra_parameters (which could not be read from the file)",
                     )
                 else:
+                    parameters.refused = True
                     self.error(
                         self.config_path,
                         f"unknown parameter {name!r} (value {text!r}); GEModel refuses it. "
@@ -431,10 +439,11 @@ class _ModelCheck:
             try:
                 parameters.values[name] = declared[name].read(text)
             except ConfigError as exc:
-                parameters.valid = False
+                parameters.valid, parameters.refused = False, True
                 self.error(self.config_path, str(exc))
         if parameters.valid:
             parameters.readable = self._check_settings(config, extras or ())
+            parameters.refused = not parameters.readable
         values = parameters.values
         parameters.layout = Layout.of(
             values["unbatched_inputs"], values["sequence_state"], values["sequence_state_batch_axis"]
@@ -501,13 +510,17 @@ class _ModelCheck:
                 states=states,
                 overrides=code.overrides,
             )
-            problems += layout_problems(spec, parameters.layout, batching=batching)
+            problems += layout_problems(spec, parameters.layout, max_batch_size=config.max_batch_size)
         except ConfigError as exc:
             self.error(self.config_path, str(exc))
             return info
         self._check_batching(config, spec, model.path, parameters.layout)
         for message in problems:
             self.error(self.config_path, f"{message} (model file {path.relative_to(self.folder)})")
+        if parameters.readable:
+            options = self._settings(config, parameters.extras or (), version_dir.name).engine_options
+            for message in info.offline_problems(options, version_dir, spec):
+                self.error(self.config_path, message)
         if parameters.readable and "ImageClassifier" in code.imported:
             self._check_classifier(config, parameters.extras or (), version_dir, spec)
         return info

@@ -106,6 +106,8 @@ class GenerateOptions:
     state_batch_axis: int = 0
     unbatched_inputs: tuple[str, ...] = ()
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: --max-shapes: the largest shapes of unbounded shape-range tensors (the acl engines' acl_max_shapes)
+    max_shapes: str = ""
 
     def __post_init__(self) -> None:
         for flag, value, low in (
@@ -335,6 +337,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
         parameters["sequence_state_batch_axis"] = str(options.state_batch_axis)
     if options.unbatched_inputs:
         parameters["unbatched_inputs"] = ",".join(options.unbatched_inputs)
+    parameters.update(_engine_parameters(engine_name, model, spec, plan.max_batch_size, options))
     if options.streams > 1:
         notes.append(
             f"streams {options.streams}: answers are returned from execute, so the slots run only the batches of one "
@@ -369,6 +372,19 @@ def _compile_note(config, version: int, engine_name: str, spec: ModelSpec) -> st
         f"engine {engine_name}: the load compiles {version}/model.onnx with ATC once (cached in $GE_TRITON_ATC_CACHE "
         f"or ~/.cache/ge-python-backend/atc; more ATC flags in parameter atc_flags): {command}"
     )
+
+
+def _engine_parameters(
+    engine_name: str, model: ModelFile, spec: ModelSpec, max_batch_size: int, options: GenerateOptions
+) -> dict[str, str]:
+    """The engine's own parameters the model needs to load (e.g. the largest shapes of an unbounded
+    shape range, ``EngineInfo.planned_parameters``), from the flags that give them."""
+    info = model.engine if engine_name == AUTO else engine(engine_name)
+    given = {"acl_max_shapes": options.max_shapes} if options.max_shapes else {}
+    planned = info.planned_parameters(spec, max_batch_size, given)
+    if options.max_shapes and "acl_max_shapes" not in planned:
+        raise ConfigError(f"--max-shapes applies to the acl engines; engine {info.name} does not take it")
+    return planned
 
 
 def default_instances(engine_name: str, model: ModelFile) -> int:

@@ -1,16 +1,18 @@
 """What a model folder's model.py declares, read with ``ast`` (never imported or run).
 
 Conservative on purpose: when the file does something the reader cannot follow, the answer is
-"unknown" (hooks count as overridden, extra parameters as unreadable), so a check built on it
-never reports a false error.
+"unknown" (hooks count as overridden, extra parameters as unreadable, a parser of its own as one
+that takes any value), so a check built on it never reports a false error.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ge_python_backend.params import Parameter
 
@@ -136,10 +138,77 @@ def _extra_parameters(value: ast.expr, imports: dict[str, tuple[str, str]]) -> t
             and isinstance(element.args[0], ast.Constant)
             and isinstance(element.args[0].value, str)
         ):
-            found.append(Parameter(element.args[0].value, str, "", "declared in model.py", ""))
+            found.append(_declared_parameter(element.args[0].value, element, imports))
         else:
             return None
     return tuple(found)
+
+
+def _declared_parameter(name: str, call: ast.Call, imports: dict[str, tuple[str, str]]) -> Parameter:
+    """``Parameter("name", parse, default, accepted, ...)`` as model.py declares it. Its parser is
+    rebuilt where the file spells it with the package's own parsers (``parse_int(1)``,
+    ``parse_list(parse_float())``, ``parse_bool``; ``ge_python_backend.params``) or ``int``/``float``/
+    ``str`` and literal arguments, so ``check`` refuses the values the load refuses; any other parser
+    (the file's own function) runs only at load, and the value is taken as it is."""
+    arguments = dict(zip(("parse", "default", "accepted", "help"), call.args[1:]))
+    arguments.update((k.arg, k.value) for k in call.keywords if k.arg)
+    parse = _parser(arguments["parse"], imports) if "parse" in arguments else None
+    accepted = arguments.get("accepted")
+    described = accepted.value if isinstance(accepted, ast.Constant) and isinstance(accepted.value, str) else ""
+    if parse is None:
+        return Parameter(name, str, "", "declared in model.py (its parser runs at load only)", "")
+    return Parameter(name, parse, None, described or "what model.py's parser accepts", "")
+
+
+#: builtins model.py may name as a parser
+_BUILTIN_PARSERS = {"int": int, "float": float, "str": str}
+
+
+def _parser(node: ast.expr, imports: dict[str, tuple[str, str]]) -> Callable[[str], Any] | None:
+    """The parser ``node`` spells: a builtin, a function of the package, or a call of one with
+    literal (or parser) arguments; None when the file spells anything else."""
+    if isinstance(node, ast.Name):
+        if node.id in _BUILTIN_PARSERS:
+            return _BUILTIN_PARSERS[node.id]
+        found = _package_function(node.id, imports)
+        return found if found is not None and not _is_factory(found) else None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.keywords:
+        return None
+    factory = _package_function(node.func.id, imports)
+    if factory is None or not _is_factory(factory):
+        return None
+    values: list[Any] = []
+    for argument in node.args:
+        if isinstance(argument, ast.Constant):
+            values.append(argument.value)
+            continue
+        inner = _parser(argument, imports)
+        if inner is None:
+            return None
+        values.append(inner)
+    try:
+        made = factory(*values)
+    except (TypeError, ValueError):
+        return None
+    return made if callable(made) else None
+
+
+def _package_function(name: str, imports: dict[str, tuple[str, str]]) -> Callable[..., Any] | None:
+    """A function of ``ge_python_backend.params`` that model.py imports as ``name``."""
+    module_name, attribute = imports.get(name, ("", ""))
+    if module_name != _PARSERS_MODULE:
+        return None
+    value = getattr(importlib.import_module(module_name), attribute, None)
+    return value if callable(value) and getattr(value, "__module__", "") == _PARSERS_MODULE else None
+
+
+def _is_factory(function: Callable[..., Any]) -> bool:
+    """A parser factory (``parse_int(minimum)`` returns the parser) rather than a parser itself."""
+    return function.__name__ in _PARSER_FACTORIES
+
+
+_PARSERS_MODULE = "ge_python_backend.params"
+_PARSER_FACTORIES = frozenset({"parse_int", "parse_float", "parse_choice", "parse_list"})
 
 
 def _imported_parameters(name: str, imports: dict[str, tuple[str, str]]) -> tuple[Parameter, ...] | None:

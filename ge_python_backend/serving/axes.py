@@ -24,12 +24,13 @@ from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_sh
 class Layout:
     """Batch axis per engine tensor: an int (default 0), or None for an unbatched input.
 
-    ``axes`` come from GEModel's parameters (unbatched inputs, state pairs); ``outputs`` are
-    the batch axes of model outputs read from the model's shapes (``with_outputs``): an int,
-    or None for an output that does not carry the batch (it is returned whole)."""
+    ``axes`` come from GEModel's parameters (unbatched inputs, state pairs); ``derived`` are read
+    from the model's shapes (``with_model``): the batch axis of each output of a model with batch
+    gears (None for an output that does not carry the batch: it is returned whole), and None for
+    each input such a model keeps static (not batched)."""
 
     axes: Mapping[str, int | None] = field(default_factory=dict)
-    outputs: Mapping[str, int | None] = field(default_factory=dict)
+    derived: Mapping[str, int | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, unbatched: Iterable[str] = (), states: Iterable = (), state_axis: int = 0) -> Layout:
@@ -43,18 +44,20 @@ class Layout:
     @cached_property
     def all_first(self) -> bool:
         """Every batch axis is axis 0 (or absent): batch-first views are the arrays themselves."""
-        return not any(self.axes.values()) and not any(self.outputs.values())
+        return not any(self.axes.values()) and not any(self.derived.values())
 
     def axis(self, name: str) -> int | None:
         if name in self.axes:
             return self.axes[name]
-        return self.outputs.get(name, 0)
+        return self.derived.get(name, 0)
 
-    def with_outputs(self, spec: ModelSpec) -> Layout:
-        """This layout plus the batch axis of every output the parameters do not place, read
-        from the model's shapes (``output_batch_axes``)."""
-        given = {name for name in self.axes}
-        return replace(self, outputs=output_batch_axes(spec, given))
+    def with_model(self, spec: ModelSpec) -> Layout:
+        """This layout plus what the model's shapes say about the tensors the parameters do not
+        place: the batch axis of every output (``output_batch_axes``) and the static inputs
+        (``static_inputs``)."""
+        given = set(self.axes)
+        derived = output_batch_axes(spec, given) | dict.fromkeys(static_inputs(spec, given))
+        return replace(self, derived=derived)
 
     def whole_outputs(self, spec: ModelSpec) -> tuple[str, ...]:
         """Outputs that do not carry the batch (returned whole, never split between requests)."""
@@ -112,7 +115,10 @@ class Layout:
         outputs = tuple(self._moved(t) for t in spec.outputs)
         moved = replace(spec, inputs=inputs, outputs=outputs)
         if (any(self.axes.values()) or self.unbatched(spec)) and spec.batch.kind in ("dynamic", "none", "static"):
-            moved = replace(moved, batch=batch_support_from_shapes(inputs, outputs))
+            batch = batch_support_from_shapes(inputs, outputs)
+            if batch.kind == "dynamic":  # a shape range's bound on the batch stays
+                batch = replace(batch, limit=spec.batch.limit)
+            moved = replace(moved, batch=batch)
         return moved
 
     def to_batch_first(self, name: str, array: np.ndarray) -> np.ndarray:
@@ -160,3 +166,16 @@ def output_batch_axes(spec: ModelSpec, given: Iterable[str] = ()) -> dict[str, i
             )
         axes[tensor.name] = varying[0] if varying else None
     return axes
+
+
+def static_inputs(spec: ModelSpec, given: Iterable[str] = ()) -> tuple[str, ...]:
+    """The inputs a model with batch gears keeps static: ATC compiles ``--dynamic_batch_size`` over
+    the inputs whose axis 0 is -1 and leaves an input with a fixed shape as it is in every gear
+    (hicann/ge compiler/graph/passes/multi_batch/multi_batch_clone_pass.cc:1124-1127, "No need to do
+    anything for static data"; the option check skips it, compiler/api/aclgrph/option_utils.cc:312-330).
+    Such an input is one value per request (as with parameter unbatched_inputs); inputs in ``given``
+    are placed by the caller and skipped."""
+    if spec.batch.kind != "gears":
+        return ()
+    skip = set(given)
+    return tuple(t.name for t in spec.inputs if t.name not in skip and t.shape and t.shape[0] != -1)

@@ -8,7 +8,10 @@ Vocabulary:
 - a *chunk* is one engine call: a batch size (padded up to a size the profile accepts) and the
   *parts* that fill it, each a run of rows of one item.
 
-Items whose non-batch shapes differ are never put into one chunk.
+Items whose non-batch shapes differ are never put into one chunk, and only the batch axis is
+ever padded: a non-batch axis must be exactly what a profile runs (zero-padding an image or a
+sequence up to a larger compiled shape changes the model's answer, so a request between two
+compiled shapes is an input error naming them).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import NamedTuple, Protocol, TypeVar
 import numpy as np
 
 from ge_python_backend.errors import ConfigError, InputError
-from ge_python_backend.specs import ModelSpec, format_shape
+from ge_python_backend.specs import ModelSpec, ShapeGear, format_shape
 
 NonBatchShapes = Mapping[str, tuple[int, ...]]
 _T_co = TypeVar("_T_co", covariant=True)
@@ -43,26 +46,23 @@ class ItemTensors(Protocol):
 @dataclass(frozen=True)
 class Profile:
     """Batches an engine runs: ``batch_sizes`` (None: any size up to ``limit``; ``limit`` None:
-    unbounded) and each input's non-batch shape (-1: any size). ``padded`` profiles come from
-    compiled shape gears: smaller inputs are zero-padded up to their shape. ``whole`` names
-    outputs that do not carry the batch: padding rows or splitting a request would change them,
-    so a request must fill exactly one of ``batch_sizes``."""
+    unbounded) and each input's non-batch shape (-1: any size; a compiled shape gear gives one
+    profile per gear, whose sizes a request must match exactly). ``whole`` names outputs that do
+    not carry the batch: padding rows or splitting a request would change them, so a request must
+    fill exactly one of ``batch_sizes``."""
 
     batch_sizes: tuple[int, ...] | None
     limit: int | None
     shapes: NonBatchShapes
-    padded: bool = False
     label: str = ""
     whole: tuple[str, ...] = ()
 
     def fits(self, shapes: NonBatchShapes) -> bool:
+        """``shapes`` run here as they are: every axis equal, or -1 (any size) in the profile."""
         for name, want in self.shapes.items():
             have = shapes[name]
-            if len(have) != len(want):
+            if len(have) != len(want) or any(w not in (-1, h) for h, w in zip(have, want)):
                 return False
-            for h, w in zip(have, want):
-                if w != -1 and (h > w if self.padded else h != w):
-                    return False
         return True
 
     def resolve(self, shapes: NonBatchShapes) -> dict[str, tuple[int, ...]]:
@@ -90,8 +90,9 @@ def profiles_for(
 
     Without batching (``max_batch_size: 0``) a model that has a batch axis still runs each
     request's axis 0 through the same profiles, and a model without one runs each request
-    exactly as declared (batch_sizes == () marks that case). ``whole``: outputs that do not
-    carry the batch (only without batching: each request must then be exactly one batch gear).
+    exactly as declared, or as one of its shape gears (batch_sizes == () marks that case).
+    ``whole``: outputs that do not carry the batch (only without batching: each request must then
+    be exactly one batch gear).
     """
     kind = spec.batch.kind
     if whole and batching:
@@ -105,7 +106,11 @@ def profiles_for(
                 "max_batch_size is above 0 but the model has no batch axis (axis 0 is not dynamic or "
                 "differs between tensors); set max_batch_size: 0"
             )
-        return (Profile((), None, {t.name: t.shape for t in spec.inputs}),)
+        gears = spec.shape_gears or (ShapeGear({t.name: t.shape for t in spec.inputs}),)
+        return tuple(
+            Profile((), None, {t.name: tuple(gear.shapes.get(t.name, t.shape)) for t in spec.inputs}, label=gear.label)
+            for gear in gears
+        )
     limit = max_batch_size if batching else None
     sizes = None if kind == "dynamic" else spec.batch.sizes
     if not spec.shape_gears:
@@ -118,18 +123,22 @@ def profiles_for(
         entry = merged.setdefault(key, [set(), gear.label, {n: s[1:] for n, s in full.items()}])
         entry[0] |= gear_batches
     return tuple(
-        Profile(tuple(sorted(batches)) if batches else sizes, limit, shapes, padded=True, label=label, whole=whole)
+        Profile(tuple(sorted(batches)) if batches else sizes, limit, shapes, label=label, whole=whole)
         for batches, label, shapes in merged.values()
     )
 
 
 def choose_profile(profiles: Sequence[Profile], shapes: NonBatchShapes) -> Profile:
-    """The smallest profile that runs items of ``shapes``; InputError naming the options if none."""
+    """The smallest profile that runs items of ``shapes`` exactly; InputError naming the compiled
+    shapes if none (a shape between two gears is never padded up to the larger one)."""
     fitting = [p for p in profiles if p.fits(shapes)]
     if not fitting:
         got = ", ".join(f"{n} {format_shape(s)}" for n, s in shapes.items())
         options = "; ".join(p.describe() for p in profiles)
-        raise InputError(f"no compiled shape of the model fits the request ({got}); the model runs: {options}")
+        raise InputError(
+            f"no compiled shape of the model is the request's ({got}), and only the batch axis may be padded; "
+            f"the model runs: {options}"
+        )
     return min(fitting, key=lambda p: p.size(shapes))
 
 
@@ -230,40 +239,21 @@ def plan_group(items: Sequence[int], rows: ByIndex[int], shapes: NonBatchShapes,
 
 
 def gather(chunk: Chunk, items: ByIndex[ItemTensors], buffers: Mapping[str, np.ndarray]) -> None:
-    """Copy each part's rows into the chunk's input buffers; zero the padding."""
+    """Copy each part's rows into the chunk's input buffers and zero the padding rows. The batch
+    axis is the only one padded: parts fill rows 0..rows in order, each with the buffer's row
+    shape, so one C call (a concatenation into the buffer) gathers them; a row of another shape
+    cannot be written (ValueError), never zero-padded."""
     for name, buffer in buffers.items():
-        if chunk.batch_axis and _one_copy(chunk, items, name, buffer):
-            # Parts fill rows 0..rows in order: one C call copies them all.
-            sources = [items[p.item][name][p.source_start : p.source_start + p.count] for p in chunk.parts]
-            np.concatenate(sources, axis=0, out=buffer[: chunk.rows], casting="no")
-            if chunk.rows < buffer.shape[0]:
-                buffer[chunk.rows :].fill(0)
+        if not chunk.batch_axis:
+            source = items[chunk.parts[0].item][name]
+            if source.shape != buffer.shape:  # copyto would broadcast it
+                raise ValueError(f"input {name!r} {format_shape(source.shape)} into {format_shape(buffer.shape)}")
+            np.copyto(buffer, source, casting="no")
             continue
-        for part in chunk.parts:
-            source = items[part.item][name]
-            if chunk.batch_axis:
-                source = source[part.source_start : part.source_start + part.count]
-                target = buffer[part.target_start : part.target_start + part.count]
-            else:
-                target = buffer
-            if source.shape == target.shape:
-                np.copyto(target, source, casting="no")
-            else:
-                target.fill(0)
-                target[tuple(slice(0, d) for d in source.shape)] = source
-        if chunk.batch_axis and chunk.rows < buffer.shape[0]:
+        sources = [items[p.item][name][p.source_start : p.source_start + p.count] for p in chunk.parts]
+        np.concatenate(sources, axis=0, out=buffer[: chunk.rows], casting="no")
+        if chunk.rows < buffer.shape[0]:
             buffer[chunk.rows :].fill(0)
-
-
-def _one_copy(chunk: Chunk, items: ByIndex[ItemTensors], name: str, buffer: np.ndarray) -> bool:
-    """The parts fill rows 0..rows in order and have the buffer's row shape (no shape-gear
-    padding inside rows), so one concatenation can gather them."""
-    row, expected = buffer.shape[1:], 0
-    for part in chunk.parts:
-        if part.target_start != expected or items[part.item][name].shape[1:] != row:
-            return False
-        expected += part.count
-    return True
 
 
 def scatter(

@@ -3,7 +3,8 @@
 
 Also the two things a config adds to what a model file says: the rank of tensors the file
 leaves open (``refine_spec``), and whether a batching config fits where the model keeps each
-tensor's batch (``layout_problems``).
+tensor's batch and whether its ``max_batch_size`` is within the batch a shape-range model runs
+(``layout_problems``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_shapes, format_shape
+from ge_python_backend.specs import (
+    BatchSupport,
+    ModelSpec,
+    TensorSpec,
+    batch_support_from_shapes,
+    format_shape,
+    ranges_text,
+)
 
 
 def compare_io(
@@ -31,7 +39,7 @@ def compare_io(
     model tensor is declared ``dims: [1]`` (Triton has no scalar dims), with or without an
     empty ``reshape``; a tensor of open rank matches any dims."""
     problems: list[str] = []
-    layout = layout.with_outputs(spec)
+    layout = layout.with_model(spec)
     moved = layout.batch_first_spec(spec)
     if "preprocess" not in overrides:
         declared = {t.name: t for t in config_inputs}
@@ -113,13 +121,16 @@ def refine_spec(
     return replace(spec, inputs=inputs, outputs=outputs, batch=batch_support_from_shapes(inputs, outputs))
 
 
-def layout_problems(spec: ModelSpec, layout: Layout, *, batching: bool) -> list[str]:
-    """Why a config with ``batching`` (max_batch_size > 0) cannot serve ``spec``: Triton puts
-    the batch on axis 0 of every client tensor, one engine batch holds rows of several
-    requests, and at least one input must carry them."""
-    if not batching:
+def layout_problems(spec: ModelSpec, layout: Layout, *, max_batch_size: int) -> list[str]:
+    """Why a config that batches (``max_batch_size`` > 0) cannot serve ``spec``: Triton puts the
+    batch on axis 0 of every client tensor, one engine batch holds rows of several requests, at
+    least one input must carry them, and a shape-range model runs batches up to the upper bound
+    of its axis 0 only (above it, Triton forms batches the engine refuses, failing every request
+    in them)."""
+    if max_batch_size <= 0:
         return []
-    layout = layout.with_outputs(spec)
+    layout = layout.with_model(spec)
+    batch = layout.batch_first_spec(spec).batch
     problems = [
         f"output {name!r} keeps the batch on axis {axis} ({spec.output(name).shape_text()}), but with max_batch_size "
         "> 0 Triton gives clients the batch on axis 0: set max_batch_size 0 (each request then runs alone and gets "
@@ -135,4 +146,15 @@ def layout_problems(spec: ModelSpec, layout: Layout, *, batching: bool) -> list[
         problems.append(
             "max_batch_size > 0 but every model input is unbatched, so no input carries the batch: set max_batch_size 0"
         )
+    if batch.kind == "dynamic" and batch.limit is not None and max_batch_size > batch.limit:
+        problems.append(
+            f"max_batch_size {max_batch_size} is above {range_limit_text(batch, spec)}: set max_batch_size "
+            f"{batch.limit} or less"
+        )
     return problems
+
+
+def range_limit_text(batch: BatchSupport, spec: ModelSpec) -> str:
+    """The batch bound of a shape-range model, for messages: what it is and where it comes from."""
+    ranged = ", ".join(f"{t.name} {ranges_text(t.ranges)}" for t in spec.inputs if t.ranges)
+    return f"the largest batch the model runs, {batch.limit} (the upper bound of axis 0 of its shape ranges: {ranged})"

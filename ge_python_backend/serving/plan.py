@@ -14,6 +14,8 @@ choices. It never plans a config tritonserver 2.51 refuses at load (CORE r24.10
 - a data type must be set (:308-312): a tensor without a Triton type, or BF16 (which the Python
   backend cannot hand over as numpy), is refused with what to do;
 - ``preferred_batch_size`` is positive and <= ``max_batch_size`` (:1425-1437);
+- ``max_batch_size`` never above what the model runs in one batch: its largest batch gear, or the
+  upper bound of a shape range's axis 0 (a batch above it would fail in the engine);
 - batching only where every tensor the client sees keeps the batch on axis 0 and every output
   carries it: rows of one request never reach another.
 
@@ -29,6 +31,7 @@ from typing import Any
 
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.serving.axes import Layout
+from ge_python_backend.serving.matching import range_limit_text
 from ge_python_backend.specs import ModelSpec, TensorSpec, config_type, format_shape
 
 #: Default largest batch for a model whose batch axis takes any size.
@@ -92,7 +95,7 @@ def plan_serving(spec: ModelSpec, request: PlanRequest) -> ServingPlan:
     outputs = [t for t in spec.outputs if t.name not in request.states and request.client_outputs]
     for kind, tensor in [("input", t) for t in inputs] + [("output", t) for t in outputs]:
         _check_tensor(kind, tensor)
-    layout = request.layout.with_outputs(spec)
+    layout = request.layout.with_model(spec)
     max_batch, preferred, notes = _batching(spec, layout, request)
     moved = layout.batch_first_spec(spec)
     planned_inputs = tuple(
@@ -203,7 +206,11 @@ def _batching(spec: ModelSpec, layout: Layout, request: PlanRequest) -> tuple[in
         max_batch = largest if wanted is None else wanted
         preferred = tuple(g for g in batch.sizes if g <= max_batch)
     else:
-        max_batch = DEFAULT_DYNAMIC_MAX_BATCH if wanted is None else wanted
+        limit = batch.limit  # a shape range's bound on axis 0 (None: any batch)
+        if wanted is not None and limit is not None and wanted > limit:
+            raise ConfigError(f"{request.source} {wanted} is above {range_limit_text(batch, spec)}")
+        default = DEFAULT_DYNAMIC_MAX_BATCH if limit is None else min(DEFAULT_DYNAMIC_MAX_BATCH, limit)
+        max_batch = default if wanted is None else wanted
         preferred = ()
     if request.preferred_batch_sizes is not None:
         preferred = request.preferred_batch_sizes

@@ -64,7 +64,7 @@ class Runner:
         config's rank, ``matching.refine_spec``); default the engine's own."""
         self._engine = engine
         model = spec or engine.spec
-        self._layout = (layout or Layout()).with_outputs(model)
+        self._layout = (layout or Layout()).with_model(model)
         self._layout.check(model)
         self._spec = self._layout.batch_first_spec(model)
         self._whole = self._layout.whole_outputs(model)

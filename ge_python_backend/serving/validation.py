@@ -1,9 +1,9 @@
 """One request's tensors checked against the model and put in batch-first order.
 
 ``Validator.prepare`` runs the ``preprocess`` hook, injects sequence state, checks every model
-input (present, data type, shape honouring -1, not empty, finite when asked, UTF-8 text where the
-engine's strings are text) and splits the tensors into batched ones (batch axis first) and
-unbatched ones (one value per request).
+input (present, data type, shape honouring -1 and the model's shape ranges, not empty, finite
+when asked, UTF-8 text where the engine's strings are text) and splits the tensors into batched
+ones (batch axis first) and unbatched ones (one value per request).
 
 A rank-0 model input travels as ``[1]`` (Triton has no scalar tensors in a model without
 batching: ``dims: [1]``, and an empty ``reshape`` is refused there) and is handed to the engine
@@ -22,7 +22,15 @@ from ge_python_backend.errors import InputError
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.serving.requests import Hook, RequestInfo
 from ge_python_backend.serving.sequences import SequenceStates
-from ge_python_backend.specs import ModelSpec, TensorSpec, dtype_name, format_shape, shape_fits
+from ge_python_backend.specs import (
+    ModelSpec,
+    TensorSpec,
+    dtype_name,
+    format_shape,
+    range_problem,
+    ranges_text,
+    shape_fits,
+)
 
 
 @dataclass
@@ -139,6 +147,15 @@ class Validator:
             )
         if array.size == 0:
             raise InputError(f"input {tensor.name!r} is empty (shape {format_shape(array.shape)})")
+        if tensor.ranges:
+            # a shape-range model runs only shapes within its ranges: outside, the engine would refuse
+            # the batch (and with it every other request in it), so the client hears it here
+            model_shape = array.shape[1:] if self._axes[tensor.name] is None and self._batching else array.shape
+            problem = range_problem(tensor.name, tensor.ranges, model_shape)
+            if problem:
+                raise InputError(
+                    f"input {problem}: the model runs {tensor.name} {ranges_text(tensor.ranges)} (its shape ranges)"
+                )
 
     def _client_shape(self, tensor: TensorSpec) -> tuple[int, ...]:
         """The shape a request must have: the batch axis any size (-1) when the model has one;

@@ -39,7 +39,7 @@ from ge_python_backend.ascend.aipp import (
 )
 from ge_python_backend.ascend.atcflags import Dim, format_dims, parse_gear_list, parse_input_shape, parse_int_list
 from ge_python_backend.ascend.constants import AclDataType, data_type_named
-from ge_python_backend.ascend.layout import UNBOUNDED, GearKind, LayoutTensor, ModelLayout, Shape
+from ge_python_backend.ascend.layout import GearKind, LayoutTensor, ModelLayout, Shape
 from ge_python_backend.ascend.simom import (
     InputRole,
     ModelInput,
@@ -49,7 +49,7 @@ from ge_python_backend.ascend.simom import (
     write_sim_om,
 )
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.specs import ModelSpec, format_shape, numpy_dtype
+from ge_python_backend.specs import UNBOUNDED, ModelSpec, format_shape, numpy_dtype
 from ge_python_backend.version import __version__
 
 #: ONNX TensorProto element type -> aclDataType name.
@@ -152,6 +152,10 @@ def atc_options(
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"--insert_op_conf {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"--insert_op_conf {path} is not a text file in ATC's aipp_op syntax ({exc.reason} at byte {exc.start})"
+            ) from None
         insert_op_conf = parse_aipp_config(text, str(path))
     fmt = input_format or "NCHW"
     if fmt not in INPUT_FORMATS:
@@ -253,6 +257,12 @@ def _gears(options: AtcOptions, shapes: Mapping[str, tuple[Dim, ...]]) -> tuple[
         raise ConfigError(f"gears must be positive, got {[list(g) for g in values]}")
     if len(set(values)) != len(values):
         raise ConfigError(f"gears repeat a value: {[list(g) for g in values]}")
+    if kind == "batch":
+        # ATC's --dynamic_batch_size check: an --input_shape entry without dims is refused (E10012), one
+        # without -1 is left as it is in every gear (option_utils.cc:312-337; multi_batch_clone_pass.cc:1124-1127)
+        empty = [n for n, dims in options.input_shape.items() if not dims]
+        if empty:
+            raise ConfigError(f"--input_shape gives {empty[0]!r} no dims; ATC refuses it with --dynamic_batch_size")
     _check_gear_axes(kind, values, dynamic)
     return tuple(sorted(values)) if kind == "batch" else values
 
@@ -283,10 +293,10 @@ def _check_gear_axes(kind: GearKind, values: tuple[tuple[int, ...], ...], dynami
 def _aipp_by_input(options: AtcOptions, names: list[str], kind: GearKind) -> dict[str, AippConfig]:
     if not options.insert_op_conf:
         return {}
-    if kind not in ("", "batch"):
+    if kind not in ("", "batch", "range"):
         raise ConfigError(
             f"--insert_op_conf with {'--dynamic_dims' if kind == 'dims' else kind + ' gears'}: ATC refuses AIPP "
-            "with dynamic dims; sim-compile models AIPP on static and dynamic-batch models only"
+            "with dynamic dims; sim-compile models AIPP on static, dynamic-batch and shape-range models only"
         )
     found = {}
     for config in options.insert_op_conf:
@@ -299,9 +309,13 @@ def _aipp_by_input(options: AtcOptions, names: list[str], kind: GearKind) -> dic
 
 
 def _aipp_input(
-    name: str, network: _OnnxInput, dims: Shape, fmt: str, config: AippConfig, batch_gears: tuple[Shape, ...]
+    name: str, network: _OnnxInput, dims: Shape, fmt: str, config: AippConfig, batches: tuple[int, int], ranged: bool
 ) -> tuple[LayoutTensor, NetworkInput]:
-    """The UINT8 NHWC image input ATC puts in front of ``network`` (Aipp InferShape, insert_aipp_op_util.cc 672-709)."""
+    """The UINT8 NHWC image input ATC puts in front of ``network`` (Aipp InferShape, insert_aipp_op_util.cc
+    672-709) for ``batches`` (the smallest and largest batch: the gears, the range of axis 0, or the fixed
+    N). In a shape-range model (``ranged``) the image keeps the network's shape range on axis 0
+    (insert_aipp_op_util.cc:470-497 copies it onto the Data); sim-compile takes a range on that axis
+    only, and for dynamic AIPP a bounded one (the parameter input is sized by it)."""
     if len(dims) != 4 or fmt == "ND":
         raise ConfigError(
             f"AIPP on input {name!r}: the network input must be 4-D NCHW or NHWC, got {format_shape(dims)}"
@@ -319,18 +333,28 @@ def _aipp_input(
     problems = config.problems((n, c, h, w))
     if problems:
         raise ConfigError(f"AIPP on input {name!r}: " + "; ".join(problems))
-    largest_batch = max((g[0] for g in batch_gears), default=n)
+    smallest, largest = batches
+    dynamic = config.aipp_mode is AippMode.DYNAMIC
+    if ranged and dynamic and largest == UNBOUNDED:
+        raise ConfigError(
+            f"dynamic AIPP on input {name!r}: its batch axis has no upper bound ({format_shape(dims)}); give it one "
+            "(e.g. 1~8), which sizes the AIPP parameter input"
+        )
     net = NetworkInput(network.data_type, fmt, dims)
     u8 = data_type_named("UINT8")
-    if config.aipp_mode is AippMode.DYNAMIC:
-        tensor = LayoutTensor(name, u8, "NHWC", (n, -1, -1, -1), config.max_src_image_size, aipp=config)
+    ranges: tuple[tuple[int, int], ...] = ()
+    if dynamic:
+        ranges = ((smallest, largest),) + ((0, UNBOUNDED),) * 3 if ranged else ()
+        tensor = LayoutTensor(name, u8, "NHWC", (n, -1, -1, -1), config.max_src_image_size, ranges=ranges, aipp=config)
         return tensor, net
     image_format = config.input_format or AippInputFormat.RGB888_U8
     src_h, src_w = config.source_size(h, w)
     v2 = image_format.v2_shape(n, src_h, src_w)
     v1 = image_format.v1_shape(n, src_h, src_w)
-    size = image_format.byte_size(largest_batch, src_h, src_w)
-    return LayoutTensor(name, u8, "NHWC", v2, size, image_dims=v1 if v1 != v2 else (), aipp=config), net
+    size = image_format.byte_size(largest, src_h, src_w) if largest != UNBOUNDED else 0
+    ranges = ((smallest, largest),) + tuple((d, d) for d in v2[1:]) if ranged else ()
+    image = LayoutTensor(name, u8, "NHWC", v2, size, image_dims=v1 if v1 != v2 else (), ranges=ranges, aipp=config)
+    return image, net
 
 
 def _aipp_data_input(image: str, batch: int, first: bool) -> LayoutTensor:
@@ -406,7 +430,7 @@ def compile_model(
         for o in model.graph.output
     }
     results = _run_gears(session, draft, list(output_types), model_inputs)
-    bounded = all(t.largest_shape() is not None for t in clients)
+    bounded = all(_largest(t) is not None for t in clients)
     clients = tuple(_sized(t, draft) for t in clients)
     model_inputs = [ModelInput(_sized(m.tensor, draft), m.role, m.image, m.network) for m in model_inputs]
     outputs = tuple(
@@ -450,12 +474,16 @@ def _inputs(
             tensor = LayoutTensor(name, onnx_input.data_type, fmt, plain, 0, ranges=ranges)
             model_inputs.append(ModelInput(tensor))
             continue
-        image, network = _aipp_input(name, onnx_input, plain, fmt, config, batch_gears)
+        if batch_gears:
+            batches = (batch_gears[0][0], batch_gears[-1][0])
+        else:
+            batches = ranges[0] if ranges else (plain[0], plain[0])
+        image, network = _aipp_input(name, onnx_input, plain, fmt, config, batches, bool(ranges))
         model_inputs.append(ModelInput(image, network=network))
         if config.aipp_mode is AippMode.DYNAMIC:
-            batch = max((g[0] for g in batch_gears), default=max(plain[0], 1))
             first = all(m.role is not InputRole.AIPP_DATA for m in model_inputs)
-            model_inputs.append(ModelInput(_aipp_data_input(name, batch, first), InputRole.AIPP_DATA, image=name))
+            data = _aipp_data_input(name, max(batches[1], 1), first)
+            model_inputs.append(ModelInput(data, InputRole.AIPP_DATA, image=name))
     clients = tuple(m.tensor for m in model_inputs if m.role is InputRole.CLIENT)
     return model_inputs, clients
 
@@ -515,7 +543,7 @@ def _feeds(layout: ModelLayout, g: int, networks: Mapping[str, NetworkInput | No
     shapes = layout.input_shapes(g)
     if layout.kind == "range":
         smallest = {t.name: tuple(max(lo, 1) for lo, _ in t.ranges) if t.ranges else t.dims for t in layout.inputs}
-        largest = {t.name: t.largest_shape() for t in layout.inputs}
+        largest = {t.name: _largest(t) for t in layout.inputs}
         variants = [smallest] + ([{n: s for n, s in largest.items() if s}] if all(largest.values()) else [])
     else:
         variants = [shapes]
@@ -533,6 +561,14 @@ def _feeds(layout: ModelLayout, g: int, networks: Mapping[str, NetworkInput | No
                 feed[tensor.name] = np.zeros(variant[tensor.name], dtype=_numpy(tensor.data_type, tensor.name))
         feeds.append(feed)
     return feeds
+
+
+def _largest(tensor: LayoutTensor) -> Shape | None:
+    """The largest shape a range run gives ``tensor`` (None: unbounded); a dynamic-AIPP image's is its
+    largest batch, its pixels take the network's shape (``_feeds``)."""
+    if tensor.dynamic_aipp and tensor.ranges:
+        return (tensor.ranges[0][1],) + tensor.dims[1:]
+    return tensor.largest_shape()
 
 
 def _numpy(data_type: AclDataType, name: str) -> np.dtype:

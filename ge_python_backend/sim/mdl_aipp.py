@@ -255,7 +255,9 @@ class AippCalls(Namespace):
 def _check_set(model: LoadedModel, image: str, aipp: AippSet, arch: int | None) -> None:
     """AippParamsCheck (aipp_param_check.cpp:312-347) with the simulated SoC's NpuArch (None: a SoC the
     platform tables do not know, whose arch rules are skipped), and the model checks of set_input_aipp
-    (acl_aipp.cpp 107-262)."""
+    (acl_aipp.cpp 107-262): the batch and the output W/H, skipped when the image input has shape
+    ranges (acl_aipp.cpp:184-188); every image's output W/H equals the first's either way
+    (AippDynamicBatchParaCheck, aipp_param_check.cpp:262-310)."""
     entry = model.om.client_input(image)
     network, config = entry.network, entry.tensor.aipp
     if network is None or config is None:
@@ -264,9 +266,10 @@ def _check_set(model: LoadedModel, image: str, aipp: AippSet, arch: int | None) 
     width, height = aipp.head.src_image_size_w, aipp.head.src_image_size_h
     batch, _, model_h, model_w = network_nchw(network)
     layout = model.om.layout
+    ranged = bool(entry.tensor.ranges)
     if batch < 0 and layout.kind == "batch":  # dynamic batch: made for the largest gear (--insert_op_conf.md 73-76)
         batch = max(g[0] for g in layout.gears)
-    if batch > 0 and len(aipp.batches) != batch:
+    if not ranged and batch > 0 and len(aipp.batches) != batch:
         raise AclFail(INVALID_PARAM, f"the AIPP set is for {len(aipp.batches)} image(s), the model input takes {batch}")
     size = fmt.byte_size(len(aipp.batches), height, width)
     if size > config.max_src_image_size:
@@ -275,14 +278,21 @@ def _check_set(model: LoadedModel, image: str, aipp: AippSet, arch: int | None) 
             f"{len(aipp.batches)} x {width}x{height} {fmt.name} is {size} bytes, above "
             f"the model's max_src_image_size {config.max_src_image_size}",
         )
+    first: tuple[int, int] | None = None
     for number, item in enumerate(aipp.batches):
-        _check_image(
+        output = _check_image(
             number,
             replace(item, input_format=fmt, src_image_size_w=width, src_image_size_h=height),
-            model_h,
-            model_w,
+            None if ranged else (model_h, model_w),
             arch,
         )
+        first = first or output
+        if output != first:
+            raise AclFail(
+                INVALID_PARAM,
+                f"image {number}: the AIPP output is {output[1]}x{output[0]}, image 0's is {first[1]}x{first[0]}; "
+                "every image of a set must give the same size",
+            )
 
 
 def _check_head(head: AippConfig, arch: int | None) -> AippInputFormat:
@@ -303,7 +313,9 @@ def _check_head(head: AippConfig, arch: int | None) -> AippInputFormat:
     return fmt
 
 
-def _check_image(number: int, item: AippConfig, model_h: int, model_w: int, arch: int | None) -> None:
+def _check_image(number: int, item: AippConfig, model_hw: tuple[int, int] | None, arch: int | None) -> tuple[int, int]:
+    """One image's checks; its output (H, W). ``model_hw``: the network's H, W it must equal (None:
+    not checked, an input with shape ranges)."""
     width, height = item.src_image_size_w, item.src_image_size_h
     if item.crop:
         if item.load_start_pos_w + item.crop_size_w > width or item.load_start_pos_h + item.crop_size_h > height:
@@ -313,13 +325,14 @@ def _check_image(number: int, item: AippConfig, model_h: int, model_w: int, arch
         ):
             raise AclFail(INVALID_PARAM, f"image {number}: YUV420SP_U8 crops start at even positions")
     out_h, out_w = item.output_size(height, width)
-    if (out_h, out_w) != (model_h, model_w):
+    if model_hw is not None and (out_h, out_w) != model_hw:
         raise AclFail(
             INVALID_PARAM,
             f"image {number}: the AIPP output is {out_w}x{out_h}, the model input is "
-            f"{model_w}x{model_h}; they must be equal",
+            f"{model_hw[1]}x{model_hw[0]}; they must be equal",
         )
     if item.padding and arch in PADDED_WIDTH_ARCHS and out_w > MAX_PADDED_WIDTH:
         raise AclFail(
             INVALID_PARAM, f"image {number}: the padded width {out_w} is above {MAX_PADDED_WIDTH} (NpuArch {arch})"
         )
+    return out_h, out_w

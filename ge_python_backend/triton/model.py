@@ -320,7 +320,7 @@ class GEModel:
             states=states,
             overrides=self._overridden(),
         )
-        problems += layout_problems(spec, settings.layout, batching=settings.batching)
+        problems += layout_problems(spec, settings.layout, max_batch_size=settings.max_batch_size)
         if problems:
             raise ConfigError("; ".join(problems))
 

@@ -123,6 +123,53 @@ def three_inputs(path: Path) -> Path:
     return _save(graph, path)
 
 
+def static_beside_batch(path: Path) -> Path:
+    """a FP32 [N,4], b FP32 [N,6], s FP32 [2,3] -> ya = a + sum(s) [N,4], yb = b x max(s) [N,6].
+
+    For a static input beside --dynamic_batch_size: every output carries the batch, and each
+    depends on ``s``, so serving ``s`` wrongly shows up in every answer."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("ReduceSum", ["s"], ["total"], keepdims=0),
+            helper.make_node("ReduceMax", ["s"], ["largest"], keepdims=0),
+            helper.make_node("Add", ["a", "total"], ["ya"]),
+            helper.make_node("Mul", ["b", "largest"], ["yb"]),
+        ],
+        "static_beside_batch",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 6]),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, 3]),
+        ],
+        [
+            helper.make_tensor_value_info("ya", TensorProto.FLOAT, ["N", 4]),
+            helper.make_tensor_value_info("yb", TensorProto.FLOAT, ["N", 6]),
+        ],
+    )
+    return _save(graph, path)
+
+
+def conv_classifier(path: Path) -> Path:
+    """image FP32 [1,3,H,W] -> logits = Flatten(GlobalAveragePool(Relu(Conv3x3(image)))) [1,8].
+
+    Zero-padding H or W changes the average (and the convolution at the border): an image-size
+    gear answering a smaller image from a padded one gives other logits."""
+    rng = np.random.default_rng(5)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["image", "K"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["r"]),
+            helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+            helper.make_node("Flatten", ["p"], ["logits"]),
+        ],
+        "conv_classifier",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, "H", "W"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 8])],
+        [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "K")],
+    )
+    return _save(graph, path)
+
+
 def scaled(path: Path, inputs: dict[str, list]) -> Path:
     """Each input ``name`` (FP32, the given dims, str for a free axis) -> ``name_out`` = (i + 1) x input."""
     nodes, values = [], []
@@ -139,8 +186,9 @@ def scaled(path: Path, inputs: dict[str, list]) -> Path:
     return _save(graph, path)
 
 
-def image_conv(path: Path, batch: int | str = 1, height: int = 6, width: int = 8) -> Path:
-    """x FP32 [batch,3,H,W] (NCHW) -> c = conv3x3(x) [batch,2,H,W]: a network behind an AIPP."""
+def image_conv(path: Path, batch: int | str = 1, height: int | str = 6, width: int | str = 8) -> Path:
+    """x FP32 [batch,3,H,W] (NCHW) -> c = conv3x3(x) [batch,2,H,W]: a network behind an AIPP (a str
+    names a dynamic axis)."""
     rng = np.random.default_rng(3)
     graph = helper.make_graph(
         [helper.make_node("Conv", ["x", "K"], ["c"], pads=[1, 1, 1, 1])],

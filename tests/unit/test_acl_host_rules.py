@@ -799,7 +799,7 @@ def test_profiling_on_demand_needs_an_allowed_token(built, tmp_path):
 def test_profiling_on_demand_without_a_profiling_folder_is_an_input_error(built):
     engine = open_sim(built["dir"] / "batch.om")
     try:
-        with pytest.raises(InputError, match="profiling on demand is not allowed"):
+        with pytest.raises(InputError, match="this model allows no profiling on demand"):
             engine.batch_settings({"acl_profile": "anything"}, {"x": (1, 4)})
     finally:
         engine.close()

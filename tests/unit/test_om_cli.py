@@ -71,7 +71,7 @@ def test_json(om_path, capsys):
         {"name": "images", "dtype": "FP16", "native_type": "DT_FLOAT16", "format": "NCHW", "shape": [-1, 3, 64, 64]}
     ]
     assert [o["dtype"] for o in doc["outputs"]] == ["FP32", ""]
-    assert doc["batch"] == {"kind": "gears", "sizes": [1, 4]}
+    assert doc["batch"] == {"kind": "gears", "sizes": [1, 4], "limit": None}
     assert doc["gear_kind"] == "" and doc["shape_gears"] == []
     assert doc["facts"]["atc_cmdline"] == CMDLINE and doc["facts"]["framework"] == "onnx"
     (model,) = doc["models"]

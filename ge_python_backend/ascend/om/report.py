@@ -13,7 +13,9 @@
 - ``inputs`` / ``outputs``: lists of {``name``, ``dtype`` (Triton name, "" when none),
   ``native_type`` (e.g. "DT_FLOAT"), ``format``, ``shape`` (list, -1 = dynamic)}; an AIPP input
   also has ``preprocessing``: {``kind``, ``pixel_format``, ``height``, ``width``, ``steps``, ``normalizes``};
-- ``batch``: {``kind``: dynamic|gears|static|none, ``sizes``: [int]};
+  an input of a shape-range model ``ranges``: [[min, max], ...] per axis (max -1: no upper bound);
+- ``batch``: {``kind``: dynamic|gears|static|none, ``sizes``: [int], ``limit``: the largest batch of a
+  shape range's axis 0, or null};
 - ``gear_kind``: "hw", "dims" or ""; ``shape_order``: the --input_shape order of a dims model
   (static inputs included), [] otherwise; ``shape_gears``: list of {``label`` (the gear's values),
   ``shapes``: {input: [int]}} (a dims gear: every input of ``shape_order``);
@@ -41,7 +43,7 @@ from ge_python_backend.ascend.aipp import AippConfig, AippMode
 from ge_python_backend.ascend.om.aippinfo import image_size
 from ge_python_backend.ascend.om.iospec import AIPP_DATA_ROLE, DYNAMIC_SHAPE_ROLE, RuntimeInput
 from ge_python_backend.ascend.om.reader import OmFile
-from ge_python_backend.specs import NUMPY_DTYPES, ModelSpec, TensorSpec, format_shape
+from ge_python_backend.specs import NUMPY_DTYPES, ModelSpec, TensorSpec, format_shape, ranges_text
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,8 @@ def _tensor_json(tensor: TensorSpec) -> dict[str, Any]:
     }
     if tensor.preprocessing is not None:
         data["preprocessing"] = {**asdict(tensor.preprocessing), "steps": list(tensor.preprocessing.steps)}
+    if tensor.ranges:
+        data["ranges"] = [list(r) for r in tensor.ranges]
     return data
 
 
@@ -97,7 +101,7 @@ def describe_io_json(report: IoReport) -> dict[str, Any]:
         ],
         "inputs": [_tensor_json(t) for t in spec.inputs],
         "outputs": [_tensor_json(t) for t in spec.outputs],
-        "batch": {"kind": spec.batch.kind, "sizes": list(spec.batch.sizes)},
+        "batch": {"kind": spec.batch.kind, "sizes": list(spec.batch.sizes), "limit": spec.batch.limit},
         "gear_kind": spec.gear_kind,
         "shape_order": list(report.shape_order),
         "shape_gears": [
@@ -180,15 +184,25 @@ def dtype_text(tensor: TensorSpec) -> str:
     return tensor.dtype if plain else f"{tensor.dtype or '-'} [{tensor.native_type}]"
 
 
-def _tensor_rows(tensors: tuple[TensorSpec, ...]) -> list[tuple[str, ...]]:
-    return [(str(i), t.name, dtype_text(t), t.format or "-", format_shape(t.shape)) for i, t in enumerate(tensors)]
+def _tensor_table(tensors: tuple[TensorSpec, ...]) -> list[str]:
+    """The tensors as a table; a shape-range model's with its ranges (ATC's ``1~8`` syntax)."""
+    headers: tuple[str, ...] = ("#", "name", "dtype", "format", "shape")
+    rows: list[tuple[str, ...]] = [
+        (str(i), t.name, dtype_text(t), t.format or "-", format_shape(t.shape)) for i, t in enumerate(tensors)
+    ]
+    if any(t.ranges for t in tensors):
+        headers += ("ranges",)
+        rows = [row + (ranges_text(t.ranges) if t.ranges else "-",) for row, t in zip(rows, tensors)]
+    return _table(headers, rows)
 
 
 def batch_text(spec: ModelSpec) -> str:
     batch = spec.batch
     sizes = ",".join(str(s) for s in batch.sizes)
     return {
-        "dynamic": "dynamic (any size on axis 0)",
+        "dynamic": "dynamic (any size on axis 0)"
+        if batch.limit is None
+        else f"dynamic (up to {batch.limit} on axis 0: the upper bound of its shape range)",
         "gears": f"gears {sizes} (dynamic batch; axis 0 is -1)",
         "static": f"static {sizes}",
         "none": "none (no usable batch axis)",
@@ -215,7 +229,7 @@ def describe_io(report: IoReport) -> list[str]:
     lines: list[str] = []
     for title, tensors in (("Inputs", spec.inputs), ("Outputs", spec.outputs)):
         lines += ["", f"{title} ({len(tensors)})"]
-        lines += _table(("#", "name", "dtype", "format", "shape"), _tensor_rows(tensors)) if tensors else ["  (none)"]
+        lines += _tensor_table(tensors) if tensors else ["  (none)"]
     if spec.shape_gears:
         lines += ["", f"Shape gears ({spec.gear_kind}, {len(spec.shape_gears)})"]
         if spec.gear_kind == "dims":

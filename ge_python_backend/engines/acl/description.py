@@ -17,9 +17,10 @@ from typing import Any
 
 from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat, AippMode
 from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, ACL_SUCCESS, data_type, format_name
-from ge_python_backend.ascend.layout import UNBOUNDED, GearKind, LayoutTensor, ModelLayout, Shape
+from ge_python_backend.ascend.layout import GearKind, LayoutTensor, ModelLayout, Shape
 from ge_python_backend.engines.acl.runtime import AclError, check, recent_message
 from ge_python_backend.errors import ConfigError, OmFormatError
+from ge_python_backend.specs import UNBOUNDED
 
 LOG = logging.getLogger(__name__)
 
@@ -123,7 +124,9 @@ def read_plan(acl: Any, desc: int, model_id: int, model_path: Path) -> ModelPlan
         kind, gears = _gears(acl, desc)
         if kind == "dims":
             order, gears = _dims_order(gears, clients, model_path)
-    elif any(-1 in t.dims and not t.dynamic_aipp for t in clients):
+    elif any(-1 in t.dims and not t.dynamic_aipp for t in clients) or any(-1 in t.dims for t in outputs):
+        # without gears, a -1 beyond a dynamic-AIPP image's own (an image's V2 dims are -1 in any model),
+        # on an input or an output, is a shape range (a static model's outputs are static)
         kind = "range"
         ranged = {t.name: _with_ranges(acl, desc, inputs, t) for t in clients}
         clients = list(ranged.values())

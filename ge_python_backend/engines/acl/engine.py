@@ -21,7 +21,6 @@ from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.ascend.acljson import AclJson, ignored_keys, problems, read_acl_json
 from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, request_overrides
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPolicy
 from ge_python_backend.ascend.layout import Shape
@@ -30,6 +29,13 @@ from ge_python_backend.ascend.resources import model_resources
 from ge_python_backend.engines import compile as compile_at_load
 from ge_python_backend.engines.acl.options import PARAMETERS as ACL_PARAMETERS
 from ge_python_backend.engines.acl.options import AclOptions, ProfilingPlan
+from ge_python_backend.engines.acl.preflight import (
+    aipp_config_problem,
+    checked_options,
+    max_shapes_problems,
+    offline_problems,
+    planned_parameters,
+)
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
 from ge_python_backend.engines.base import Engine, Shapes, Slot
@@ -38,7 +44,15 @@ from ge_python_backend.errors import ConfigError, InputError
 
 LOG = logging.getLogger(__name__)
 
-__all__ = ["PARAMETERS", "AclEngine", "available", "compile_target", "open_engine"]
+__all__ = [
+    "PARAMETERS",
+    "AclEngine",
+    "available",
+    "compile_target",
+    "offline_problems",
+    "open_engine",
+    "planned_parameters",
+]
 
 #: the engine's own parameters and those of the compile at load (an .onnx or .pb under this engine).
 #: No per-stream core limit: acl.rt.set_stream_res_limit does not reach an .om's tasks (fidelity.md
@@ -108,7 +122,12 @@ class AclEngine(Engine):
         LOG.info("pid %d: for msprof --dynamic=on --pid=%d", os.getpid(), os.getpid())
         soc = acl.get_soc_name()
         self.spec = self.layout.spec("acl", {"engine": self.name, "device_id": str(device_id), "soc_name": soc or ""})
-        self._aipp_defaults = self._aipp_defaults_by_image()
+        found = max_shapes_problems(self.spec, self._options.max_shapes)
+        aipp = aipp_config_problem(self._options.aipp, self.spec)
+        if found or aipp:
+            self.close()
+            raise ConfigError("; ".join(found + ([aipp] if aipp else [])))
+        self._aipp_defaults = {self.layout.inputs[c.related_input_rank].name: c for c in self._options.aipp}
         if self._profiling is not None:
             self._profiling.loaded()
 
@@ -178,22 +197,6 @@ class AclEngine(Engine):
             options.max_shapes,
         )
 
-    def _aipp_defaults_by_image(self) -> dict[str, AippConfig]:
-        """The aipp_config file's blocks by image input: related_input_rank counts the model's own
-        inputs, as in ATC's --insert_op_conf (config_file_template.md 93-96); each must name a dynamic-AIPP image."""
-        inputs = self.layout.inputs
-        found = {}
-        for config in self._options.aipp:
-            rank = config.related_input_rank
-            if rank >= len(inputs) or not inputs[rank].dynamic_aipp:
-                images = [f"{i} ({t.name})" for i, t in enumerate(inputs) if t.dynamic_aipp] or ["none"]
-                raise ConfigError(
-                    f"parameter 'aipp_config': related_input_rank {rank} is not an input with dynamic "
-                    f"AIPP; the model's are: {', '.join(images)}"
-                )
-            found[inputs[rank].name] = config
-        return found
-
     def _start_dump(self) -> None:
         """Data dump for the models loaded from now on: init_dump, set_dump, then load
         (18_dump_configuration.md 53-89, 147-159); once per process, shared by the runtime."""
@@ -258,24 +261,28 @@ class AclEngine(Engine):
         return self._dynamic_aipp
 
     def _check_aipp(self, name: str, config: AippConfig, shape: Shape) -> None:
-        """What set_input_aipp refuses, as an input error: the images must fit the buffer
-        (max_src_image_size) and the AIPP output must be the network's H x W (acl_aipp.cpp 107-312;
-        aipp_param_check.cpp 28-395)."""
+        """What set_input_aipp refuses, as an input error (acl_aipp.cpp 107-312; aipp_param_check.cpp
+        28-395): values within their ranges, always; the images within the buffer
+        (max_src_image_size); the AIPP output the network's H x W where GE checks it, an NCHW/NHWC
+        network input (acl_aipp.cpp:107-170) without shape ranges (acl_aipp.cpp:184-188)."""
         plan = self._slots[0].plan
         network = plan.aipp_networks.get(name)
-        found = []
-        if network is not None:
-            batch = aipp_batch(plan, name, shape)
-            found = AippConfig(**{**config.__dict__, "aipp_mode": AippMode.STATIC}).problems(
-                (batch, network[1], network[2], network[3])
-            )
         tensor = self.layout.input(name)
+        images = aipp_batch(plan, name, shape)
+        found = config.field_problems()
+        if network is not None:
+            found = AippConfig(**{**config.__dict__, "aipp_mode": AippMode.STATIC}).problems(
+                (images, network[1], network[2], network[3]), model_output=not tensor.ranges
+            )
         fmt = config.input_format
         if fmt is not None:
-            size = fmt.byte_size(aipp_batch(plan, name, shape), config.src_image_size_h, config.src_image_size_w)
+            size = fmt.byte_size(images, config.src_image_size_h, config.src_image_size_w)
             if size > tensor.size:
+                each = fmt.byte_size(1, config.src_image_size_h, config.src_image_size_w)
+                why = " (an AIPP set covers the largest batch gear)" if images != shape[0] else ""
                 found.append(
-                    f"{size} bytes of {fmt.name} images, above the {tensor.size} (max_src_image_size) the model takes"
+                    f"{size} bytes of {fmt.name} images ({images} x {each} bytes of {config.src_image_size_w}x"
+                    f"{config.src_image_size_h}{why}), above the {tensor.size} (max_src_image_size) the model takes"
                 )
         if found:
             raise InputError(
@@ -287,7 +294,12 @@ class AclEngine(Engine):
     def _profile_on_demand(self, value: str) -> None:
         token, _, count = value.partition(":")
         window = self._profiling
-        if window is None or token not in window.plan.tokens:
+        if window is None or not window.plan.tokens:
+            raise InputError(
+                f"request parameter {PROFILE_PARAMETER!r}: this model allows no profiling on demand (it needs "
+                "parameters acl_profiling_dir and acl_profiling_tokens)"
+            )
+        if token not in window.plan.tokens:
             raise InputError(
                 f"request parameter {PROFILE_PARAMETER!r}: profiling on demand is not allowed with "
                 "that token (the model's acl_profiling_tokens)"
@@ -451,48 +463,12 @@ def _size_text(nbytes: int) -> str:
 
 
 def prepare_options(options: Mapping[str, Any], version_dir: Path) -> AclOptions:
-    """The engine's options (files relative to ``version_dir``), with acl.json and the dump config
-    checked against the keys CANN reads (a mistake is a load error naming the key), their output
-    folders created and writable, and the combinations CANN refuses or silently overrides refused up front."""
-    parsed = AclOptions.read(options, version_dir)
-    for name, path, sections in (("acl_json", parsed.acl_json, None), ("acl_dump_config", parsed.dump_config, "dump")):
-        if path is None:
-            continue
-        config = read_acl_json(path)
-        if name == "acl_json":
-            _refuse_combinations(config, parsed)
-        found = [str(p) for p in problems(config) if sections is None or p.key.startswith(sections)]
-        found += [f"{key}: is not a key CANN reads (it would be ignored)" for key in ignored_keys(config)]
-        if found:
-            raise ConfigError(f"parameter {name!r}: {path}: " + "; ".join(found))
-        for key, folder in config.output_folders():
-            _writable(folder, f"parameter {name!r}: {path}: {key}")
-    if parsed.profiling is not None:
-        _writable(parsed.profiling.folder, "parameter 'acl_profiling_dir'")
+    """The engine's options (files relative to ``version_dir``) as ``preflight.checked_options``
+    checks them (what ``ge-triton check`` reports too), with their output folders created and writable."""
+    parsed, folders = checked_options(options, version_dir)
+    for what, folder in folders:
+        _writable(folder, what)
     return parsed
-
-
-def _refuse_combinations(config: AclJson, parsed: AclOptions) -> None:
-    """acl.json profiling that is on puts msprof in command mode (SetModeToCmd, prof_acl_mgr.cpp
-    1853-1863, reached only with "switch": "on", 2102-2105 and msprofiler_impl.cpp 121-123), and
-    acl.prof.init then returns 100042 (ProfInitPrecheck, prof_acl_mgr.cpp 525-536). acl.json dump
-    that is on and acl_dump_config share one dump manager: the docs say init_dump then fails with
-    100044 (18_dump_configuration.md 84); the current code accepts it (dump.cpp 103-137, the dump
-    server is reference counted, adx_datadump_server.cpp 57-63), but set_dump replaces the acl.json
-    config and finalize_dump switches every opened dump off (dump_manager.cpp 306-380). Either way
-    one setting would undo the other."""
-    if config.profiles and parsed.profiling is not None:
-        raise ConfigError(
-            f"parameters 'acl_json' and 'acl_profiling_dir' cannot be combined: {config.path} switches "
-            'profiling on ("profiler": {"switch": "on"}), and acl.prof.init then fails with 100042 '
-            "(ACL_ERROR_PROF_ALREADY_RUN); use one of them"
-        )
-    if config.dumps and parsed.dump_config is not None:
-        raise ConfigError(
-            f"parameters 'acl_json' and 'acl_dump_config' cannot be combined: {config.path} switches dump on, "
-            "and acl_dump_config's set_dump would replace that config (finalize_dump then switches all dump "
-            "off; older CANN refuses init_dump with 100044); put the dump section in one of them"
-        )
 
 
 def _writable(folder: Path, what: str) -> None:

@@ -197,6 +197,13 @@ class AclOptions:
                 aipp = parse_aipp_config(aipp_file.read_text(encoding="utf-8"), str(aipp_file))
             except OSError as exc:
                 raise ConfigError(f"parameter 'aipp_config': {aipp_file}: {exc.strerror or exc}") from None
+            except UnicodeDecodeError as exc:
+                raise ConfigError(
+                    f"parameter 'aipp_config': {aipp_file} is not a text file in ATC's aipp_op syntax ({exc.reason} "
+                    f"at byte {exc.start})"
+                ) from None
+            except ConfigError as exc:
+                raise ConfigError(f"parameter 'aipp_config': {exc}") from None
         profiling = None
         folder = path("acl_profiling_dir")
         if folder is not None:

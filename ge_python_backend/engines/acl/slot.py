@@ -28,6 +28,7 @@ from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat
 from ge_python_backend.ascend.constants import ACL_SUCCESS, MallocPolicy, MemcpyKind, format_code
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout, Shape
 from ge_python_backend.engines.acl.description import ModelPlan, RuntimeInput, read_plan, shape_of
+from ge_python_backend.engines.acl.preflight import rank_problem, unbounded_problem
 from ge_python_backend.engines.acl.runtime import AclError, check, check_handle, log_failure, recent_message
 from ge_python_backend.engines.base import PhaseTimes, Shapes, Slot
 from ge_python_backend.errors import ConfigError, EngineError
@@ -116,22 +117,16 @@ def buffer_capacity(tensor: LayoutTensor, size: int, kind: str, max_shapes: Mapp
     tensor, model_om2.cpp 426-458), its finite upper bounds or the shape given in acl_max_shapes."""
     given = max_shapes.get(tensor.name)
     if given is not None:
-        if len(given) != len(tensor.dims):
-            raise ConfigError(
-                f"parameter 'acl_max_shapes' gives {tensor.name!r} rank {len(given)}; the model's "
-                f"{kind} has {format_shape(tensor.dims)}"
-            )
+        problem = rank_problem(kind, tensor.name, tensor.dims, given)
+        if problem:
+            raise ConfigError(problem)
         return max(size, tensor.byte_size(given))
     if size:
         return size
     largest = tensor.largest_shape()
     if largest is not None:
         return tensor.byte_size(largest)
-    raise ConfigError(
-        f"{kind} {tensor.name!r} {format_shape(tensor.dims)} has no upper bound on its shape, so its buffer cannot be "
-        f"sized: give its largest shape in parameter acl_max_shapes, e.g. {tensor.name}:"
-        + ",".join("8" if d < 0 else str(d) for d in tensor.dims)
-    )
+    raise ConfigError(unbounded_problem(kind, tensor.name, tensor.dims))
 
 
 class AclSlot(Slot):
