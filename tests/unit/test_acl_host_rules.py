@@ -857,6 +857,22 @@ def test_a_dims_gear_is_set_only_when_it_changes(built):
         engine.close()
 
 
+def test_every_run_returns_with_nothing_in_flight_so_the_synchronous_setters_never_race(built):
+    """set_dynamic_* and set_input_aipp write the dataset buffer with a synchronous aclrtMemcpy at the
+    call (ge_executor.cc 424, 486-501, 572, 686-699), not on the slot's stream: the engine is safe only
+    because every run waits for its stream before returning, so the next run's setters never meet an
+    execute still reading the buffer. After each run nothing of the slot's model is in flight."""
+    engine = open_sim(built["dir"] / "batch.om", slots=1)
+    try:
+        engine.bind_thread()
+        for batch in (2, 8, 1, 8):
+            run_and_compare(engine, built["matmul"], {"x": (batch, 4)}, batch)
+            (model,) = sim.get_simulator().models.values()
+            assert sum(model.running.values()) == 0, f"an execute is still queued after the batch of {batch}"
+    finally:
+        engine.close()
+
+
 def test_a_batch_gear_is_set_only_when_it_changes(built):
     """set_dynamic_batch_size copies the batch into the dataset buffer (ge_executor.cc 375-432, 424) and
     onto the dataset (model.cpp 1839-1877), which every execute reads (model.cpp 727-730)."""

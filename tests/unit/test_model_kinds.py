@@ -1,7 +1,7 @@
 """The model kinds of the acl engine on the simulator, each against ONNX Runtime run directly on
 the ONNX file: dims gears in ATC's --input_shape order, static AIPP, dynamic AIPP set per request,
 and shape-range models (also through the runner). The AIPP reference is ATC's documentation in
-numpy (tests/support/aipp_reference.py), never the simulator's code.
+numpy (ge_python_backend/testing/aipp_reference.py), never the simulator's code.
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ from ge_python_backend.errors import ConfigError, EngineError, InputError
 from ge_python_backend.serving.observers import Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
-from tests.support import acl_sim_nets as nets
-from tests.support.acl_sim_nets import open_sim
-from tests.support.aipp_reference import (
+from ge_python_backend.testing.aipp_reference import (
     BIAS,
     MATRIX_RGB_TO_YUV,
     MATRIX_YUV_TO_BGR,
@@ -44,6 +42,8 @@ from tests.support.aipp_reference import (
     nv12,
     yuv_to_bgr,
 )
+from tests.support import acl_sim_nets as nets
+from tests.support.acl_sim_nets import open_sim
 from tests.support.om_builder import Model, Tensor, standard_om
 
 #: ATC's aipp.cfg syntax (config_file_template.md): RGB888 crop of 8x6 at (3, 2) from 12x10, then
