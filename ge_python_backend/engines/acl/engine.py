@@ -25,7 +25,7 @@ from ge_python_backend.ascend.acljson import AclJson, ignored_keys, problems, re
 from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, request_overrides
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPolicy
 from ge_python_backend.ascend.layout import Shape
-from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
+from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, DeviceLimits, device_limits
 from ge_python_backend.ascend.resources import ModelResources, model_resources
 from ge_python_backend.engines.acl.options import PARAMETERS, AclOptions, ProfilingPlan
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
@@ -48,6 +48,21 @@ RT2_LOAD_STREAMS = 1
 #: a request parameter that starts an on-demand profiling window: TOKEN or TOKEN:BATCHES
 PROFILE_PARAMETER = "acl_profile"
 _DEFAULT_ON_DEMAND_BATCHES = 100
+
+
+def instance_streams(limits: DeviceLimits, model: ModelResources, slots: int, device_mode: bool) -> int:
+    """Streams one instance (a process) of an acl engine with ``slots`` model copies holds on its
+    device: the device's default stream, its context's, and per copy the slot's stream and the
+    model's own; plus, for a dynamic-shape model, the stream its load makes while it runs."""
+    loading = RT2_LOAD_STREAMS if model.dynamic else 0
+    return (
+        DEVICE_DEFAULT_STREAMS + limits.context_streams(device_mode) + slots * (SLOT_STREAMS + model.streams) + loading
+    )
+
+
+def copy_events(model: ModelResources, timing_events: bool) -> int:
+    """Events one model copy holds: the model's own and the slot's timing events."""
+    return (SLOT_EVENTS if timing_events else 0) + model.events
 
 
 class AclEngine(Engine):
@@ -130,9 +145,9 @@ class AclEngine(Engine):
         timing = SLOT_EVENTS if self._options.timing_events else 0
         context = limits.context_streams(self.device_mode)
         loading = RT2_LOAD_STREAMS if model.dynamic else 0
-        per_instance = DEVICE_DEFAULT_STREAMS + context + slots * (SLOT_STREAMS + model.streams) + loading
+        per_instance = instance_streams(limits, model, slots, self.device_mode)
         need_streams = peers * per_instance
-        need_events = copies * (timing + model.events)
+        need_events = copies * copy_events(model, self._options.timing_events)
         where = f"{peers} instance(s) x {slots} stream(s) on device {self._device_id} ({limits.family})"
         if need_streams > limits.streams:
             during = f", and the {loading} stream a dynamic-shape load makes while it runs" if loading else ""
@@ -365,25 +380,25 @@ class AclEngine(Engine):
         mode = "device run mode: no host staging, no copies" if self.device_mode else "host run mode"
         if self._system_managed:
             memory = (
-                f"device memory {_size_text(count * buffers)} = {count} x I/O buffers {_size_text(buffers)}, plus "
+                f"device memory {size_text(count * buffers)} = {count} x I/O buffers {size_text(buffers)}, plus "
                 "the weights and work memory the runtime allocates for each copy (a dynamic-shape model loads "
                 "with system-managed memory)"
             )
         elif self._weights:
             total = count * (work + buffers) + weight
             memory = (
-                f"device memory {_size_text(total)} = {count} x (work {_size_text(work)} + I/O buffers "
-                f"{_size_text(buffers)}) + 1 x weights {_size_text(weight)} (shared)"
+                f"device memory {size_text(total)} = {count} x (work {size_text(work)} + I/O buffers "
+                f"{size_text(buffers)}) + 1 x weights {size_text(weight)} (shared)"
             )
         else:
             total = count * (work + weight + buffers)
             memory = (
-                f"device memory {_size_text(total)} = {count} x (work {_size_text(work)} + weights "
-                f"{_size_text(weight)} + I/O buffers {_size_text(buffers)})"
+                f"device memory {size_text(total)} = {count} x (work {size_text(work)} + weights "
+                f"{size_text(weight)} + I/O buffers {size_text(buffers)})"
             )
         return (
             f"{self.name} engine on device {self._device_id} ({mode}): {count} slot(s), each a model copy with "
-            f"its own stream; {memory}; pinned host memory {_size_text(self._slots[0].host_bytes * count)}"
+            f"its own stream; {memory}; pinned host memory {size_text(self._slots[0].host_bytes * count)}"
         )
 
 
@@ -464,7 +479,8 @@ class _ProfilingWindow:
         self._runtime.stop_profiling()
 
 
-def _size_text(nbytes: int) -> str:
+def size_text(nbytes: int) -> str:
+    """``nbytes`` for people: 1.6 GiB, 98.0 MiB, 512 B."""
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if nbytes >= 1 << shift:
             return f"{nbytes / (1 << shift):.1f} {unit}"
