@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ge_python_backend.ascend.constants import describe_ret
+from ge_python_backend.errors import ConfigError
 from ge_python_backend.ops.conformance import kinds as _kinds  # noqa: F401 - registers the K-* probes
 from ge_python_backend.ops.conformance import probes_aipp as _aipp  # noqa: F401
 from ge_python_backend.ops.conformance import probes_init as _init  # noqa: F401
@@ -37,6 +39,8 @@ from ge_python_backend.ops.doctor.host import HostView, cann_versions
 from ge_python_backend.version import __version__
 
 __all__ = ["PROBES", "ConformanceReport", "run_conformance"]
+
+REPEAT_INITIALIZE = 100002
 
 
 @dataclass
@@ -105,6 +109,9 @@ def run_conformance(
 
     first = [p for p in selected if p.phase == "first"]
     results += [run_probe(p, context()) for p in first]
+    ret = acl.init()  # 100002 after the init probes; 0 when none of them ran
+    if ret not in (0, REPEAT_INITIALIZE):
+        raise ConfigError(f"acl.init returned {describe_ret(ret)}: pyACL cannot be initialised for the probes")
     soc = acl.get_soc_name() or ""
     if engine == "acl" and atc is None:
         found = shutil.which("atc")

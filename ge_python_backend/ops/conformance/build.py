@@ -187,6 +187,7 @@ def compile_model(
 ) -> AtcCommand:
     """``atc`` (or, with ``atc`` None, sim-compile) on ``onnx`` with ``flags`` for ``soc``, writing
     ``om``; the command run. CompileError with the compiler's last words when it refuses."""
+    om.parent.mkdir(parents=True, exist_ok=True)
     output = om.with_suffix("")  # ATC appends .om
     arguments = [
         *([str(atc)] if atc is not None else ["ge-triton", "sim-compile"]),

@@ -49,6 +49,9 @@ class HostView:
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     root: Path = Path("/")
     which: Callable[[str], str | None] = field(default=shutil.which)
+    #: os.access (root may open anything, so tests give their own)
+    access: Callable[[Path, int], bool] = field(default=os.access)
+    statvfs: Callable[[Path], os.statvfs_result] = field(default=os.statvfs)
     timeout: float = 30.0
 
     def path(self, absolute: str | Path) -> Path:
@@ -299,7 +302,7 @@ def device_nodes(host: HostView, needs_npu: bool) -> Finding:
             + " ".join(f"--device=/dev/{n}" for n in SHARED_NODES),
         )
     nodes = chips + [dev / n for n in SHARED_NODES if (dev / n).exists()]
-    closed = [p for p in nodes if not os.access(p, os.R_OK | os.W_OK)]
+    closed = [p for p in nodes if not host.access(p, os.R_OK | os.W_OK)]
     names = ", ".join(p.name for p in chips)
     if closed:
         groups = sorted({_group_of(p) for p in closed})
@@ -373,7 +376,7 @@ def shared_memory(host: HostView, needed: int | None) -> Finding:
     gives each stub a region there: README.md 1144-1148, python_be.cc 2270-2271)."""
     path = host.path("/dev/shm")
     try:
-        stats = os.statvfs(path)
+        stats = host.statvfs(path)
     except OSError as exc:
         return error("shm", f"{path} cannot be read: {exc.strerror or exc}", "mount a tmpfs at /dev/shm")
     total = stats.f_frsize * stats.f_blocks
