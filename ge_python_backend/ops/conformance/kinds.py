@@ -48,27 +48,27 @@ def floats(shape: tuple[int, ...], seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
+def against_onnxruntime(context: ProbeContext, name: str, cases: list[tuple[str, dict[str, np.ndarray]]]) -> None:
+    """Model ``name`` through the acl engine, case by case (label, feeds), against ONNX Runtime."""
+    opened = engine(context, name)
+    for label, feeds in cases:
+        compare(context, label, run(opened, feeds), context.reference(name, feeds))
+
+
 @probe("K-static", "100", "a static model through the acl engine answers as ONNX Runtime", phase="last")
 def kind_static(context: ProbeContext) -> None:
-    opened = engine(context, "static")
-    feeds = {"x": floats((STATIC_ROWS, 4), 1)}
-    compare(context, f"x {STATIC_ROWS} x 4", run(opened, feeds), context.reference("static", feeds))
+    against_onnxruntime(context, "static", [(f"x {STATIC_ROWS} x 4", {"x": floats((STATIC_ROWS, 4), 1)})])
 
 
 @probe("K-batch-gears", "61, 66, 100", "every batch gear through the acl engine answers as ONNX Runtime", phase="last")
 def kind_batch(context: ProbeContext) -> None:
-    opened = engine(context, "batch")
-    for batch in (1, 4, 2, 4):
-        feeds = {"x": floats((batch, 4), batch)}
-        compare(context, f"batch {batch}", run(opened, feeds), context.reference("batch", feeds))
+    against_onnxruntime(context, "batch", [(f"batch {b}", {"x": floats((b, 4), b)}) for b in (1, 4, 2, 4)])
 
 
 @probe("K-image-size-gears", "62", "every image-size gear through the acl engine answers as ONNX Runtime", phase="last")
 def kind_hw(context: ProbeContext) -> None:
-    opened = engine(context, "hw")
-    for height, width in ((10, 12), (6, 8)):
-        feeds = {"x": floats((1, 3, height, width), height)}
-        compare(context, f"{height} x {width}", run(opened, feeds), context.reference("hw", feeds))
+    sizes = ((10, 12), (6, 8))
+    against_onnxruntime(context, "hw", [(f"{h} x {w}", {"x": floats((1, 3, h, w), h)}) for h, w in sizes])
 
 
 @probe(
@@ -78,10 +78,11 @@ def kind_hw(context: ProbeContext) -> None:
     phase="last",
 )
 def kind_dims(context: ProbeContext) -> None:
-    opened = engine(context, "dims")
-    for b, a in (((2, 3), (1, 4)), ((4, 5), (2, 4)), ((1, 1), (3, 4))):  # the gears 2,3,1; 4,5,2; 1,1,3
-        feeds = {"a": floats(a, a[0]), "b": floats(b, b[0] + 10), "s": floats((2, 3), 5)}
-        compare(context, f"b {b}, a {a}", run(opened, feeds), context.reference("dims", feeds))
+    gears = (((2, 3), (1, 4)), ((4, 5), (2, 4)), ((1, 1), (3, 4)))  # b and a of the gears 2,3,1; 4,5,2; 1,1,3
+    cases = [
+        (f"b {b}, a {a}", {"a": floats(a, a[0]), "b": floats(b, b[0] + 10), "s": floats((2, 3), 5)}) for b, a in gears
+    ]
+    against_onnxruntime(context, "dims", cases)
 
 
 @probe(
@@ -134,7 +135,4 @@ def kind_dynamic_aipp(context: ProbeContext) -> None:
 
 @probe("K-range", "72, 75, 77", "a shape-range model at two batch sizes answers as ONNX Runtime", phase="last")
 def kind_range(context: ProbeContext) -> None:
-    opened = engine(context, "range")
-    for batch in (3, 8):
-        feeds = {"x": floats((batch, 4), batch + 20)}
-        compare(context, f"batch {batch}", run(opened, feeds), context.reference("range", feeds))
+    against_onnxruntime(context, "range", [(f"batch {b}", {"x": floats((b, 4), b + 20)}) for b in (3, 8)])

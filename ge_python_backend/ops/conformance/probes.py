@@ -232,6 +232,12 @@ class ProbeContext:
         """Call ``release(*arguments)`` (a pyACL call returning its ret, or None) when the probe ends."""
         self._releases.append((function, functools.partial(release, *arguments)))
 
+    def keep(self, ret: int, function: str, release: Callable[..., Any], *arguments: Any) -> int:
+        """``ret`` of a call that made something; when it succeeded, ``release(*arguments)`` at the end."""
+        if ret == ACL_SUCCESS:
+            self.at_exit(function, release, *arguments)
+        return ret
+
     def release(self) -> list[str]:
         """Run the releases, last first; what failed."""
         failed = []
@@ -277,6 +283,13 @@ class ProbeContext:
         self.at_exit("acl.rt.destroy_stream", acl.rt.destroy_stream, stream)
         return stream
 
+    def event(self) -> int:
+        acl = self.acl
+        event, ret = acl.rt.create_event()
+        self.need(ret, "acl.rt.create_event")
+        self.at_exit("acl.rt.destroy_event", acl.rt.destroy_event, event)
+        return event
+
     def malloc(self, size: int) -> int:
         acl = self.acl
         ptr, ret = acl.rt.malloc(size, MallocPolicy.HUGE_FIRST)
@@ -308,6 +321,20 @@ class ProbeContext:
         self.at_exit("acl.mdl.destroy_desc", acl.mdl.destroy_desc, desc)
         self.need(acl.mdl.get_desc(desc, model_id), "acl.mdl.get_desc")
         return desc
+
+    def input_index(self, loaded: Loaded, name: str) -> int:
+        index, ret = self.acl.mdl.get_input_index_by_name(loaded.desc, name)
+        self.need(ret, f"acl.mdl.get_input_index_by_name({name})")
+        return int(index)
+
+    def input_dims(self, loaded: Loaded, index: int) -> tuple[list[int], list[int]]:
+        """V1 and V2 dims of input ``index`` (get_input_dims, get_input_dims_v2)."""
+        acl = self.acl
+        v1, ret = acl.mdl.get_input_dims(loaded.desc, index)
+        self.need(ret, "acl.mdl.get_input_dims")
+        v2, ret = acl.mdl.get_input_dims_v2(loaded.desc, index)
+        self.need(ret, "acl.mdl.get_input_dims_v2")
+        return list(v1.get("dims", [])), list(v2.get("dims", []))
 
     def dataset(self, sizes: list[int]) -> Dataset:
         """A dataset of device buffers of ``sizes`` bytes (0 for a buffer without memory)."""

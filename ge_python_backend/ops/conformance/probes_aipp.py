@@ -53,12 +53,10 @@ def static_dims(context: ProbeContext) -> None:
     acl = context.acl
     context.open_device()
     loaded = context.load("static_aipp")
-    v1, _ = acl.mdl.get_input_dims(loaded.desc, 0)
-    v2, _ = acl.mdl.get_input_dims_v2(loaded.desc, 0)
-    dims = v1.get("dims", [])
-    context.expect("V1 n, h, w", dims[:3], [1, 6, 8])
-    context.expect("V1 c (the docs say c, not its value)", dims[3:], UNKNOWN, simulated=[3])
-    context.expect("V2", v2.get("dims"), [1, 9, 8, 1])
+    v1, v2 = context.input_dims(loaded, 0)
+    context.expect("V1 n, h, w", v1[:3], [1, 6, 8])
+    context.expect("V1 c (the docs say c, not its value)", v1[3:], UNKNOWN, simulated=[3])
+    context.expect("V2", v2, [1, 9, 8, 1])
     context.expect("get_input_size_by_index", acl.mdl.get_input_size_by_index(loaded.desc, 0), 8 * 6 * 3 // 2)
 
 
@@ -112,11 +110,9 @@ def aipp_sizes(context: ProbeContext) -> None:
 def aipp_image_size(context: ProbeContext) -> None:
     acl = context.acl
     loaded = dynamic(context)
-    v1, _ = acl.mdl.get_input_dims(loaded.desc, IMAGE)
-    v2, _ = acl.mdl.get_input_dims_v2(loaded.desc, IMAGE)
     size = acl.mdl.get_input_size_by_index(loaded.desc, IMAGE)
     context.expect("get_input_size_by_index(image)", size, UNKNOWN, simulated=1440, note="max_src_image_size is 1440")
-    context.expect("V1 and V2 dims of the image", [v1.get("dims"), v2.get("dims")], UNKNOWN)
+    context.expect("V1 and V2 dims of the image", list(context.input_dims(loaded, IMAGE)), UNKNOWN)
 
 
 @probe(
@@ -166,8 +162,7 @@ def aipp_by_input_index(context: ProbeContext) -> None:
     acl = context.acl
     loaded = dynamic(context)
     inputs, _ = context.io(loaded)
-    index, ret = acl.mdl.get_input_index_by_name(loaded.desc, ACL_DYNAMIC_TENSOR_NAME)
-    context.need(ret, "acl.mdl.get_input_index_by_name")
+    index = context.input_index(loaded, ACL_DYNAMIC_TENSOR_NAME)
     ret = acl.mdl.set_aipp_by_input_index(loaded.model_id, inputs.handle, index, aipp_set(context, 4))
     context.expect("on ascend_mbatch_shape_data", ret, FAILURE)
 
@@ -177,8 +172,7 @@ def aipp_unset(context: ProbeContext) -> None:
     acl = context.acl
     loaded = dynamic(context)
     inputs, outputs = context.io(loaded)
-    index, ret = acl.mdl.get_input_index_by_name(loaded.desc, ACL_DYNAMIC_TENSOR_NAME)
-    context.need(ret, "acl.mdl.get_input_index_by_name")
+    index = context.input_index(loaded, ACL_DYNAMIC_TENSOR_NAME)
     context.need(acl.mdl.set_dynamic_batch_size(loaded.model_id, inputs.handle, index, 4), "set_dynamic_batch_size")
     ret = acl.mdl.execute(loaded.model_id, inputs.handle, outputs.handle)
     context.expect("execute", ret, UNKNOWN, simulated=MODEL_EXECUTE, note="the docs require set_input_aipp first")

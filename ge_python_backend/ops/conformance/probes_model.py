@@ -26,12 +26,6 @@ FLOAT, FLOAT16 = 0, 1
 ND = 2
 
 
-def index_of(context: ProbeContext, loaded: Loaded, name: str) -> int:
-    index, ret = context.acl.mdl.get_input_index_by_name(loaded.desc, name)
-    context.need(ret, f"acl.mdl.get_input_index_by_name({name})")
-    return int(index)
-
-
 def execute(context: ProbeContext, loaded: Loaded, inputs: Any, outputs: Any) -> int:
     return context.acl.mdl.execute(loaded.model_id, inputs.handle, outputs.handle)
 
@@ -102,8 +96,7 @@ def weight_short(context: ProbeContext) -> None:
         raise Skip(f"the model's weights take {weight} byte(s)")
     work_memory, weights = (context.malloc(work) if work else 0), context.malloc(weight)
     model_id, ret = acl.mdl.load_from_file_with_mem(path, work_memory, work, weights, weight - 1)
-    if ret == ACL_SUCCESS:
-        context.at_exit("acl.mdl.unload", acl.mdl.unload, model_id)
+    context.keep(ret, "acl.mdl.unload", acl.mdl.unload, model_id)
     context.expect("load_from_file_with_mem(weight - 1)", ret, GE_PARAM_INVALID)
 
 
@@ -116,8 +109,7 @@ def weight_short_range(context: ProbeContext) -> None:
     context.need(ret, "acl.mdl.query_size")
     weights = context.malloc(max(weight - 1, 1))
     model_id, ret = acl.mdl.load_from_file_with_mem(path, 0, 0, weights, weight - 1)
-    if ret == ACL_SUCCESS:
-        context.at_exit("acl.mdl.unload", acl.mdl.unload, model_id)
+    context.keep(ret, "acl.mdl.unload", acl.mdl.unload, model_id)
     context.expect("load_from_file_with_mem(range model, weight - 1)", ret, 0)
 
 
@@ -127,8 +119,7 @@ def soc_foreign(context: ProbeContext) -> None:
     context.open_device()
     path = context.model("foreign")
     model_id, ret = acl.mdl.load_from_file(str(path))
-    if ret == ACL_SUCCESS:
-        context.at_exit("acl.mdl.unload", acl.mdl.unload, model_id)
+    context.keep(ret, "acl.mdl.unload", acl.mdl.unload, model_id)
     context.expect(
         f"load_from_file(compiled for {context.models.models['foreign'].soc})",
         ret,
@@ -151,8 +142,7 @@ def rt2_load_stream(context: ProbeContext) -> None:
             break
         context.stream()
     model_id, ret = acl.mdl.load_from_file(str(context.model("range")))
-    if ret == ACL_SUCCESS:
-        context.at_exit("acl.mdl.unload", acl.mdl.unload, model_id)
+    context.keep(ret, "acl.mdl.unload", acl.mdl.unload, model_id)
     context.expect(f"load of a range model with {available} stream(s) free", ret, 207008)
 
 
@@ -161,13 +151,11 @@ def rt2_load_stream(context: ProbeContext) -> None:
 
 @probe("P-dims-batch", "49", "V1 and V2 dims of a batch model's input show -1 on the batch axis")
 def dims_batch(context: ProbeContext) -> None:
-    acl = context.acl
     context.open_device()
     loaded = context.load("batch")
-    v1, ret = acl.mdl.get_input_dims(loaded.desc, 0)
-    context.expect("V1 dims", [v1.get("dims"), ret], [[-1, 4], 0])
-    v2, ret = acl.mdl.get_input_dims_v2(loaded.desc, 0)
-    context.expect("V2 dims", [v2.get("dims"), ret], [[-1, 4], 0])
+    v1, v2 = context.input_dims(loaded, 0)
+    context.expect("V1 dims", v1, [-1, 4])
+    context.expect("V2 dims", v2, [-1, 4])
 
 
 @probe("P-sizes", "51", "input sizes: the shape's bytes, a batch model's largest gear, a range's upper bounds")
@@ -270,7 +258,7 @@ def set_batch(context: ProbeContext) -> None:
     context.open_device()
     loaded = context.load("batch")
     inputs, _ = context.io(loaded)
-    index = index_of(context, loaded, ACL_DYNAMIC_TENSOR_NAME)
+    index = context.input_index(loaded, ACL_DYNAMIC_TENSOR_NAME)
     context.expect("batch 3", acl.mdl.set_dynamic_batch_size(loaded.model_id, inputs.handle, index, 3), NOT_A_GEAR)
     context.expect("batch 0", acl.mdl.set_dynamic_batch_size(loaded.model_id, inputs.handle, index, 0), INVALID_PARAM)
     context.expect("batch 4", acl.mdl.set_dynamic_batch_size(loaded.model_id, inputs.handle, index, 4), 0)
@@ -285,7 +273,7 @@ def set_batch_length_first(context: ProbeContext) -> None:
     acl = context.acl
     context.open_device()
     batch = context.load("batch")
-    index = index_of(context, batch, ACL_DYNAMIC_TENSOR_NAME)
+    index = context.input_index(batch, ACL_DYNAMIC_TENSOR_NAME)
     inputs, _ = context.io(batch, {("input", index): 2})
     ret = acl.mdl.set_dynamic_batch_size(batch.model_id, inputs.handle, index, 2)
     context.expect("batch model, a 2-byte ascend_mbatch_shape_data buffer", ret, DYNAMIC_LENGTH)
@@ -301,7 +289,7 @@ def set_hw(context: ProbeContext) -> None:
     context.open_device()
     loaded = context.load("hw")
     inputs, _ = context.io(loaded)
-    index = index_of(context, loaded, ACL_DYNAMIC_TENSOR_NAME)
+    index = context.input_index(loaded, ACL_DYNAMIC_TENSOR_NAME)
     context.expect("6 x 12", acl.mdl.set_dynamic_hw_size(loaded.model_id, inputs.handle, index, 6, 12), NOT_A_GEAR)
     context.expect("10 x 12", acl.mdl.set_dynamic_hw_size(loaded.model_id, inputs.handle, index, 10, 12), 0)
 
@@ -312,7 +300,7 @@ def set_dims(context: ProbeContext) -> None:
     context.open_device()
     loaded = context.load("dims")
     inputs, _ = context.io(loaded)
-    index = index_of(context, loaded, ACL_DYNAMIC_TENSOR_NAME)
+    index = context.input_index(loaded, ACL_DYNAMIC_TENSOR_NAME)
     flags = context.models.models["dims"].recipe.flags
     gear = dims_gears(flags.input_shape, flags.dynamic_dims)[1]
     wrong = [gear[0] + 1, *gear[1:]]  # s is 2,3 in every gear
@@ -340,7 +328,7 @@ def gear_persists(context: ProbeContext) -> None:
     context.open_device()
     loaded = context.load("batch")
     inputs, outputs = context.io(loaded)
-    index = index_of(context, loaded, ACL_DYNAMIC_TENSOR_NAME)
+    index = context.input_index(loaded, ACL_DYNAMIC_TENSOR_NAME)
     context.need(acl.mdl.set_dynamic_batch_size(loaded.model_id, inputs.handle, index, 4), "set_dynamic_batch_size")
     rng = np.random.default_rng(66)
     for run in range(3):
@@ -357,7 +345,7 @@ def cur_output_dims(context: ProbeContext) -> None:
     context.open_device()
     loaded = context.load("batch")
     inputs, _ = context.io(loaded)
-    index = index_of(context, loaded, ACL_DYNAMIC_TENSOR_NAME)
+    index = context.input_index(loaded, ACL_DYNAMIC_TENSOR_NAME)
     for batch in (1, 2, 4):
         context.need(
             acl.mdl.set_dynamic_batch_size(loaded.model_id, inputs.handle, index, batch), "set_dynamic_batch_size"
@@ -398,12 +386,10 @@ def dims_range(context: ProbeContext) -> None:
 
 @probe("P-dims-v2-range", "72a", "on RT2, V2 dims of an input without AIPP are its Data's shape (V1 for ND)")
 def dims_v2_range(context: ProbeContext) -> None:
-    acl = context.acl
     context.open_device()
     loaded = context.load("range")
-    v1, _ = acl.mdl.get_input_dims(loaded.desc, 0)
-    v2, ret = acl.mdl.get_input_dims_v2(loaded.desc, 0)
-    context.expect("V2 dims", [v2.get("dims"), ret], [v1.get("dims"), 0])
+    v1, v2 = context.input_dims(loaded, 0)
+    context.expect("V2 dims", v2, v1)
 
 
 @probe("P-size-unbounded", "73", "get_input/output_size_by_index of an unbounded range is 0")

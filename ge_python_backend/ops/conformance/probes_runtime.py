@@ -42,6 +42,14 @@ def aligned(size: int) -> np.ndarray:
     return raw[start : start + size]
 
 
+def host_copies(context: ProbeContext) -> int:
+    """A device and a stream for a probe of host-to-device copies (none in device run mode)."""
+    context.open_device()
+    if context.device_run_mode:
+        raise Skip("device run mode: no host-to-device copies")
+    return context.stream()
+
+
 def run_mode(context: ProbeContext) -> int:
     mode, ret = context.acl.rt.get_run_mode()
     context.need(ret, "acl.rt.get_run_mode")
@@ -67,8 +75,7 @@ def device_refcount(context: ProbeContext) -> None:
     context.expect("reset_device (count 2 -> 1)", acl.rt.reset_device(context.device), 0)
     handle, ret = acl.rt.create_context(context.device)
     context.expect("create_context after it", ret, 0)
-    if ret == ACL_SUCCESS:
-        context.at_exit("acl.rt.destroy_context", acl.rt.destroy_context, handle)
+    if context.keep(ret, "acl.rt.destroy_context", acl.rt.destroy_context, handle) == ACL_SUCCESS:
         stream, ret = acl.rt.create_stream()
         context.expect("create_stream after it", ret, 0)
         if ret == ACL_SUCCESS:
@@ -134,9 +141,7 @@ def malloc_alignment(context: ProbeContext) -> None:
     starts = [context.malloc(size) for size in (1, 7, 33, 63, 65, 100, 1000, 4095, 4097, 65537)]
     context.expect("every start % 64 == 0", all(p % 64 == 0 for p in starts), True)
     ptr, ret = acl.rt.malloc(0, MallocPolicy.HUGE_FIRST)
-    if ret == ACL_SUCCESS:
-        context.at_exit("acl.rt.free", acl.rt.free, ptr)
-    context.expect("malloc(0)", ret, INVALID_PARAM)
+    context.expect("malloc(0)", context.keep(ret, "acl.rt.free", acl.rt.free, ptr), INVALID_PARAM)
 
 
 @probe("P-malloc-policy", "24", "acl.rt.malloc with policy 8 (outside aclrtMemMallocPolicy)")
@@ -144,10 +149,12 @@ def malloc_policy(context: ProbeContext) -> None:
     acl = context.acl
     context.open_device()
     ptr, ret = acl.rt.malloc(16, 8)
-    if ret == ACL_SUCCESS:
-        context.at_exit("acl.rt.free", acl.rt.free, ptr)
     context.expect(
-        "malloc(16, 8)", ret, 0, simulated=INVALID_PARAM, note="the docs: handled as the default; the simulator refuses"
+        "malloc(16, 8)",
+        context.keep(ret, "acl.rt.free", acl.rt.free, ptr),
+        0,
+        simulated=INVALID_PARAM,
+        note="the docs: handled as the default; the simulator refuses",
     )
 
 
@@ -181,10 +188,7 @@ def device_mode_io(context: ProbeContext) -> None:
 @probe("P-memcpy-unaligned", "28", "memcpy_async from an address 4 bytes past a 64-byte boundary")
 def memcpy_unaligned(context: ProbeContext) -> None:
     acl = context.acl
-    context.open_device()
-    if run_mode(context) != 1:
-        raise Skip("device run mode: no host-to-device copies")
-    stream = context.stream()
+    stream = host_copies(context)
     host, device = context.malloc_host(128), context.malloc(64)
     ret = acl.rt.memcpy_async(device, 64, host + 4, 12, MemcpyKind.HOST_TO_DEVICE, stream)
     context.expect(
@@ -199,10 +203,7 @@ def memcpy_unaligned(context: ProbeContext) -> None:
 @probe("P-memcpy-unpinned", "29", "memcpy_async from plain host memory returns after the copy")
 def memcpy_unpinned(context: ProbeContext) -> None:
     acl = context.acl
-    context.open_device()
-    if run_mode(context) != 1:
-        raise Skip("device run mode: no host-to-device copies")
-    stream = context.stream()
+    stream = host_copies(context)
     device = context.malloc(64)
     data, back = aligned(64), aligned(64)  # plain numpy memory, 64-byte aligned for CANN 8.5/9.0 (row 28)
     data[:] = np.arange(64, dtype=np.uint8)
@@ -249,8 +250,7 @@ def stream_limit(context: ProbeContext) -> None:
     created, ret = 0, ACL_SUCCESS
     while ret == ACL_SUCCESS and created <= available:
         stream, ret = acl.rt.create_stream()
-        if ret == ACL_SUCCESS:
-            context.at_exit("acl.rt.destroy_stream", acl.rt.destroy_stream, stream)
+        if context.keep(ret, "acl.rt.destroy_stream", acl.rt.destroy_stream, stream) == ACL_SUCCESS:
             created += 1
     context.expect("the failing create_stream", ret, NO_STREAM)
     context.expect("streams created = get_stream_available_num before", created, available)
@@ -269,8 +269,7 @@ def event_limit(context: ProbeContext) -> None:
     ret, where = ACL_SUCCESS, "create_event"
     while ret == ACL_SUCCESS and len(made) <= limits.events:
         event, ret = acl.rt.create_event()
-        if ret == ACL_SUCCESS:
-            context.at_exit("acl.rt.destroy_event", acl.rt.destroy_event, event)
+        if context.keep(ret, "acl.rt.destroy_event", acl.rt.destroy_event, event) == ACL_SUCCESS:
             made.append(event)
     if ret == ACL_SUCCESS:  # "resources are taken at aclrtRecordEvent" (07_event_management.md 79-107)
         where = "record_event"
@@ -307,12 +306,7 @@ def event_timing(context: ProbeContext) -> None:
     acl = context.acl
     context.open_device()
     stream = context.stream()
-    events = []
-    for _ in range(2):
-        event, ret = acl.rt.create_event()
-        context.need(ret, "acl.rt.create_event")
-        context.at_exit("acl.rt.destroy_event", acl.rt.destroy_event, event)
-        events.append(event)
+    events = [context.event(), context.event()]
     model = context.load("static")
     inputs, outputs = context.io(model)
     context.need(acl.rt.record_event(events[0], stream), "acl.rt.record_event")
@@ -328,12 +322,7 @@ def event_timing(context: ProbeContext) -> None:
 def event_unrecorded(context: ProbeContext) -> None:
     acl = context.acl
     context.open_device()
-    events = []
-    for _ in range(2):
-        event, ret = acl.rt.create_event()
-        context.need(ret, "acl.rt.create_event")
-        context.at_exit("acl.rt.destroy_event", acl.rt.destroy_event, event)
-        events.append(event)
+    events = [context.event(), context.event()]
     _, ret = acl.rt.event_elapsed_time(events[0], events[1])
     context.expect("event_elapsed_time(fresh, fresh)", ret, EVENT_NOT_RECORDED)
 
@@ -344,7 +333,6 @@ def error_message_thread(context: ProbeContext) -> None:
     context.open_device()
     context.acl.get_recent_err_msg()  # clear this thread's
     ptr, ret = acl.rt.malloc(0, MallocPolicy.HUGE_FIRST)
-    if ret == ACL_SUCCESS:
-        context.at_exit("acl.rt.free", acl.rt.free, ptr)
+    context.keep(ret, "acl.rt.free", acl.rt.free, ptr)
     context.expect("another thread's message after a failure here", in_thread(acl.get_recent_err_msg), None)
     context.expect("this thread's message", bool(acl.get_recent_err_msg()), UNKNOWN, simulated=True)

@@ -22,8 +22,7 @@ def profiling_codes(context: ProbeContext) -> None:
     context.expect('acl.prof.init("")', acl.prof.init(""), INVALID_PARAM)
     ret = acl.prof.init(str(folder))
     context.expect("acl.prof.init(folder)", ret, 0)
-    if ret == ACL_SUCCESS:
-        context.at_exit("acl.prof.finalize", acl.prof.finalize)
+    if context.keep(ret, "acl.prof.finalize", acl.prof.finalize) == ACL_SUCCESS:
         context.expect("acl.prof.init again", acl.prof.init(str(folder)), REPEAT_INITIALIZE)
 
 
