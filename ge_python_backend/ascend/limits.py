@@ -86,6 +86,12 @@ def npu_arch(soc_name: str | None) -> int | None:
     return NPU_ARCH.get(short) if short is not None else None
 
 
+def platform_npu_arch(soc_name: str | None) -> int | None:
+    """The NpuArch the platform file named ``soc_name`` gives, None when no platform file has that
+    name (no inference from a prefix: the runtime looks names up exactly)."""
+    return NPU_ARCH.get(SOC_VERSIONS.get(soc_name or "", ""))
+
+
 def arch_compatible(model_soc: str, device_soc: str) -> bool | None:
     """Whether a model compiled for ``model_soc`` (its ``--soc_version``) loads on a ``device_soc``
     device, as CANN decides it: the load checks the model's soc_version with
@@ -96,9 +102,8 @@ def arch_compatible(model_soc: str, device_soc: str) -> bool | None:
     check is skipped (no soc_version); otherwise True only for two known names of one NpuArch."""
     if not model_soc:
         return None
-    model_arch = NPU_ARCH.get(SOC_VERSIONS.get(model_soc, ""))
-    device_arch = NPU_ARCH.get(SOC_VERSIONS.get(device_soc, ""))
-    return model_arch is not None and model_arch == device_arch
+    model_arch = platform_npu_arch(model_soc)
+    return model_arch is not None and model_arch == platform_npu_arch(device_soc)
 
 
 @dataclass(frozen=True)

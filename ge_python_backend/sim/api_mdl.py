@@ -15,7 +15,7 @@ from pathlib import Path
 from ge_python_backend.ascend.acljson import AclJson, problems
 from ge_python_backend.ascend.constants import ret_code
 from ge_python_backend.ascend.layout import LayoutTensor, Shape
-from ge_python_backend.ascend.limits import arch_compatible, device_limits, npu_arch
+from ge_python_backend.ascend.limits import arch_compatible, device_limits, platform_npu_arch
 from ge_python_backend.ascend.simom import InputRole, SimOm, decode_sim_om, is_sim_om
 from ge_python_backend.errors import OmFormatError
 from ge_python_backend.sim.aipp import decode_dynamic
@@ -153,10 +153,11 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         soc = om.producer.get("soc_version", "")
         device = self._sim.config.soc_name
         if arch_compatible(soc, device) is False:
+            archs = [platform_npu_arch(s) or "unknown: no platform file names it" for s in (soc, device)]
             raise AclFail(
                 GE_FAILURE,
-                f"E10001: {origin} was compiled for soc_version {soc} (NpuArch {npu_arch(soc)}), which the "
-                f"{device} device (NpuArch {npu_arch(device)}) cannot run: compile it with --soc_version={device}",
+                f"E10001: {origin} was compiled for soc_version {soc} (NpuArch {archs[0]}), which the "
+                f"{device} device (NpuArch {archs[1]}) cannot run: compile it with --soc_version={device}",
             )
 
     def _check_room(self, om: SimOm, device: int) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ge_python_backend.ascend.limits import NPU_ARCH, SOC_VERSIONS
+from ge_python_backend.ascend.limits import platform_npu_arch
 from ge_python_backend.errors import GEError
 from ge_python_backend.repository.atc import ONNX_FRAMEWORK, AtcCommand
 from ge_python_backend.testing import models as nets
@@ -175,9 +175,9 @@ class BuiltModels:
 
 def foreign_soc(device_soc: str) -> str | None:
     """A SoC of another NpuArch than ``device_soc`` (ascend/limits.py), for the model its device must refuse."""
-    arch = NPU_ARCH.get(SOC_VERSIONS.get(device_soc, ""))
+    arch = platform_npu_arch(device_soc)
     for candidate in ("Ascend310P3", "Ascend910B3", "Ascend310B1"):
-        if NPU_ARCH[SOC_VERSIONS[candidate]] != arch:
+        if platform_npu_arch(candidate) != arch:
             return candidate
     return None
 

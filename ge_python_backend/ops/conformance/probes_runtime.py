@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ge_python_backend.ascend.constants import ACL_SUCCESS, MallocPolicy, MemcpyKind
-from ge_python_backend.ascend.limits import NPU_ARCH, SOC_VERSIONS, device_limits
+from ge_python_backend.ascend.limits import SOC_VERSIONS, device_limits, platform_npu_arch
 from ge_python_backend.ascend.resources import model_resources
 from ge_python_backend.engines.acl.runtime import log_failure
 from ge_python_backend.ops.conformance.build import STATIC_ROWS
@@ -296,9 +296,7 @@ def model_streams(context: ProbeContext) -> None:
 def soc_name(context: ProbeContext) -> None:
     soc = context.acl.get_soc_name()
     context.expect("known to the platform tables", soc in SOC_VERSIONS, True)
-    context.expect(
-        "SoC, short version, NpuArch", [soc, SOC_VERSIONS.get(soc), NPU_ARCH.get(SOC_VERSIONS.get(soc, ""))], UNKNOWN
-    )
+    context.expect("SoC, short version, NpuArch", [soc, SOC_VERSIONS.get(soc), platform_npu_arch(soc)], UNKNOWN)
 
 
 @probe("P-event-timing", "37", "events recorded around an execute give (ms, 0) after synchronize")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, describe_ret
-from ge_python_backend.ascend.limits import NPU_ARCH, SOC_VERSIONS, DeviceLimits, device_limits
+from ge_python_backend.ascend.limits import DeviceLimits, device_limits, platform_npu_arch
 from ge_python_backend.engines.acl.engine import size_text
 from ge_python_backend.engines.acl.runtime import log_failure
 from ge_python_backend.ops.doctor.findings import Finding, error, ok, warn
@@ -127,7 +127,7 @@ def _device(acl: Any, device: int) -> tuple[Finding, DeviceFacts | None]:
         log_failure(acl, acl.rt.reset_device(device), "acl.rt.reset_device")
     limits = device_limits(soc)
     facts = DeviceFacts(device, soc, memory[0], memory[1], streams_free, limits)
-    arch = NPU_ARCH.get(SOC_VERSIONS.get(soc or "", ""))
+    arch = platform_npu_arch(soc)
     shown = {"soc": soc, "free": memory[0], "total": memory[1], "streams_free": streams_free}
     mib = (
         f"{size_text(memory[0])} free of {size_text(memory[1] or 0)}"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.ascend.limits import NPU_ARCH, SOC_VERSIONS, arch_compatible
+from ge_python_backend.ascend.limits import SOC_VERSIONS, arch_compatible, platform_npu_arch
 from ge_python_backend.ascend.resources import ModelResources, model_resources
 from ge_python_backend.engines.acl.engine import copy_events, instance_streams, size_text
 from ge_python_backend.engines.offline import read_model_spec
@@ -142,8 +142,8 @@ def _soc(model: ModelFacts, spec: ModelSpec, device: int, device_soc: str | None
         )
     return error(
         check,
-        f"compiled for {soc} (NpuArch {NPU_ARCH[SOC_VERSIONS[soc]]}), device {device} is {device_soc} "
-        f"(NpuArch {NPU_ARCH[SOC_VERSIONS[device_soc]]}): the load will fail (E10001)",
+        f"compiled for {soc} (NpuArch {platform_npu_arch(soc)}), device {device} is {device_soc} "
+        f"(NpuArch {platform_npu_arch(device_soc)}): the load will fail (E10001)",
         fix,
     )
 
