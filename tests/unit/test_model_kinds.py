@@ -452,6 +452,17 @@ def test_dynamic_aipp_values_set_per_request_answer_as_onnxruntime(built):
             assert_as_onnxruntime(outputs, built["conv_n"], {"x": network}, atol=1e-3, rtol=1e-3)
 
 
+def test_acl_max_shapes_can_raise_the_dynamic_aipp_image_buffer(built):
+    """No source gives the size the runtime answers for a dynamic-AIPP image input (fidelity row
+    86a): the buffer is the runtime's size, or the shape parameter acl_max_shapes gives where that
+    needs more (here 4 x 20 x 20 x 3 = 4800 bytes against the simulator's 1440)."""
+    path = built["dir"] / "dynamic.om"
+    with Opened(path) as engine:
+        default = engine.slots[0].device_bytes
+    with Opened(path, acl_max_shapes=parse_max_shapes("x:4,20,20,3")) as engine:
+        assert engine.slots[0].device_bytes - default == 4 * 20 * 20 * 3 - 4 * 10 * 12 * 3
+
+
 def test_a_yuv420sp_request_with_csc_starts_from_atcs_yuv_matrix(built):
     """A request may switch the dynamic AIPP to YUV420SP_U8 with CSC; a matrix field it sets changes
     ATC's default YUV420SP matrix (aipp_op.cc 776-787), not the RGB one."""
