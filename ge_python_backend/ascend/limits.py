@@ -86,6 +86,26 @@ def npu_arch(soc_name: str | None) -> int | None:
     return NPU_ARCH.get(short) if short is not None else None
 
 
+def platform_npu_arch(soc_name: str | None) -> int | None:
+    """The NpuArch the platform file named ``soc_name`` gives, None when no platform file has that
+    name (no inference from a prefix: the runtime looks names up exactly)."""
+    return NPU_ARCH.get(SOC_VERSIONS.get(soc_name or "", ""))
+
+
+def arch_compatible(model_soc: str, device_soc: str) -> bool | None:
+    """Whether a model compiled for ``model_soc`` (its ``--soc_version``) loads on a ``device_soc``
+    device, as CANN decides it: the load checks the model's soc_version with
+    aclrtCheckArchCompatibility (hicann/ge base/common/helper/om_file_helper.cc:259-287; an empty
+    soc_version skips the check), which compares the NpuArch the platform file of each name gives
+    and fails for a name no platform file has (hicann/runtime src/runtime/api/impl/api_impl.cc:6245-6269,
+    src/runtime/core/src/common/soc_info.cc:58-75: GetSocSpec looks the name up exactly). None: the
+    check is skipped (no soc_version); otherwise True only for two known names of one NpuArch."""
+    if not model_soc:
+        return None
+    model_arch = platform_npu_arch(model_soc)
+    return model_arch is not None and model_arch == platform_npu_arch(device_soc)
+
+
 @dataclass(frozen=True)
 class DeviceLimits:
     family: str

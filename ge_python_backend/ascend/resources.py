@@ -7,6 +7,12 @@ compiler/graph/build/graph_builder.cc 189-190; ``atc --mode=1`` prints them, api
 creates that many streams and events for the model (davinci_model.cc 1460-1509); an offline model
 executed with aclmdlExecuteAsync runs on the caller's stream. A sim-OM may record the same numbers
 (``ascend/simom.py``). A file that records neither is counted with one stream and no events.
+
+Whether a load goes to the dynamic-shape executor (RT2) is read from the file too, as the ACL layer
+decides it before loading: ``gert::IsDynamicModel`` is ``ModelParserBase::IsDynamicModel`` of the
+file header (hicann/ge api/acl/acl_model/model/model.cpp 307-318, runtime/v2/api/api.cc 233-250,
+base/common/helper/model_parser_base.cc 137-140): a v2 header with several models or
+``is_unknow_model``. A sim-OM is dynamic when it has shape ranges.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ class ModelResources:
     streams: int = DEFAULT_MODEL_STREAMS
     events: int = DEFAULT_MODEL_EVENTS
     recorded: bool = False
+    #: the load goes to the dynamic-shape executor (RT2), whose load creates one more stream for a while
+    dynamic: bool = False
 
     def describe(self) -> str:
         if self.recorded:
@@ -44,19 +52,21 @@ def model_resources(path: str | os.PathLike) -> ModelResources:
 
             om = load_sim_om(os.fspath(path))
             recorded = om.stream_num is not None or om.event_num is not None
-            return ModelResources(om.model_streams, om.model_events, recorded)
+            return ModelResources(om.model_streams, om.model_events, recorded, om.layout.kind == "range")
         from ge_python_backend.ascend.om import read_om
 
-        facts = read_om(path).spec.facts
+        found = read_om(path)
     except (OSError, OmFormatError):
         return ModelResources()
+    facts, dynamic = found.spec.facts, found.header.is_multi_model
     streams, events = _count(facts.get("stream_num")), _count(facts.get("event_num"))
     if streams is None and events is None:
-        return ModelResources()
+        return ModelResources(dynamic=dynamic)
     return ModelResources(
         DEFAULT_MODEL_STREAMS if streams is None else streams,
         DEFAULT_MODEL_EVENTS if events is None else events,
         True,
+        dynamic,
     )
 
 

@@ -23,6 +23,11 @@ VERBS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "measure throughput and latency of a served model: concurrency sweep or fixed rates"),
     "deploy": ("deploy", "write Kubernetes manifests and an image build context to serve a repository on Ascend nodes"),
     "sim-compile": ("sim_compile", "compile an .onnx file into a simulated .om for engine acl-sim (no CANN needed)"),
+    "doctor": ("doctor", "preflight this host (and a repository on it): every finding ok, warn or error with the fix"),
+    "conformance": (
+        "conformance",
+        "check docs/fidelity.md against this host's pyACL: probes and model kinds, pass/fail/skip",
+    ),
 }
 
 

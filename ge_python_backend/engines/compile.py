@@ -251,7 +251,7 @@ def _compile(job: CompileJob, entry: Path, what: str, log: Callable[[str], None]
             log(f"compile at load: note: {note}")
         log(f"compile at load: compiling {what} with ATC (time limit {job.timeout_s:g} s): {command.shell()}")
         started = time.monotonic()
-        output = _run(command.arguments, work, job, what, log)
+        output = run_atc(command.arguments, work, job.timeout_s, what, log)
         seconds = time.monotonic() - started
         named = sorted(work.glob("model_*.om"))  # --host_env_os/--host_env_cpu add them (--output.md:11)
         if not (work / "model.om").is_file() and len(named) == 1:
@@ -269,8 +269,20 @@ def _compile(job: CompileJob, entry: Path, what: str, log: Callable[[str], None]
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(arguments: Sequence[str], cwd: Path, job: CompileJob, what: str, log: Callable[[str], None]) -> list[str]:
-    """Run ATC, its output lines logged as they come; CompileError when it fails or overruns."""
+def run_atc(
+    arguments: Sequence[str],
+    cwd: Path,
+    timeout_s: float,
+    what: str,
+    log: Callable[[str], None],
+    *,
+    label: str = "compile at load",
+    limit: str = "parameter atc_timeout_s",
+) -> list[str]:
+    """Run ATC (or a program that answers as it does) in ``cwd``, its output lines logged as they come,
+    in its own process group that is stopped after ``timeout_s`` and dies with this process; its lines.
+    CompileError with ATC's error lines (``Ennnnn: ...``) and the command when it fails or overruns;
+    ConfigError when it cannot start. ``label`` starts every message, ``limit`` names the time limit."""
     shell = " ".join(shlex.quote(a) for a in arguments)
     try:
         process = subprocess.Popen(
@@ -286,14 +298,14 @@ def _run(arguments: Sequence[str], cwd: Path, job: CompileJob, what: str, log: C
         )
     except OSError as exc:
         raise ConfigError(
-            f"compile at load: cannot run {arguments[0]!r} ({exc.strerror or exc}): install CANN's toolkit and source "
+            f"{label}: cannot run {arguments[0]!r} ({exc.strerror or exc}): install CANN's toolkit and source "
             "its set_env.sh for the server, or put a compiled model.om in the version folder"
         ) from None
     lines: list[str] = []
     reader = threading.Thread(target=_read_lines, args=(process, lines, log), daemon=True)
     reader.start()
     started = time.monotonic()
-    deadline, beat = started + job.timeout_s, started + HEARTBEAT_S
+    deadline, beat = started + timeout_s, started + HEARTBEAT_S
     while True:
         try:
             code = process.wait(timeout=max(min(deadline, beat) - time.monotonic(), 0.01))
@@ -303,17 +315,17 @@ def _run(arguments: Sequence[str], cwd: Path, job: CompileJob, what: str, log: C
             if now >= deadline:
                 _stop(process)
                 raise CompileError(
-                    f"compile at load: ATC did not finish {what} within {job.timeout_s:g} s (parameter atc_timeout_s) "
+                    f"{label}: ATC did not finish {what} within {timeout_s:g} s ({limit}) "
                     f"and was stopped; command: {shell}"
                 ) from None
             if now >= beat:
-                log(f"compile at load: still compiling {what}: {now - started:.0f} s of at most {job.timeout_s:g} s")
+                log(f"{label}: still compiling {what}: {now - started:.0f} s of at most {timeout_s:g} s")
                 beat += HEARTBEAT_S
     reader.join(timeout=5)
     if code != 0:
         errors = [line for line in lines if _ERROR_LINE.match(line)] or lines[-10:]
         raise CompileError(
-            f"compile at load: ATC failed to compile {what} (exit code {code}): {' | '.join(errors)}; command: {shell}"
+            f"{label}: ATC failed to compile {what} (exit code {code}): {' | '.join(errors)}; command: {shell}"
         )
     return lines
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from ge_python_backend.ascend.acljson import AclJson, problems
 from ge_python_backend.ascend.constants import ret_code
 from ge_python_backend.ascend.layout import LayoutTensor, Shape
-from ge_python_backend.ascend.limits import device_limits
+from ge_python_backend.ascend.limits import arch_compatible, device_limits, platform_npu_arch
 from ge_python_backend.ascend.simom import InputRole, SimOm, decode_sim_om, is_sim_om
 from ge_python_backend.errors import OmFormatError
 from ge_python_backend.sim.aipp import decode_dynamic
@@ -31,6 +31,7 @@ from ge_python_backend.sim.models import (
     Run,
     TensorDesc,
     gear_of,
+    host_output_shapes,
     model_costs,
     modelled_seconds,
     pad_to,
@@ -115,6 +116,7 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         om = _parse_model(data, origin)
         session = self._session(om)
         work_size, weight_size = model_costs(om)
+        self._check_soc(om, origin)
         with sim.lock:
             self._check_room(om, context.device)
             self._check_user_memory(om, work_size, weight_size, work, weight)
@@ -141,22 +143,43 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
             sim.dumps.loaded(model)
             return model.model_id
 
+    def _check_soc(self, om: SimOm, origin: str) -> None:
+        """The model's soc_version against the device: CheckModelCompatibility refuses another NpuArch
+        or a SoC no platform file names (om_file_helper.cc 259-287, E10001) with PARAM_INVALID; GE's
+        own load test expects that status from LoadModelFromData (tests/ge/st/testcase/
+        test_ge_executor.cc 1902-1915), and PARAM_INVALID (50331649, fmk_error_codes.cc 39) lies
+        outside GE's ranges, so ACL_GET_ERRCODE_GE makes it 500002 (error_codes_inner.h 23-27;
+        model.cpp 181-186: inferred, no test covers the ACL layer). No soc_version: no check."""
+        soc = om.producer.get("soc_version", "")
+        device = self._sim.config.soc_name
+        if arch_compatible(soc, device) is False:
+            archs = [platform_npu_arch(s) or "unknown: no platform file names it" for s in (soc, device)]
+            raise AclFail(
+                GE_FAILURE,
+                f"E10001: {origin} was compiled for soc_version {soc} (NpuArch {archs[0]}), which the "
+                f"{device} device (NpuArch {archs[1]}) cannot run: compile it with --soc_version={device}",
+            )
+
     def _check_room(self, om: SimOm, device: int) -> None:
         """The streams and events the model creates at load (its stream_num / event_num,
         davinci_model.cc 1460-1509) must fit the device: the runtime's 207008 / 207007 (how GE passes
-        them up from rtStreamCreateWithFlags is not traced: inferred)."""
+        them up from rtStreamCreateWithFlags is not traced: inferred). A dynamic-shape (RT2) load
+        first creates a stream of its own, destroyed once the load is done (aclrtCreateStream,
+        model.cpp 216-233, whose failure is returned as it is)."""
         sim = self._sim
         limits = device_limits(sim.config.soc_name)
         if limits is None:
             return
+        loading = 1 if om.layout.kind == "range" else 0
         for what, needed, in_use, limit, code in (
-            ("stream", om.model_streams, sim.streams_in_use(device), limits.streams, NO_STREAM),
+            ("stream", om.model_streams + loading, sim.streams_in_use(device), limits.streams, NO_STREAM),
             ("event", om.model_events, sim.events_in_use(device), limits.events, NO_EVENT),
         ):
             if in_use + needed > limit:
+                during = " (one of them only while a dynamic-shape load runs)" if loading and what == "stream" else ""
                 raise AclFail(
                     code,
-                    f"the model creates {needed} {what}(s) at load; device {device} "
+                    f"the model creates {needed} {what}(s) at load{during}; device {device} "
                     f"({sim.config.soc_name}) has {limit}, {in_use} in use",
                 )
 
@@ -200,10 +223,17 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
     @acl_function("skkkk", outputs=(0,), locked=False)
     def load_from_file_with_mem(self, model_path, work_ptr, work_size, weight_ptr, weight_size):
         """A dynamic (RT2) model takes only the weights: workPtr/workSize are not passed on
-        (model.cpp 1332-1335), the runtime holds its own work memory."""
+        (model.cpp 1332-1335), the runtime holds its own work memory; and a weight buffer below the
+        model's weights is not refused (145000 is the OM1 rule, davinci_model.cc 525-570): RT2 then
+        allocates weights of its own (GetOrCreateWeightMem, sink_weight_assigner.cc 86-93)."""
         data = _read_model_file(model_path)
-        work = (0, 0) if _parse_model(data, model_path).layout.kind == "range" else (work_ptr, work_size)
-        return self._load(data, model_path, work, (weight_ptr, weight_size))
+        work, weight = (work_ptr, work_size), (weight_ptr, weight_size)
+        om = _parse_model(data, model_path)
+        if om.layout.kind == "range":
+            work = (0, 0)
+            if weight_size < model_costs(om)[1]:
+                weight = (0, 0)
+        return self._load(data, model_path, work, weight)
 
     @acl_function("kk", outputs=(0,), locked=False)
     def load_from_mem(self, model_ptr, model_size):
@@ -319,6 +349,8 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         if shapes is None:
             for tensor, buffer, shape in zip(om.layout.outputs, outputs, om.layout.output_shapes(gear)):
                 self._check_buffer(tensor, buffer, tensor.byte_size(shape), "output", OUTPUT_NOT_MATCH, label)
+        else:
+            self._check_range_outputs(model, shapes, outputs)
         model.running[runner] += 1
         return model, inputs, outputs, shapes, out_set
 
@@ -336,6 +368,19 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
                 raise AclFail(INVALID_PARAM, f"input {index} shape out of shape range: {problem}")
             shapes[tensor.name] = tuple(shape)
         return shapes
+
+    def _check_range_outputs(self, model: LoadedModel, shapes: dict[str, Shape], outputs: list[DataBuffer]) -> None:
+        """RT2 sizes the copy into each output buffer on the host inside execute (TensorToOut:
+        memory_copy.cc 566-572, GRAPH_FAILED -> 500002 through ACL_GET_ERRCODE_GE, model.cpp 662-671),
+        so a too-small output fails execute_async itself, before any stream work."""
+        found = host_output_shapes(model, shapes)
+        for tensor, buffer, shape in zip(model.om.layout.outputs, outputs, found or ()):
+            need = tensor.byte_size(shape)
+            if need > buffer.size:
+                raise AclFail(
+                    GE_FAILURE,
+                    f"output {tensor.name!r}: {need} bytes ({list(shape)}) do not fit its {buffer.size}-byte buffer",
+                )
 
     def _check_buffer(
         self, tensor: LayoutTensor, buffer: DataBuffer, need: int, what: str, code: int, gear: str

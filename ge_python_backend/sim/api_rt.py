@@ -143,6 +143,17 @@ class RtApi(Namespace):
             )
         return sim.add(sim.streams, lambda handle: Stream(handle, context.handle))
 
+    @acl_function("", outputs=(0,))
+    def get_stream_available_num(self):
+        """Streams still free on the current context's device (06_stream_management.md 779-820):
+        the SoC's limit less every stream in use, counted as create_stream counts them."""
+        sim = self._sim
+        context = sim.current_context()
+        limits = device_limits(sim.config.soc_name)
+        if limits is None:
+            raise AclFail(INVALID_PARAM, f"the simulator has no stream limit for SoC {sim.config.soc_name!r}")
+        return max(limits.streams - sim.streams_in_use(context.device), 0)
+
     def _stream_of(self, stream: int) -> Stream:
         """``stream``, which must belong to the calling thread's current context."""
         with self._sim.lock:

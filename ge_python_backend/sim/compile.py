@@ -85,7 +85,8 @@ class AtcOptions:
     dynamic_image_size: tuple[tuple[int, ...], ...] = ()
     dynamic_dims: tuple[tuple[int, ...], ...] = ()
     insert_op_conf: tuple[AippConfig, ...] = ()
-    #: --soc_version: recorded as a provenance fact (the simulation is the same for every SoC)
+    #: --soc_version: recorded in the file; a load on a device of another NpuArch is refused, as CANN
+    #: refuses it (ascend/limits.py:arch_compatible)
     soc_version: str = ""
 
     @property
@@ -448,6 +449,8 @@ def compile_model(
         "onnx_sha256": hashlib.sha256(onnx_bytes).hexdigest(),
         "options": options.command_line(),
     }
+    if options.soc_version:  # what the load checks against the device (om_file_helper.cc 259-287)
+        producer["soc_version"] = options.soc_version
     om = SimOm(layout, tuple(model_inputs), producer, onnx_bytes, True, *resources)
     write_sim_om(out_path, om)
     return om.spec()

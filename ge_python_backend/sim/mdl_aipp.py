@@ -24,6 +24,7 @@ from ge_python_backend.ascend.limits import npu_arch
 from ge_python_backend.ascend.simom import InputRole
 from ge_python_backend.sim.aipp import encode_dynamic, network_nchw
 from ge_python_backend.sim.mdl_desc import DYNAMIC_AIPP_NODE, WITH_DYNAMIC_AIPP
+from ge_python_backend.sim.mdl_gears import refuse_while_executing
 from ge_python_backend.sim.models import AippSet, LoadedModel
 from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, acl_function
@@ -205,8 +206,12 @@ class AippCalls(Namespace):
         self._set_input_aipp(model_id, dataset, index, aipp)
 
     def _set_input_aipp(self, model_id: int, dataset: int, index: int, aipp: int) -> None:
+        """The parameters reach the buffer by a synchronous aclrtMemcpy at the call (ge_executor.cc
+        686-699), not on a stream: while the model executes that races the run reading them, which
+        the simulator refuses as it refuses a gear change then (507011, sim)."""
         sim = self._sim
         model = sim.model(model_id)
+        refuse_while_executing(model, "setting its dynamic AIPP")
         found = self._aipp(aipp)
         entries = model.om.model_inputs
         if index >= len(entries):

@@ -112,10 +112,13 @@ class GearCalls(Namespace):
                 f"up with get_input_index_by_name (the real runtime writes the gear into whatever buffer is there)",
             )
 
-    def _select(self, model: LoadedModel, buffer, values: tuple[int, ...], minimum: int, length_first: bool) -> None:
+    def _select(
+        self, model: LoadedModel, buffer, values: tuple[int, ...], minimum: int, length_first: bool, kind: GearKind
+    ) -> None:
         """Check the buffer length (145012) and the gear (145013) in GE's order, store the gear on the
-        model and write it. Batch and HW check the length first (ge_executor.cc 375-513); dims store
-        the gear and then check the length (ge_executor.cc 548-582)."""
+        model and write it. Batch and HW check the length before they look at the model's gears, so a
+        short buffer is 145012 on any model (ge_executor.cc 385-394 then 404-414, 444-453 then 463-475);
+        dims store the gear and then check the length (ge_executor.cc 548-582)."""
         layout = model.om.layout
         short = buffer.size < minimum
         if short and length_first:
@@ -123,6 +126,9 @@ class GearCalls(Namespace):
                 DYNAMIC_LENGTH,
                 f"the {ACL_DYNAMIC_TENSOR_NAME!r} buffer has {buffer.size} bytes, at least {minimum} are needed",
             )
+        if layout.kind != kind:
+            what = {"batch": "batch gears", "hw": "image sizes", "dims": "dims gears"}[kind]
+            raise AclFail(NOT_A_GEAR, f"model {model.model_id} has {layout.kind or 'no'} gears, not {what}")
         if values not in layout.gears:
             listed = [list(g) for g in layout.gears]
             raise AclFail(NOT_A_GEAR, f"{list(values)} is not one of the model's gears {listed or '(none: static)'}")
@@ -147,9 +153,7 @@ class GearCalls(Namespace):
         buffer = self._dynamic_buffer(dataset, index)
         model = self._model(model_id, "selecting a gear")
         self._check_index(model, index)
-        if model.om.layout.kind != "batch":
-            raise AclFail(NOT_A_GEAR, f"model {model_id} has {model.om.layout.kind or 'no'} gears, not batch gears")
-        self._select(model, buffer, (batch_size,), 4, length_first=True)
+        self._select(model, buffer, (batch_size,), 4, length_first=True, kind="batch")
 
     @acl_function("IkkKK")
     def set_dynamic_hw_size(self, model_id, dataset, index, height, width):
@@ -158,9 +162,7 @@ class GearCalls(Namespace):
         buffer = self._dynamic_buffer(dataset, index)
         model = self._model(model_id, "selecting a gear")
         self._check_index(model, index)
-        if model.om.layout.kind != "hw":
-            raise AclFail(NOT_A_GEAR, f"model {model_id} has {model.om.layout.kind or 'no'} gears, not image sizes")
-        self._select(model, buffer, (height, width), 8, length_first=True)
+        self._select(model, buffer, (height, width), 8, length_first=True, kind="hw")
 
     @acl_function("IkkO")
     def set_input_dynamic_dims(self, model_id, dataset, index, dims):
@@ -190,4 +192,4 @@ class GearCalls(Namespace):
             gear = layout.gear_of_runtime_dims(values[:count])
         except ValueError as exc:
             raise AclFail(DYNAMIC_LENGTH, str(exc)) from None
-        self._select(model, buffer, gear, 4 * len(gear), length_first=False)
+        self._select(model, buffer, gear, 4 * len(gear), length_first=False, kind="dims")

@@ -86,6 +86,8 @@ class LoadedModel:
     #: a weight buffer the caller gave load_from_file_with_mem (its device address), else 0
     weight_ptr: int = 0
     work_ptr: int = 0
+    #: a shape-range model: input shapes -> the output shapes they give (host_output_shapes)
+    output_shapes: dict[tuple[Shape, ...], tuple[Shape, ...]] = field(default_factory=dict)
 
     @property
     def dynamic_index(self) -> int | None:
@@ -179,6 +181,22 @@ def run_session(model: LoadedModel, run: Run) -> list[np.ndarray]:
                     f"the model declares {format_shape(want)} at {layout.gear_label(run.gear)}",
                 )
     return [np.ascontiguousarray(r) for r in results]
+
+
+def host_output_shapes(model: LoadedModel, shapes: dict[str, Shape]) -> tuple[Shape, ...] | None:
+    """The output shapes a shape-range model gives for these input shapes, known on the host before
+    anything runs, as RT2's executor knows them (it infers shapes on the host inside execute, then
+    sizes the copy-out: model.cpp 662-671, memory_copy.cc 543-572); from a run on zeros, kept per
+    shape set. None where an input has AIPP (its network shape comes from the AIPP parameters)."""
+    om = model.om
+    if any(t.aipp is not None for t in om.layout.inputs):
+        return None
+    key = tuple(shapes[t.name] for t in om.layout.inputs)
+    found = model.output_shapes.get(key)
+    if found is None:
+        zeros = Run(0, dict(shapes), {t.name: bytes(t.byte_size(shapes[t.name])) for t in om.layout.inputs})
+        found = model.output_shapes[key] = tuple(tuple(r.shape) for r in run_session(model, zeros))
+    return found
 
 
 def modelled_seconds(run: Run, device_ms: float, row_ms: float) -> float:

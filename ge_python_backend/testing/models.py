@@ -26,9 +26,12 @@ def _save(model, path: Path) -> Path:
     return path
 
 
-def _model(graph, opset: int = 17):
+def _model(graph, opset: int = 17, ir_version: int | None = None):
     _, _, helper, _ = _onnx()
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="ge-python-backend")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="ge-python-backend")
+    if ir_version is not None:  # the tiny kind models: IR 8, which every ATC of CANN 7 and later reads
+        model.ir_version = ir_version
+    return model
 
 
 def linear(path: Path, features: int = 4, classes: int = 3, batch: int | str = "batch", seed: int = 0) -> Path:
@@ -193,3 +196,103 @@ def recurrent_cell(
         initializers,
     )
     return _save(_model(graph), path)
+
+
+# --- tiny models of each kind the acl engine serves (the simulator's tests and ge-triton conformance)
+
+
+def matmul_add(path: Path) -> Path:
+    """x FP32 [N,4] -> y = x @ W + B FP32 [N,3] and h = fp16(y) FP16 [N,3]."""
+    _, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(1)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["xw"]),
+            helper.make_node("Add", ["xw", "B"], ["y"]),
+            helper.make_node("Cast", ["y"], ["h"], to=TensorProto.FLOAT16),
+        ],
+        "matmul_add",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3]),
+            helper.make_tensor_value_info("h", TensorProto.FLOAT16, ["N", 3]),
+        ],
+        [
+            numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "W"),
+            numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "B"),
+        ],
+    )
+    return _save(_model(graph, ir_version=8), path)
+
+
+def three_inputs(path: Path) -> Path:
+    """a FP32 [N,4], b FP32 [M,K], s FP32 [2,3] -> ya = 2a [N,4], yb = b + sum(s) [M,K], ys = 2s [2,3].
+
+    For dims models: two dynamic inputs of different ranks and a static one, each output tied to
+    one input, so a wrong gear layout shows up as a wrong shape or value."""
+    _, TensorProto, helper, numpy_helper = _onnx()
+    graph = helper.make_graph(
+        [
+            helper.make_node("ReduceSum", ["s"], ["total"], keepdims=0),
+            helper.make_node("Add", ["b", "total"], ["yb"]),
+            helper.make_node("Mul", ["a", "two"], ["ya"]),
+            helper.make_node("Mul", ["s", "two"], ["ys"]),
+        ],
+        "three_inputs",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, ["M", "K"]),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, 3]),
+        ],
+        [
+            helper.make_tensor_value_info("ya", TensorProto.FLOAT, ["N", 4]),
+            helper.make_tensor_value_info("yb", TensorProto.FLOAT, ["M", "K"]),
+            helper.make_tensor_value_info("ys", TensorProto.FLOAT, [2, 3]),
+        ],
+        [numpy_helper.from_array(np.array(2.0, np.float32), "two")],
+    )
+    return _save(_model(graph, ir_version=8), path)
+
+
+def conv(path: Path) -> Path:
+    """x FP32 [1,3,H,W] (NCHW) -> c = conv3x3(x) [1,2,H,W] and p = global average of c [1,2,1,1]."""
+    _, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(2)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "K"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("GlobalAveragePool", ["c"], ["p"]),
+        ],
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
+        [
+            helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 2, "H", "W"]),
+            helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 2, 1, 1]),
+        ],
+        [numpy_helper.from_array(rng.standard_normal((2, 3, 3, 3)).astype(np.float32), "K")],
+    )
+    return _save(_model(graph, ir_version=8), path)
+
+
+def image_conv(path: Path, batch: int | str = 1, height: int | str = 6, width: int | str = 8) -> Path:
+    """x FP32 [batch,3,H,W] (NCHW) -> c = conv3x3(x) [batch,2,H,W]: a network behind an AIPP (a str
+    names a dynamic axis)."""
+    _, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(3)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "K"], ["c"], pads=[1, 1, 1, 1])],
+        "image_conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, height, width])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [batch, 2, height, width])],
+        [numpy_helper.from_array(rng.standard_normal((2, 3, 3, 3)).astype(np.float32), "K")],
+    )
+    return _save(_model(graph, ir_version=8), path)
+
+
+def reference(onnx_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """What ONNX Runtime, called directly on the ONNX file, returns for ``feeds``."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds)))

@@ -15,8 +15,8 @@ from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat, AippMode
 from ge_python_backend.cli import main
 from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.sim import sim_compile
+from ge_python_backend.testing.aipp_reference import crop, normalise
 from tests.support import acl_sim_nets as nets
-from tests.support.aipp_reference import crop, normalise
 from tests.support.clients import infer_many, url
 
 pytestmark = pytest.mark.e2e

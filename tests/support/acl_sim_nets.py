@@ -1,4 +1,5 @@
-"""Tiny ONNX models for the simulator and acl engine tests, plus ONNX Runtime as the reference."""
+"""Tiny ONNX models for the simulator and acl engine tests, plus ONNX Runtime as the reference (the kinds
+``ge-triton conformance`` uses too live in ``ge_python_backend.testing.models``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,22 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ge_python_backend.testing.models import conv, image_conv, matmul_add, reference, three_inputs
+
+__all__ = [
+    "conv",
+    "conv_classifier",
+    "image_conv",
+    "matmul_add",
+    "open_sim",
+    "random_like",
+    "reference",
+    "scaled",
+    "static_beside_batch",
+    "three_inputs",
+    "two_inputs",
+]
+
 
 def _save(graph, path: Path) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -15,29 +32,6 @@ def _save(graph, path: Path) -> Path:
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return path
-
-
-def matmul_add(path: Path) -> Path:
-    """x FP32 [N,4] -> y = x @ W + B FP32 [N,3] and h = fp16(y) FP16 [N,3]."""
-    rng = np.random.default_rng(1)
-    graph = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["x", "W"], ["xw"]),
-            helper.make_node("Add", ["xw", "B"], ["y"]),
-            helper.make_node("Cast", ["y"], ["h"], to=TensorProto.FLOAT16),
-        ],
-        "matmul_add",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
-        [
-            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3]),
-            helper.make_tensor_value_info("h", TensorProto.FLOAT16, ["N", 3]),
-        ],
-        [
-            numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "W"),
-            numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "B"),
-        ],
-    )
-    return _save(graph, path)
 
 
 def two_inputs(path: Path) -> Path:
@@ -61,66 +55,10 @@ def two_inputs(path: Path) -> Path:
     return _save(graph, path)
 
 
-def conv(path: Path) -> Path:
-    """x FP32 [1,3,H,W] (NCHW) -> c = conv3x3(x) [1,2,H,W] and p = global average of c [1,2,1,1]."""
-    rng = np.random.default_rng(2)
-    graph = helper.make_graph(
-        [
-            helper.make_node("Conv", ["x", "K"], ["c"], pads=[1, 1, 1, 1]),
-            helper.make_node("GlobalAveragePool", ["c"], ["p"]),
-        ],
-        "conv",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
-        [
-            helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 2, "H", "W"]),
-            helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 2, 1, 1]),
-        ],
-        [numpy_helper.from_array(rng.standard_normal((2, 3, 3, 3)).astype(np.float32), "K")],
-    )
-    return _save(graph, path)
-
-
-def reference(onnx_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """What ONNX Runtime, called directly on the ONNX file, returns for ``feeds``."""
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, feeds)))
-
-
 def random_like(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
     if np.issubdtype(dtype, np.integer):
         return rng.integers(-50, 50, size=shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
-
-
-def three_inputs(path: Path) -> Path:
-    """a FP32 [N,4], b FP32 [M,K], s FP32 [2,3] -> ya = 2a [N,4], yb = b + sum(s) [M,K], ys = 2s [2,3].
-
-    For dims models: two dynamic inputs of different ranks and a static one, each output tied to
-    one input, so a wrong gear layout shows up as a wrong shape or value."""
-    graph = helper.make_graph(
-        [
-            helper.make_node("ReduceSum", ["s"], ["total"], keepdims=0),
-            helper.make_node("Add", ["b", "total"], ["yb"]),
-            helper.make_node("Mul", ["a", "two"], ["ya"]),
-            helper.make_node("Mul", ["s", "two"], ["ys"]),
-        ],
-        "three_inputs",
-        [
-            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]),
-            helper.make_tensor_value_info("b", TensorProto.FLOAT, ["M", "K"]),
-            helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, 3]),
-        ],
-        [
-            helper.make_tensor_value_info("ya", TensorProto.FLOAT, ["N", 4]),
-            helper.make_tensor_value_info("yb", TensorProto.FLOAT, ["M", "K"]),
-            helper.make_tensor_value_info("ys", TensorProto.FLOAT, [2, 3]),
-        ],
-        [numpy_helper.from_array(np.array(2.0, np.float32), "two")],
-    )
-    return _save(graph, path)
 
 
 def static_beside_batch(path: Path) -> Path:
@@ -179,23 +117,10 @@ def scaled(path: Path, inputs: dict[str, list]) -> Path:
     graph = helper.make_graph(
         nodes,
         "scaled",
+        "static_beside_batch",
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, d) for n, d in inputs.items()],
         [helper.make_tensor_value_info(f"{n}_out", TensorProto.FLOAT, d) for n, d in inputs.items()],
         values,
-    )
-    return _save(graph, path)
-
-
-def image_conv(path: Path, batch: int | str = 1, height: int | str = 6, width: int | str = 8) -> Path:
-    """x FP32 [batch,3,H,W] (NCHW) -> c = conv3x3(x) [batch,2,H,W]: a network behind an AIPP (a str
-    names a dynamic axis)."""
-    rng = np.random.default_rng(3)
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "K"], ["c"], pads=[1, 1, 1, 1])],
-        "image_conv",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, height, width])],
-        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [batch, 2, height, width])],
-        [numpy_helper.from_array(rng.standard_normal((2, 3, 3, 3)).astype(np.float32), "K")],
     )
     return _save(graph, path)
 

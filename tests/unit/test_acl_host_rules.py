@@ -226,10 +226,11 @@ def test_every_slot_loads_over_one_weight_buffer(built, slots):
         engine.close()
 
 
-def test_a_range_model_shares_its_weights_and_gets_no_work_memory(built):
-    """query_size on a dynamic (shape-range) model succeeds with work 0 and its weights
-    (model_manager.cc 2390-2409), and the RT2 load takes only the weights (model.cpp 1332-1335): each
-    slot loads over the one weight buffer and no work memory is allocated."""
+def test_a_range_model_loads_every_copy_with_system_managed_memory(built):
+    """A model whose input shapes are not fixed cannot have user-managed memory (aclmdlQuerySize.md
+    31), and RT2 would take a short weight buffer silently (sink_weight_assigner.cc 86-93): each slot
+    of a shape-range model loads with load_from_file, no weight or work memory is allocated for it,
+    although query_size still answers (work 0, model_manager.cc 2404-2409)."""
     path = built["dir"] / "range.om"
     with Context() as acl:
         work, weight, ret = acl.mdl.query_size(str(path))
@@ -238,10 +239,11 @@ def test_a_range_model_shares_its_weights_and_gets_no_work_memory(built):
     engine = open_sim(path, slots=2)
     try:
         models = list(sim.get_simulator().models.values())
-        assert len({m.weight_ptr for m in models}) == 1 and all(m.work_ptr == 0 for m in models)
-        assert [size for _, size in device_allocations()].count(weight) == 1
-        assert calls_since(before)["load_from_file_with_mem"] == 2
-        assert "2 x (work 0 B + I/O buffers" in engine.describe()
+        assert len(models) == 2 and all(m.weight_ptr == 0 and m.work_ptr == 0 for m in models)
+        assert [size for _, size in device_allocations()].count(weight) == 0
+        calls = calls_since(before)
+        assert calls["load_from_file"] == 2 and "load_from_file_with_mem" not in calls and "query_size" not in calls
+        assert "system-managed memory" in engine.describe()
         engine.bind_thread()
         run_and_compare(engine, built["matmul"], {"x": (3, 4)}, 0)
     finally:
@@ -298,6 +300,28 @@ def test_a_config_above_the_stream_limit_is_refused_before_anything_is_made(buil
     assert open_sim(built["dir"] / "batch.om", slots=1, peers=200).close() is None  # 200 x 5 = 1000: fits
     with pytest.raises(ConfigError, match=r"need 1025 streams \(5 per instance"):
         open_sim(built["dir"] / "batch.om", slots=1, peers=205)
+
+
+def test_a_dynamic_shape_model_counts_the_stream_its_load_makes(built):
+    """A dynamic-shape (RT2) load creates a stream until it is done (model.cpp 216-233): one more per
+    instance, so 204 instances of a range model need 204 x (1 + 2 + 1 x 2 + 1) = 1224 streams on a
+    310P, where 204 of a batch model need 1020 and fit."""
+    with pytest.raises(ConfigError, match=r"need 1224 streams \(6 per instance.*the 1 stream a dynamic-shape load"):
+        open_sim(built["dir"] / "range.om", slots=1, peers=204)
+    assert open_sim(built["dir"] / "batch.om", slots=1, peers=204).close() is None
+
+
+def test_a_model_compiled_for_another_soc_fails_the_load_naming_both(built, tmp_path):
+    """The load checks the model's soc_version against the device's NpuArch (om_file_helper.cc
+    259-287): on the simulated Ascend310P3, a model for Ascend910B3 is refused with the SoC to
+    compile for; one without soc_version loads."""
+    path = tmp_path / "for_910b.om"
+    sim.sim_compile(built["matmul"], path, input_shapes="x:2,4", soc_version="Ascend910B3")
+    with pytest.raises(
+        AclError, match=r"load_from_file_with_mem returned 500002.*Ascend910B3.*--soc_version=Ascend310P3"
+    ):
+        open_sim(path)
+    assert sim.live() == []
 
 
 def test_a_config_above_the_event_limit_is_refused_unless_timing_events_are_off(built):
@@ -829,6 +853,22 @@ def test_a_dims_gear_is_set_only_when_it_changes(built):
             run_and_compare(engine, built["three"], DIMS_SHAPES[seed % 2], seed)
         assert calls_since(before)["set_input_dynamic_dims"] == 6
         assert calls_since(before)["execute_async"] == 6
+    finally:
+        engine.close()
+
+
+def test_every_run_returns_with_nothing_in_flight_so_the_synchronous_setters_never_race(built):
+    """set_dynamic_* and set_input_aipp write the dataset buffer with a synchronous aclrtMemcpy at the
+    call (ge_executor.cc 424, 486-501, 572, 686-699), not on the slot's stream: the engine is safe only
+    because every run waits for its stream before returning, so the next run's setters never meet an
+    execute still reading the buffer. After each run nothing of the slot's model is in flight."""
+    engine = open_sim(built["dir"] / "batch.om", slots=1)
+    try:
+        engine.bind_thread()
+        for batch in (2, 8, 1, 8):
+            run_and_compare(engine, built["matmul"], {"x": (batch, 4)}, batch)
+            (model,) = sim.get_simulator().models.values()
+            assert sum(model.running.values()) == 0, f"an execute is still queued after the batch of {batch}"
     finally:
         engine.close()
 

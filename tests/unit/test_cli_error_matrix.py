@@ -116,6 +116,10 @@ CASES = [
     ("deploy {repo} -o {out} --image r.example/i:1", 2, "has errors every pod would hit"),
     ("deploy {folder} -o {out}", 2, "the following arguments are required: --image"),
     ("deploy {folder} -o {out} --image r.example/i:1 --replicas 0", 2, "--replicas 0: expected an integer from 1"),
+    ("doctor {missing}", 2, "missing is not a folder"),
+    ("doctor --device x", 2, "argument --device: invalid int value: 'x'"),
+    ("conformance --engine tpu", 2, "argument --engine: invalid choice: 'tpu'"),
+    ("conformance --engine acl", 2, "engine 'acl' needs CANN's pyACL"),
 ]
 
 

@@ -1,7 +1,7 @@
 """The model kinds of the acl engine on the simulator, each against ONNX Runtime run directly on
 the ONNX file: dims gears in ATC's --input_shape order, static AIPP, dynamic AIPP set per request,
 and shape-range models (also through the runner). The AIPP reference is ATC's documentation in
-numpy (tests/support/aipp_reference.py), never the simulator's code.
+numpy (ge_python_backend/testing/aipp_reference.py), never the simulator's code.
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ from ge_python_backend.errors import ConfigError, EngineError, InputError
 from ge_python_backend.serving.observers import Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
-from tests.support import acl_sim_nets as nets
-from tests.support.acl_sim_nets import open_sim
-from tests.support.aipp_reference import (
+from ge_python_backend.testing.aipp_reference import (
     BIAS,
     MATRIX_RGB_TO_YUV,
     MATRIX_YUV_TO_BGR,
@@ -44,6 +42,8 @@ from tests.support.aipp_reference import (
     nv12,
     yuv_to_bgr,
 )
+from tests.support import acl_sim_nets as nets
+from tests.support.acl_sim_nets import open_sim
 from tests.support.om_builder import Model, Tensor, standard_om
 
 #: ATC's aipp.cfg syntax (config_file_template.md): RGB888 crop of 8x6 at (3, 2) from 12x10, then
@@ -450,6 +450,17 @@ def test_dynamic_aipp_values_set_per_request_answer_as_onnxruntime(built):
             outputs = run(engine, {"x": pixels}, settings)
             network = dynamic_reference(pixels, start_w, start_h, mean, var_reci)
             assert_as_onnxruntime(outputs, built["conv_n"], {"x": network}, atol=1e-3, rtol=1e-3)
+
+
+def test_acl_max_shapes_can_raise_the_dynamic_aipp_image_buffer(built):
+    """No source gives the size the runtime answers for a dynamic-AIPP image input (fidelity row
+    86a): the buffer is the runtime's size, or the shape parameter acl_max_shapes gives where that
+    needs more (here 4 x 20 x 20 x 3 = 4800 bytes against the simulator's 1440)."""
+    path = built["dir"] / "dynamic.om"
+    with Opened(path) as engine:
+        default = engine.slots[0].device_bytes
+    with Opened(path, acl_max_shapes=parse_max_shapes("x:4,20,20,3")) as engine:
+        assert engine.slots[0].device_bytes - default == 4 * 20 * 20 * 3 - 4 * 10 * 12 * 3
 
 
 def test_a_yuv420sp_request_with_csc_starts_from_atcs_yuv_matrix(built):

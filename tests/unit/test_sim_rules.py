@@ -395,9 +395,11 @@ def test_atc_ranges_become_the_dims_ranges_the_runtime_reports(acl, models):
             loaded.release()
 
 
-def test_a_too_small_output_of_a_range_model_fails_generically_at_synchronize(acl, models):
-    """RT2 refuses a too-small output buffer with a GE status outside the mapped ranges, which
-    ACL_GET_ERRCODE_GE makes 500002 (hybrid_model_executor.cc 262-269, error_codes_inner.h 16-28)."""
+def test_a_too_small_output_of_a_range_model_fails_execute_async_itself(acl, models):
+    """RT2 sizes the copy into each output on the host inside execute (TensorToOut, memory_copy.cc
+    566-572, returned by model.cpp 662-671) with a GE status outside the mapped ranges, which
+    ACL_GET_ERRCODE_GE makes 500002 (error_codes_inner.h 23-27): execute_async returns it and
+    nothing is queued."""
     loaded = Loaded(acl, models["range"])
     stream, _ = acl.rt.create_stream()
     desc = acl.create_tensor_desc(0, [8, 4], 2)
@@ -409,8 +411,9 @@ def test_a_too_small_output_of_a_range_model_fails_generically_at_synchronize(ac
         assert ret == 0
         acl.mdl.add_dataset_buffer(outputs, small_buffer)
         acl.mdl.add_dataset_buffer(outputs, acl.mdl.get_dataset_buffer(loaded.outputs, 1))
-        assert acl.mdl.execute_async(loaded.model_id, loaded.inputs, outputs, stream) == 0
-        assert acl.rt.synchronize_stream(stream) == 500002
+        assert acl.mdl.execute_async(loaded.model_id, loaded.inputs, outputs, stream) == 500002
+        assert "'y'" in acl.get_recent_err_msg()
+        assert acl.rt.synchronize_stream(stream) == 0
     finally:
         assert acl.mdl.destroy_dataset(outputs) == 0 and acl.destroy_data_buffer(small_buffer) == 0
         assert acl.rt.free(small) == 0
@@ -473,3 +476,129 @@ def test_a_profiler_section_that_is_off_profiles_nothing_and_leaves_the_api_free
         assert sim.acl.prof.finalize() == 0
     finally:
         sim.reset()
+
+
+# --- first contact (issue 23): what a source read of CANN corrected -------------------------------
+
+
+def test_a_range_model_takes_a_short_weight_buffer_and_allocates_its_own(acl, models):
+    """145000 for an undersized weight buffer is the OM1 rule (davinci_model.cc 525-570); RT2's
+    GetOrCreateWeightMem allocates weights of its own when the given buffer is short or NULL
+    (sink_weight_assigner.cc 86-93): the load succeeds and the weights take device memory."""
+    path = str(models["range"])
+    _, weight, _ = acl.mdl.query_size(path)
+    short, _ = acl.rt.malloc(weight - 1, 0)
+    free_before, _, _ = acl.rt.get_mem_info(1)
+    try:
+        model_id, ret = acl.mdl.load_from_file_with_mem(path, 0, 0, short, weight - 1)
+        assert ret == 0
+        free_loaded, _, _ = acl.rt.get_mem_info(1)
+        assert free_before - free_loaded >= weight  # its own weights, not the short buffer
+        assert acl.mdl.unload(model_id) == 0
+    finally:
+        assert acl.rt.free(short) == 0
+
+
+def test_set_dynamic_batch_checks_the_buffer_length_before_the_model_kind(acl, models):
+    """GE checks the length (ge_executor.cc 385-394) before it looks at the model's gears (404-414):
+    a 2-byte buffer is 145012 on a model without batch gears too, where a long one is 145013."""
+    loaded = Loaded(acl, models["fixed"])
+    tiny, _ = acl.rt.malloc(2, 0)
+    tiny_buffer = acl.create_data_buffer(tiny, 2)
+    dataset = acl.mdl.create_dataset()
+    try:
+        acl.mdl.add_dataset_buffer(dataset, tiny_buffer)
+        assert acl.mdl.set_dynamic_batch_size(loaded.model_id, dataset, 0, 2) == 145012
+        assert acl.mdl.set_dynamic_hw_size(loaded.model_id, dataset, 0, 4, 4) == 145012
+        assert acl.mdl.set_dynamic_batch_size(loaded.model_id, loaded.inputs, 0, 2) == 145013
+    finally:
+        assert acl.mdl.destroy_dataset(dataset) == 0 and acl.destroy_data_buffer(tiny_buffer) == 0
+        assert acl.rt.free(tiny) == 0
+        loaded.release()
+
+
+def test_set_input_aipp_while_the_model_executes_is_refused(acl, models):
+    """set_input_aipp copies the parameters with a synchronous aclrtMemcpy at the call
+    (ge_executor.cc 686-699), racing an execute still reading them: refused like a gear change
+    then (507011, sim)."""
+    loaded = Loaded(acl, models["dynamic_aipp"])
+    stream, _ = acl.rt.create_stream()
+    aipp = acl.mdl.create_aipp(1)
+    try:
+        assert acl.mdl.set_aipp_input_format(aipp, RGB888) == 0
+        assert acl.mdl.set_aipp_src_image_size(aipp, 8, 6) == 0
+        index = loaded.index("ascend_dynamic_aipp_data")
+        assert acl.mdl.set_input_aipp(loaded.model_id, loaded.inputs, index, aipp) == 0
+        assert acl.mdl.execute_async(loaded.model_id, loaded.inputs, loaded.outputs, stream) == 0
+        assert acl.mdl.set_input_aipp(loaded.model_id, loaded.inputs, index, aipp) == 507011
+        assert acl.rt.synchronize_stream(stream) == 0
+        assert acl.mdl.set_input_aipp(loaded.model_id, loaded.inputs, index, aipp) == 0
+    finally:
+        assert acl.mdl.destroy_aipp(aipp) == 0 and acl.rt.destroy_stream(stream) == 0
+        loaded.release()
+
+
+@pytest.fixture(scope="module")
+def soc_models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("socs")
+    matmul = nets.matmul_add(folder / "matmul.onnx")
+    found = {}
+    for soc in ("", "Ascend310P3", "Ascend310P1", "Ascend910B3", "Ascend310X9"):
+        found[soc] = folder / f"for_{soc or 'none'}.om"
+        sim_compile(matmul, found[soc], input_shapes="x:2,4", soc_version=soc)
+    return found
+
+
+@pytest.mark.parametrize(
+    "model_soc, device_soc, ret",
+    [
+        ("", "Ascend310P3", 0),  # no soc_version: the check is skipped (om_file_helper.cc 262-265)
+        ("Ascend310P3", "Ascend310P3", 0),
+        ("Ascend310P1", "Ascend310P3", 0),  # both NpuArch 2002 (api_impl.cc 6245-6269)
+        ("Ascend910B3", "Ascend310P3", 500002),  # NpuArch 2201 on a 2002 device
+        ("Ascend310P3", "Ascend910_9392", 500002),
+        ("Ascend910B3", "Ascend910_9392", 0),  # A2 and A3 share NpuArch 2201
+        ("Ascend310X9", "Ascend310P3", 500002),  # no platform file names it (soc_info.cc 58-75)
+        ("Ascend310P3", "Ascend310X9", 500002),  # nor the device's
+    ],
+)
+def test_a_model_for_another_soc_is_refused_at_load_as_cann_refuses_it(soc_models, model_soc, device_soc, ret):
+    """CheckModelCompatibility: aclrtCheckArchCompatibility compares the NpuArch of the model's
+    soc_version with the device's (om_file_helper.cc 259-287), PARAM_INVALID -> 500002."""
+    sim = simulator(soc_name=device_soc)
+    acl = sim.acl
+    context, _ = acl.rt.create_context(0)
+    model_id, got = acl.mdl.load_from_file(str(soc_models[model_soc]))
+    assert got == ret
+    if ret:
+        message = acl.get_recent_err_msg()
+        assert "E10001" in message and model_soc in message and f"--soc_version={device_soc}" in message
+    else:
+        assert acl.mdl.unload(model_id) == 0
+    assert acl.rt.destroy_context(context) == 0 and acl.rt.reset_device(0) == 0
+    assert sim.live() == []
+
+
+def test_a_dynamic_shape_load_needs_room_for_the_stream_it_makes_while_loading(models):
+    """The RT2 load creates a stream and destroys it when done (model.cpp 216-233): with room for the
+    model's own stream only, a range model is refused (207008) where a static one loads."""
+    sim = simulator(soc_name="Ascend310B1")  # 512 streams
+    acl = sim.acl
+    context, _ = acl.rt.create_context(0)
+    streams = []
+    while True:
+        available, ret = acl.rt.get_stream_available_num()
+        assert ret == 0
+        if available == 1:  # room for one model stream
+            break
+        stream, ret = acl.rt.create_stream()
+        assert ret == 0
+        streams.append(stream)
+    assert acl.mdl.load_from_file(str(models["range"]))[1] == 207008
+    model_id, ret = acl.mdl.load_from_file(str(models["fixed"]))
+    assert ret == 0 and acl.rt.get_stream_available_num() == (0, 0)
+    assert acl.mdl.unload(model_id) == 0
+    for stream in streams:
+        assert acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.destroy_context(context) == 0 and acl.rt.reset_device(0) == 0
+    assert sim.live() == []

@@ -24,8 +24,8 @@ from typing import Any
 from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, request_overrides
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPolicy
 from ge_python_backend.ascend.layout import Shape
-from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
-from ge_python_backend.ascend.resources import model_resources
+from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, DeviceLimits, device_limits
+from ge_python_backend.ascend.resources import ModelResources, model_resources
 from ge_python_backend.engines import compile as compile_at_load
 from ge_python_backend.engines.acl.options import PARAMETERS as ACL_PARAMETERS
 from ge_python_backend.engines.acl.options import AclOptions, ProfilingPlan
@@ -64,9 +64,26 @@ ACL_HBM_MEM = 1
 #: streams and events a slot uses besides the model's own (stream_num / event_num of the file,
 #: ascend/resources.py): its stream, and four timing events
 SLOT_STREAMS, SLOT_EVENTS = 1, 4
+#: the stream a dynamic-shape (RT2) load creates and destroys again (model.cpp 216-233)
+RT2_LOAD_STREAMS = 1
 #: a request parameter that starts an on-demand profiling window: TOKEN or TOKEN:BATCHES
 PROFILE_PARAMETER = "acl_profile"
 _DEFAULT_ON_DEMAND_BATCHES = 100
+
+
+def instance_streams(limits: DeviceLimits, model: ModelResources, slots: int, device_mode: bool) -> int:
+    """Streams one instance (a process) of an acl engine with ``slots`` model copies holds on its
+    device: the device's default stream, its context's, and per copy the slot's stream and the
+    model's own; plus, for a dynamic-shape model, the stream its load makes while it runs."""
+    loading = RT2_LOAD_STREAMS if model.dynamic else 0
+    return (
+        DEVICE_DEFAULT_STREAMS + limits.context_streams(device_mode) + slots * (SLOT_STREAMS + model.streams) + loading
+    )
+
+
+def copy_events(model: ModelResources, timing_events: bool) -> int:
+    """Events one model copy holds: the model's own and the slot's timing events."""
+    return (SLOT_EVENTS if timing_events else 0) + model.events
 
 
 class AclEngine(Engine):
@@ -96,6 +113,8 @@ class AclEngine(Engine):
         self._slots: list[AclSlot] = []
         self._weights = 0
         self._model_bytes = (0, 0)
+        #: a dynamic-shape model: the runtime holds each copy's weights and work memory
+        self._system_managed = False
         self._dumping = False
         self._profiling: _ProfilingWindow | None = None
         path = str(model_path)
@@ -106,10 +125,11 @@ class AclEngine(Engine):
             check(acl, ret, "acl.rt.create_context", f"opening device {device_id}")
             self._context = context
             self.device_mode = self._runtime.run_mode() == ACL_DEVICE
-            self._check_limits(path, slots, peers)
+            resources = model_resources(path)
+            self._check_limits(resources, slots, peers)
             self._start_dump()
             self._profiling = self._start_profiling()
-            setup = self._slot_setup(path)
+            setup = self._slot_setup(path, resources)
             first = AclSlot(0, acl, setup, None)
             self._slots.append(first)
             self._slots.extend(AclSlot(i, acl, setup, first.plan) for i in range(1, slots))
@@ -133,7 +153,7 @@ class AclEngine(Engine):
 
     # -- load ----------------------------------------------------------------------------------
 
-    def _check_limits(self, path: str, slots: int, peers: int) -> None:
+    def _check_limits(self, model: ModelResources, slots: int, peers: int) -> None:
         """Refuse a config that asks for more streams or events than the device has, naming the
         limit, the count and the parameter to lower (06_stream_management.md 81-96,
         07_event_management.md 81-107). Each of the ``peers`` instances is a process of its own
@@ -141,23 +161,27 @@ class AclEngine(Engine):
         (04_device_management.md 86, 05_context_management.md 67-78), and per model copy its
         slot's stream and the streams and events the model creates at load: stream_num / event_num
         of the file (model_utils.cc 1321-1324, davinci_model.cc 1460-1509), one stream and no events
-        when it records none; plus the timing events."""
+        when it records none; plus the timing events. A dynamic-shape (RT2) load also creates a
+        stream of its own and destroys it when the load is done (model.cpp 216-233): one more per
+        instance, whose copies load one after another."""
         limits = device_limits(self._acl.get_soc_name())
         if limits is None:
             return
-        model = model_resources(path)
         copies = slots * peers
         timing = SLOT_EVENTS if self._options.timing_events else 0
         context = limits.context_streams(self.device_mode)
-        per_instance = DEVICE_DEFAULT_STREAMS + context + slots * (SLOT_STREAMS + model.streams)
+        loading = RT2_LOAD_STREAMS if model.dynamic else 0
+        per_instance = instance_streams(limits, model, slots, self.device_mode)
         need_streams = peers * per_instance
-        need_events = copies * (timing + model.events)
+        need_events = copies * copy_events(model, self._options.timing_events)
         where = f"{peers} instance(s) x {slots} stream(s) on device {self._device_id} ({limits.family})"
         if need_streams > limits.streams:
+            during = f", and the {loading} stream a dynamic-shape load makes while it runs" if loading else ""
             raise ConfigError(
                 f"{where} need {need_streams} streams ({per_instance} per instance: the device's default "
                 f"stream, {context} of its context, and each model copy its own stream and the model's "
-                f"{model.describe()}); the device has {limits.streams}: lower parameter 'streams' or the instance count"
+                f"{model.describe()}{during}); the device has {limits.streams}: lower parameter 'streams' or the "
+                "instance count"
             )
         if need_events > limits.events:
             raise ConfigError(
@@ -166,12 +190,25 @@ class AclEngine(Engine):
                 "count" + (", or set acl_timing_events false" if timing else "")
             )
 
-    def _slot_setup(self, path: str) -> SlotSetup:
+    def _slot_setup(self, path: str, model: ModelResources) -> SlotSetup:
         """Sizes and the shared weight buffer: S copies cost S x (work + I/O) + 1 x weights
-        (aclmdlLoadFromFileWithMem.md 45-48). For a dynamic (shape-range) model query_size answers
-        work 0 and the weights (model_manager.cc 2390-2409) and the RT2 load ignores work memory
-        (model.cpp 1332-1335): no work memory is allocated for it, only the shared weights."""
+        (aclmdlLoadFromFileWithMem.md 45-48). A dynamic-shape (RT2) model is loaded with
+        system-managed memory, every copy with load_from_file, as the docs require for a model whose
+        input shapes are not fixed (aclmdlQuerySize.md 31); query_size still answers for it (work 0,
+        model_manager.cc 2404-2409), but RT2 ignores the work memory (model.cpp 1332-1335) and
+        silently allocates weights of its own when the buffer it gets is short (sink_weight_assigner.cc
+        86-93), so a shared weight buffer would be unverifiable."""
         acl, options = self._acl, self._options
+        if model.dynamic:
+            self._system_managed = True
+            LOG.info(
+                "%s is a dynamic-shape model: every copy loads with system-managed memory (load_from_file), "
+                "so the copies do not share weights",
+                path,
+            )
+            return SlotSetup(
+                path, self.device_mode, options.timing_events, options.timing_every, None, 0, options.max_shapes
+            )
         work, weight, ret = acl.mdl.query_size(path)
         weights = None
         if ret != ACL_SUCCESS:
@@ -360,21 +397,27 @@ class AclEngine(Engine):
         work, weight = self._model_bytes
         buffers = self._slots[0].device_bytes - (work if self._weights else 0)
         mode = "device run mode: no host staging, no copies" if self.device_mode else "host run mode"
-        if self._weights:
+        if self._system_managed:
+            memory = (
+                f"device memory {size_text(count * buffers)} = {count} x I/O buffers {size_text(buffers)}, plus "
+                "the weights and work memory the runtime allocates for each copy (a dynamic-shape model loads "
+                "with system-managed memory)"
+            )
+        elif self._weights:
             total = count * (work + buffers) + weight
             memory = (
-                f"device memory {_size_text(total)} = {count} x (work {_size_text(work)} + I/O buffers "
-                f"{_size_text(buffers)}) + 1 x weights {_size_text(weight)} (shared)"
+                f"device memory {size_text(total)} = {count} x (work {size_text(work)} + I/O buffers "
+                f"{size_text(buffers)}) + 1 x weights {size_text(weight)} (shared)"
             )
         else:
             total = count * (work + weight + buffers)
             memory = (
-                f"device memory {_size_text(total)} = {count} x (work {_size_text(work)} + weights "
-                f"{_size_text(weight)} + I/O buffers {_size_text(buffers)})"
+                f"device memory {size_text(total)} = {count} x (work {size_text(work)} + weights "
+                f"{size_text(weight)} + I/O buffers {size_text(buffers)})"
             )
         return (
             f"{self.name} engine on device {self._device_id} ({mode}): {count} slot(s), each a model copy with "
-            f"its own stream; {memory}; pinned host memory {_size_text(self._slots[0].host_bytes * count)}"
+            f"its own stream; {memory}; pinned host memory {size_text(self._slots[0].host_bytes * count)}"
         )
 
 
@@ -455,7 +498,8 @@ class _ProfilingWindow:
         self._runtime.stop_profiling()
 
 
-def _size_text(nbytes: int) -> str:
+def size_text(nbytes: int) -> str:
+    """``nbytes`` for people: 1.6 GiB, 98.0 MiB, 512 B."""
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if nbytes >= 1 << shift:
             return f"{nbytes / (1 << shift):.1f} {unit}"

@@ -354,7 +354,7 @@ class AclSlot(Slot):
             for image, index in plan.aipp_inputs.items():
                 self._set_aipp(image, index, shapes[image], settings)
             ret = acl.mdl.execute_async(self._model_id, self._input_dataset, self._output_dataset, stream)
-            check(acl, ret, "acl.mdl.execute_async", lambda: f"running {plan.layout.gear_label(g)}")
+            check(acl, ret, "acl.mdl.execute_async", lambda: self._running(g))
             self._record(2)
             if plan.layout.kind == "range":
                 self._synchronize(g)
@@ -373,6 +373,15 @@ class AclSlot(Slot):
         self.last_times = self._times(time.perf_counter() - started)
         self._untimed = 0 if self._timed else self._untimed + 1  # a failed run counts for nothing
         return dict(views)
+
+    def _running(self, g: int) -> str:
+        """What failed, for an execute_async error. A shape-range model's execute sizes the copy into
+        each output buffer on the host and fails with 500002 when one is short (memory_copy.cc 566-572,
+        model.cpp 662-671), so its message names the parameter that sizes them."""
+        layout = self.plan.layout
+        if layout.kind != "range":
+            return f"running {layout.gear_label(g)}"
+        return f"running {layout.gear_label(g)} (an output larger than its buffer fails so: raise acl_max_shapes)"
 
     def _copy_bytes(self, buffer: Buffer, g: int, shapes: Mapping[str, Shape]) -> int:
         if buffer.tensor is not None and buffer.tensor.free:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,13 @@ class ModelFacts:
     io_bytes: int | None  # inputs and outputs of one largest batch; None with variable dims or strings
     multi_copy: bool  # each slot loads its own model copy (the acl engines)
     queue_delay_us: int = 0  # how long the batcher holds a request to fill a batch (by design)
+    model_path: Path | None = None  # the model file of the newest version
+    #: the config's parameters as given (engine parameters included)
+    parameters: Mapping[str, str] = field(default_factory=dict)
+
+    def instances_on(self, device: int) -> int:
+        """Instances on ``device``: instance i takes device_ids[i % len] (triton/settings.py)."""
+        return sum(self.device_ids[i % len(self.device_ids)] == device for i in range(self.instances))
 
     @property
     def copies(self) -> int:
@@ -85,17 +92,19 @@ def read_repository(path: Path) -> RepositoryFacts:
             f"model repository {path} has errors every pod would hit; run `ge-triton check {path}` "
             f"and fix them first: {first}{more}"
         )
-    models = tuple(_model_facts(path / name) for name in report.models)
+    models = tuple(model_facts(path / name) for name in report.models)
     size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     return RepositoryFacts(path, models, size, report.warnings)
 
 
-def _model_facts(folder: Path) -> ModelFacts:
+def model_facts(folder: Path) -> ModelFacts:
+    """One model folder (its config known to parse) as its instances load it."""
     config = read_config_file(folder / "config.pbtxt")
     raw = {name: value.string_value for name, value in config.parameters.items()}
     values = {name: _PARAMETERS[name].read(raw[name]) if name in raw else p.default for name, p in _PARAMETERS.items()}
     versions = sorted(int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit())
-    info = _engine(folder / str(versions[-1]), values)
+    newest = folder / str(versions[-1])
+    info = _engine(newest, values)
     providers = raw.get("onnxruntime_providers", "")
     npu = (info.npu and not info.stands_in_for) or CANN_PROVIDER in providers
     device_ids = tuple(values["device_ids"] or (values["device_id"] or 0,))
@@ -116,6 +125,8 @@ def _model_facts(folder: Path) -> ModelFacts:
             config.dynamic_batching.max_queue_delay_microseconds,
             config.sequence_batching.oldest.max_queue_delay_microseconds,
         ),
+        model_path=info.model_path(newest, values["model_file"]),
+        parameters=raw,
     )
 
 

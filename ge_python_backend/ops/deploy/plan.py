@@ -195,12 +195,17 @@ def _user(options: DeployOptions, npus: int, warnings: list[str]) -> tuple[int, 
 def _shm_bytes(options: DeployOptions, facts: RepositoryFacts) -> int:
     if options.shm_size is not None:
         return parse_bytes("--shm-size", options.shm_size)
+    return max(SHM_MINIMUM_BYTES, math.ceil(shm_needed(facts.models) / (64 * MIB)) * 64 * MIB)
+
+
+def shm_needed(models: tuple[ModelFacts, ...]) -> int:
+    """Bytes of /dev/shm the model instances take (``ge-triton doctor`` checks a host against it)."""
     total = SHM_MARGIN_BYTES
-    for model in facts.models:
+    for model in models:
         batch = model.io_bytes if model.io_bytes is not None else SHM_UNKNOWN_BATCH_BYTES
         # Batches in flight per instance: one per slot plus the one Triton gathers meanwhile; each
         # lives in the region (inputs in, outputs back), rounded up to the growth step.
         in_flight = (model.streams + 1) * batch
         per_instance = SHM_DEFAULT_BYTES + math.ceil(in_flight / SHM_GROWTH_BYTES) * SHM_GROWTH_BYTES
         total += model.versions * model.instances * per_instance
-    return max(SHM_MINIMUM_BYTES, math.ceil(total / (64 * MIB)) * 64 * MIB)
+    return total

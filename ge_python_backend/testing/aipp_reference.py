@@ -1,4 +1,6 @@
-"""AIPP as ATC documents it, in numpy: the reference the simulated AIPP is tested against.
+"""AIPP as ATC documents it, in numpy: the reference the simulated AIPP is tested against, and
+what ``ge-triton conformance`` compares a device's AIPP with. It imports nothing of this package,
+so it stays independent of the code under test (``ascend/aipp.py``, ``sim/aipp.py``).
 
 Written from hicann/ge docs/zh/user_guides/atc_tools/AIPP/config_file_template.md, never from the
 simulator's code: crop, then colour-space conversion, then ``(x - mean_chn - min_chn) *

@@ -1,0 +1,53 @@
+"""``ge-triton conformance [--device N] [--engine acl|acl-sim] [--atc PATH] [--json FILE]``: check
+what docs/fidelity.md claims against the pyACL of this host.
+
+Runs every probe (pyACL called directly) and the model kinds end to end (compiled with the host's
+ATC for the device's SoC, or sim-compile on acl-sim, through the acl engine, against ONNX
+Runtime). Run it in a fresh process on an idle device. Exit code 0 when nothing fails, 1 when a
+probe fails (observed against claimed: attach the JSON to the bug report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from ge_python_backend.engines.registry import engine, stand_in
+from ge_python_backend.ops.conformance import run_conformance
+from ge_python_backend.ops.conformance.probes import EngineName
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", type=int, default=0, metavar="N", help="the device to run on (default 0)")
+    parser.add_argument(
+        "--engine", choices=("acl", "acl-sim"), default="acl", help="CANN's pyACL (default) or the simulator's"
+    )
+    parser.add_argument(
+        "--atc", type=Path, metavar="PATH", help="the ATC to compile the models with (default: atc on PATH)"
+    )
+    parser.add_argument(
+        "--json", type=Path, metavar="FILE", help="write the report (environment, every observed value)"
+    )
+    parser.add_argument(
+        "--exhaust",
+        action="store_true",
+        help="also run the probes that use up the device's streams or events for a moment (an idle device only)",
+    )
+    parser.add_argument(
+        "--workdir", type=Path, metavar="DIR", help="keep the models and files here (default: a temp folder)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    info = stand_in(engine(args.engine))
+    acl = info.load_pyacl()
+    name: EngineName = "acl-sim" if info.name == "acl-sim" else "acl"
+    with tempfile.TemporaryDirectory(prefix="ge-conformance-") as scratch:
+        workdir = args.workdir or Path(scratch)
+        report = run_conformance(acl, name, workdir, device=args.device, atc=args.atc, exhaust=args.exhaust)
+    print(report.table())
+    if args.json is not None:
+        args.json.write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n", encoding="utf-8")
+    return 1 if report.counts()["fail"] else 0

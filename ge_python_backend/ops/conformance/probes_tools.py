@@ -1,0 +1,83 @@
+"""The dump and profiling APIs (fidelity.md sections 12-13) and the binding's Python signatures
+(section 14). The profiling probe runs before any model loads (aclprofInit must precede loads,
+19-01_data_profiling_apis.md 19-24)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ge_python_backend.ascend.constants import ACL_SUCCESS
+from ge_python_backend.ops.conformance.probes import ProbeContext, probe, raised
+
+INVALID_PARAM, REPEAT_INITIALIZE, INVALID_FILE, DUMP_NOT_RUN = 100000, 100002, 100003, 100045
+
+
+@probe("P-prof-codes", "116, 118", "acl.prof.init: an empty path 100000; a second init 100002", phase="first")
+def profiling_codes(context: ProbeContext) -> None:
+    acl = context.acl
+    folder = context.workdir / "prof-api"
+    folder.mkdir(exist_ok=True)
+    context.expect('acl.prof.init("")', acl.prof.init(""), INVALID_PARAM)
+    ret = acl.prof.init(str(folder))
+    context.expect("acl.prof.init(folder)", ret, 0)
+    if context.keep(ret, "acl.prof.finalize", acl.prof.finalize) == ACL_SUCCESS:
+        context.expect("acl.prof.init again", acl.prof.init(str(folder)), REPEAT_INITIALIZE)
+
+
+@probe(
+    "P-dump-order", "107, 110", "the dump API's order and codes: 100045 before init_dump, 100002 twice, 100003 no file"
+)
+def dump_order(context: ProbeContext) -> None:
+    acl = context.acl
+    config = context.file("dump-order.json", json.dumps({"dump": {"dump_path": str(context.workdir)}}))
+    context.expect("set_dump before init_dump", acl.mdl.set_dump(str(config)), DUMP_NOT_RUN)
+    context.expect("finalize_dump before init_dump", acl.mdl.finalize_dump(), DUMP_NOT_RUN)
+    ret = acl.mdl.init_dump()
+    context.expect("init_dump", ret, 0)
+    if ret != ACL_SUCCESS:
+        return
+    context.at_exit("acl.mdl.finalize_dump", acl.mdl.finalize_dump)
+    context.expect("init_dump again", acl.mdl.init_dump(), REPEAT_INITIALIZE)
+    context.expect("set_dump() without a path", acl.mdl.set_dump(), INVALID_PARAM)
+    context.expect(
+        "set_dump(a file that does not exist)", acl.mdl.set_dump(str(context.workdir / "none.json")), INVALID_FILE
+    )
+
+
+@probe("P-dump-unload-on", "47", "unloading a model while dump is on (before finalize_dump)")
+def dump_unload_while_on(context: ProbeContext) -> None:
+    acl = context.acl
+    context.open_device()
+    folder = context.workdir / "dump-on"
+    folder.mkdir(exist_ok=True)
+    config = context.file("dump-on.json", json.dumps({"dump": {"dump_path": str(folder), "dump_op_switch": "on"}}))
+    context.need(acl.mdl.init_dump(), "acl.mdl.init_dump")
+    context.at_exit("acl.mdl.finalize_dump", acl.mdl.finalize_dump)
+    context.need(acl.mdl.set_dump(str(config)), "acl.mdl.set_dump")
+    path = str(context.model("static"))
+    model_id, ret = acl.mdl.load_from_file(path)
+    context.need(ret, "acl.mdl.load_from_file")
+    context.expect("unload with dump on", acl.mdl.unload(model_id), 0, note="the docs' scenarios finalize first")
+
+
+@probe(
+    "P-binding", "121, 122, 123, 124", "the binding's argument parsing: positional, range-checked, lists of exact ints"
+)
+def binding(context: ProbeContext) -> None:
+    acl = context.acl
+    context.open_device()
+    malloc, set_device, create_tensor_desc = acl.rt.malloc, acl.rt.set_device, acl.create_tensor_desc
+    result = malloc(16, 0)
+    pair = isinstance(result, tuple) and len(result) == 2
+    if pair and result[1] == ACL_SUCCESS:
+        context.at_exit("acl.rt.free", acl.rt.free, result[0])
+    shape = [type(result).__name__, len(result) if pair else None, result[1] if pair else None]
+    context.expect("acl.rt.malloc(16, 0): (ptr, ret)", shape, ["tuple", 2, 0])
+    context.expect("acl.rt.malloc(size=16, policy=0)", raised(lambda: malloc(size=16, policy=0)), "TypeError")
+    context.expect("acl.rt.set_device(1 << 40)", raised(lambda: set_device(1 << 40)), "OverflowError")
+    one = [np.int64(1)]
+    context.expect(
+        "acl.create_tensor_desc(0, [np.int64(1)], 2)", raised(lambda: create_tensor_desc(0, one, 2)), "TypeError"
+    )
