@@ -23,10 +23,9 @@ import tritonclient.http as httpclient
 from ge_python_backend.ops.server import HTTP_INFERENCE_OFF_HEADER, free_port
 from ge_python_backend.testing import models
 from tests.support import repos
+from tests.support.clients import HUGE_SHAPE_REQUEST
 
 pytestmark = pytest.mark.e2e
-#: The request that aborts tritonserver 2.51 over HTTP (std::bad_alloc): 1.2e11 bytes declared.
-HUGE_SHAPE = {"inputs": [{"name": "x", "shape": [1, 3, 100000, 100000], "datatype": "FP32", "data": [1.0]}]}
 SLOW_MODEL = """
 import time
 
@@ -190,7 +189,7 @@ def test_sighup_ends_serve_and_tritonserver_and_http_inference_off_refuses_the_c
         assert "HTTP inference is off (--http-inference): send inference over gRPC" in text
         connection = http.client.HTTPConnection("127.0.0.1", serve.ports[0], timeout=30)
         connection.request(
-            "POST", "/v2/models/linear/infer", json.dumps(HUGE_SHAPE), {"Content-Type": "application/json"}
+            "POST", "/v2/models/linear/infer", json.dumps(HUGE_SHAPE_REQUEST), {"Content-Type": "application/json"}
         )
         response = connection.getresponse()
         assert response.status == 403
