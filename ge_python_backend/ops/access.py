@@ -73,6 +73,13 @@ def operator_key(environ: Mapping[str, str] = os.environ) -> str:
     return check_key(given, f"${API_KEY_ENV}") if given else random_value()
 
 
+def key_headers(key: str, protocol: str) -> dict[str, str]:
+    """What a client sends with the operator key: an HTTP header, or gRPC metadata (prefixed)."""
+    if not key:
+        return {}
+    return {(GRPC_HEADER_PREFIX if protocol == "grpc" else "") + API_KEY_HEADER: key}
+
+
 def parse_apis(text: str) -> tuple[Api, ...]:
     """``"model-config,trace"`` -> the groups; ``"none"`` -> no group; ConfigError for an unknown one."""
     if text.strip() == "none":

@@ -2,13 +2,13 @@
 
 Offline rules always trail what the server checks, so the server is asked too: a tritonserver
 (``PATH`` or the bundled one, ``ops.server``) starts in explicit model-control mode on free
-loopback ports with nothing loaded, gRPC off, and the repository API (which loads code: a load
-request may upload files), model configs, shared memory, trace and logging restricted with a
-random key only this process knows (``check_server``); each model is loaded through the repository API, its
-config as the server completed it is read back and compared with the file, and it is unloaded
-again. A refused load is reported with Triton's own message: the load API's answer, or, when
-the config failed while the repository was polled (the API then only says "failed to poll from
-model repository"), the reason the server logged ("Poll failed for model directory ...", CORE
+loopback ports with nothing loaded, gRPC and HTTP inference off, and the repository API (which
+loads code: a load request may upload files), model configs, shared memory, trace and logging
+restricted with a random key only this process knows (``check_server``); each model is loaded
+through the repository API, its config as the server completed it is read back and compared with
+the file, and it is unloaded again. A refused load is reported with Triton's own message: the
+load API's answer, or, when the config failed while the repository was polled (the API then only
+says "failed to poll from model repository"), the reason the server logged ("Poll failed for model directory ...", CORE
 r24.10 ``src/model_repository_manager/model_repository_manager.cc:1460``).
 """
 
@@ -83,12 +83,13 @@ def load_models(
 
 def check_server(repository: Path) -> TritonServer:
     """The (not yet started) tritonserver ``check --load`` loads models in: explicit mode,
-    loopback, HTTP only, operator APIs behind a random key."""
+    loopback, HTTP only, no inference, operator APIs behind a random key."""
     return TritonServer(
         repository,
         model_control_mode="explicit",
         exit_on_error=False,
         restricted_apis=OPERATOR_APIS,
+        http_inference=False,
         extra_args=["--allow-grpc=false"],
     )
 

@@ -23,6 +23,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from ge_python_backend.ops.access import API_KEY_HEADER, GRPC_HEADER_PREFIX
+from ge_python_backend.ops.bench import random_inputs
 from ge_python_backend.ops.server import HTTP_INFERENCE_OFF_HEADER, free_port
 from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.sim import sim_compile
@@ -243,6 +244,10 @@ def test_off_loopback_serve_refuses_http_inference_and_the_operator_apis_without
         x = grpcclient.InferInput("x", [1, 4], "FP32")
         x.set_data_from_numpy(np.ones((1, 4), np.float32))
         assert client.infer("linear", [x]).as_numpy("probs").shape == (1, 3)
+        grpc_url = f"127.0.0.1:{serve.ports[1]}"
+        assert random_inputs(grpc_url, "grpc", "linear", api_key=key)["x"].shape == (1, 4)  # ge-triton bench --api-key
+        with pytest.raises(InferenceServerException, match="This protocol is restricted"):
+            random_inputs(grpc_url, "grpc", "linear")
         for count in ("\u0663", "99999999999999999999", "-5"):
             with pytest.raises(InferenceServerException, match="is not an integer from 1 to 1000 in ASCII digits"):
                 client.infer("linear_sim", [x], parameters={"acl_profile": f"{PROFILING_TOKEN}:{count}"})

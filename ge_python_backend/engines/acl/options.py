@@ -102,7 +102,7 @@ PARAMETERS = (
         str,
         "",
         "a folder for profiling results (created if missing)",
-        "profile through acl.prof (a window after load, or on demand with acl_profiling_tokens)",
+        "profile through acl.prof (a window after load, or on demand with acl_profiling_tokens_file)",
     ),
     Parameter("acl_profiling_batches", parse_int(0), 0, "an integer >= 0", "profile the first N batches after load"),
     Parameter("acl_profiling_seconds", parse_float(0.0), 0.0, "seconds >= 0", "profile the first S seconds after load"),
