@@ -224,7 +224,7 @@ class _OrtSlot(Slot):
                 )
             staged[spec.name] = self._buffer(spec, shape)
         self._staged = staged
-        self._trim(len(staged))
+        self._trim(len(staged), sum(b.nbytes for b in staged.values()))
         return staged
 
     def _buffer(self, spec: TensorSpec, shape: tuple[int, ...]) -> np.ndarray:
@@ -238,11 +238,10 @@ class _OrtSlot(Slot):
             self._buffers.move_to_end(key)
         return buffer
 
-    def _trim(self, current: int) -> None:
-        """Drop the least recently used buffers until the ones kept besides the ``current`` (the
-        most recent) fit in BUFFER_CACHE_BYTES."""
-        kept = sum(b.nbytes for b in list(self._buffers.values())[-current:]) if current else 0
-        while len(self._buffers) > current and self._cached_bytes - kept > BUFFER_CACHE_BYTES:
+    def _trim(self, current: int, current_bytes: int) -> None:
+        """Drop the least recently used buffers until the ones kept besides the ``current`` most
+        recent (this run's, ``current_bytes``) fit in BUFFER_CACHE_BYTES."""
+        while len(self._buffers) > current and self._cached_bytes - current_bytes > BUFFER_CACHE_BYTES:
             _, dropped = self._buffers.popitem(last=False)
             self._cached_bytes -= dropped.nbytes
 

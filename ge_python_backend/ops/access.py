@@ -147,10 +147,6 @@ class Access:
         restriction = self.http.get(api)
         return {restriction.header: restriction.value} if restriction else {}
 
-    def grpc_metadata(self, api: Api) -> dict[str, str]:
-        restriction = self.grpc.get(api)
-        return {GRPC_HEADER_PREFIX + restriction.header: restriction.value} if restriction else {}
-
 
 def restriction_args(
     restricted: Sequence[Api],

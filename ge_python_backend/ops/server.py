@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ge_python_backend.errors import GEError
 from ge_python_backend.ops import ports
-from ge_python_backend.ops.access import HTTP_INFERENCE_OFF_HEADER, Access, Api, random_value, restriction_args
+from ge_python_backend.ops.access import Access, Api, random_value, restriction_args
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, write_ge_backend
 
 
@@ -119,8 +119,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         sock.bind((host, 0))
         return sock.getsockname()[1]
 
-
-__all__ = ["HTTP_INFERENCE_OFF_HEADER", "ServerError", "TritonInstall", "TritonServer", "find_tritonserver"]
 
 _LOG_PREFIX = re.compile(r"^[EWI]\d{4} [\d:.]+\s+\d+ [^\]]+\] ")
 #: error lines every start on a host without a GPU logs

@@ -22,9 +22,9 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from ge_python_backend.ops.access import API_KEY_HEADER, GRPC_HEADER_PREFIX
+from ge_python_backend.ops.access import API_KEY_HEADER, GRPC_HEADER_PREFIX, HTTP_INFERENCE_OFF_HEADER
 from ge_python_backend.ops.bench import random_inputs
-from ge_python_backend.ops.server import HTTP_INFERENCE_OFF_HEADER, free_port
+from ge_python_backend.ops.server import free_port
 from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models

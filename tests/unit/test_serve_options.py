@@ -11,8 +11,15 @@ import pytest
 from ge_python_backend.cli import build_parser
 from ge_python_backend.errors import GEError
 from ge_python_backend.ops import ports
-from ge_python_backend.ops.access import API_KEY_HEADER, OPERATOR_APIS, Api, command_lines_hidden, parse_apis
-from ge_python_backend.ops.server import HTTP_INFERENCE_OFF_HEADER, ServerError, TritonInstall, TritonServer
+from ge_python_backend.ops.access import (
+    API_KEY_HEADER,
+    HTTP_INFERENCE_OFF_HEADER,
+    OPERATOR_APIS,
+    Api,
+    command_lines_hidden,
+    parse_apis,
+)
+from ge_python_backend.ops.server import ServerError, TritonInstall, TritonServer
 from ge_python_backend.ops.server import arguments_in_force as in_force
 
 

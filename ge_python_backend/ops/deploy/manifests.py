@@ -236,10 +236,11 @@ def user_fields(plan: DeployPlan) -> Object:
 
 
 def helper_user(plan: DeployPlan) -> Object:
-    """The user of the containers that need no NPU (repository check, model loader): never root;
-    the pod's group when the pod is non-root (it owns the device nodes), else uid 1000's own."""
-    group = plan.run_as_group if plan.run_as_user != 0 else NON_ROOT_USER
-    return {"runAsUser": NON_ROOT_USER, "runAsGroup": group, "runAsNonRoot": True}
+    """The user of the containers that need no NPU (repository check, model loader): the pod's
+    when it is non-root, else uid and gid 1000, never root."""
+    if plan.run_as_user != 0:
+        return user_fields(plan)
+    return {"runAsUser": NON_ROOT_USER, "runAsGroup": NON_ROOT_USER, "runAsNonRoot": True}
 
 
 def volume_mounts(plan: DeployPlan, models: bool = True, models_read_only: bool = True) -> list[Object]:
