@@ -34,13 +34,16 @@ class Parameter:
     default: Any
     accepted: str
     help: str
+    #: the value is a secret: messages never show it
+    secret: bool = False
 
     def read(self, raw: str) -> Any:
         try:
             return self.parse(raw.strip())
         except (ValueError, TypeError) as exc:
             detail = f" ({exc})" if str(exc) else ""
-            raise ConfigError(f"parameter {self.name!r} has value {raw!r}{detail}; accepted: {self.accepted}") from None
+            shown = "(not shown)" if self.secret else repr(raw)
+            raise ConfigError(f"parameter {self.name!r} has value {shown}{detail}; accepted: {self.accepted}") from None
 
 
 def parse_int(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from ge_python_backend.ops.access import API_KEY_ENV
 from ge_python_backend.ops.bench import BenchError, Sweep, Target, random_inputs, report, run_sweep
 from ge_python_backend.ops.bench.progress import Progress
 from ge_python_backend.params import parse_int, parse_list
@@ -62,6 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="dims (without the batch axis) of a variable-size input",
     )
     parser.add_argument("--data", type=Path, help=".npz file with one request's tensors (instead of random data)")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get(API_KEY_ENV, ""),
+        metavar="KEY",
+        help="the operator key, where the server restricts model configs (ge-triton serve prints it; "
+        f"default: ${API_KEY_ENV})",
+    )
     parser.add_argument("--metrics-url", help="Prometheus endpoint (default: http://HOST:8002/metrics; 'none' to skip)")
     parser.add_argument("--json", type=Path, help="write the results as JSON")
     parser.add_argument("--plot", type=Path, help="write a PNG of throughput against p99 latency")
@@ -77,7 +86,9 @@ def _inputs(args: argparse.Namespace, url: str) -> dict[str, np.ndarray]:
             raise BenchError(
                 f"--data {args.data}: cannot read it as an .npz of the request's tensors ({exc})"
             ) from None
-    return random_inputs(url, args.protocol, args.model, batch_size=args.batch_size, shapes=dict(args.shape))
+    return random_inputs(
+        url, args.protocol, args.model, batch_size=args.batch_size, shapes=dict(args.shape), api_key=args.api_key
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ge_python_backend.ops.access import API_KEY_HEADER, OPERATOR_APIS, parse_apis
 from ge_python_backend.ops.deploy import (
     AccessMode,
     Autoscaler,
@@ -86,6 +87,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     device.add_argument("--run-as-user", metavar="UID", type=int, help="UID (default: 0 with NPUs, 1000 without)")
     device.add_argument("--device-group", type=int, metavar="GID", help="group owning /dev/davinci* (for non-root)")
     device.add_argument(
+        "--capabilities",
+        metavar="NAMES",
+        help="Linux capabilities the server keeps, comma-separated, or 'none' (default: DAC_OVERRIDE for root with "
+        "NPUs, for the device nodes; none otherwise); all others are dropped",
+    )
+    device.add_argument(
         "--spread", metavar="HOW", default="preferred", help="pod anti-affinity per node: preferred or required"
     )
     device.add_argument(
@@ -115,6 +122,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     server.add_argument("--grpc-port", metavar="PORT", type=int, default=8001)
     server.add_argument("--metrics-port", metavar="PORT", type=int, default=8002)
     server.add_argument("--model-control-mode", metavar="MODE", default="none", help="none (default) or explicit")
+    access = parser.add_argument_group("access (docs/security.md)")
+    access.add_argument(
+        "--restricted-apis",
+        metavar="GROUPS",
+        default=",".join(OPERATOR_APIS),
+        help=f"tritonserver API groups that need the operator key (header {API_KEY_HEADER}, HTTP and gRPC), "
+        "comma-separated, or 'none' (default: " + ",".join(OPERATOR_APIS) + ")",
+    )
+    access.add_argument(
+        "--http-inference",
+        choices=("on", "off"),
+        default="off",
+        help="HTTP inference (default off: tritonserver 2.51 aborts on one HTTP JSON request that declares a huge "
+        "shape; clients use gRPC)",
+    )
+    access.add_argument(
+        "--api-key-secret", metavar="NAME", help="Secret holding the operator key in 'key' (default: NAME-api-key)"
+    )
     server.add_argument("--cpu", metavar="QTY", default="2", help="CPU request (default 2)")
     server.add_argument("--cpu-limit", metavar="QTY", help="CPU limit (default: none)")
     server.add_argument("--memory", metavar="QTY", default="8Gi", help="memory request (default 8Gi)")
@@ -184,6 +209,9 @@ def options_from(args: argparse.Namespace) -> DeployOptions:
         grpc_port=args.grpc_port,
         metrics_port=args.metrics_port,
         model_control_mode=choice("--model-control-mode", ControlMode, args.model_control_mode),
+        restricted_apis=parse_apis(args.restricted_apis),
+        http_inference=args.http_inference == "on",
+        api_key_secret=args.api_key_secret,
         cpu=args.cpu,
         cpu_limit=args.cpu_limit,
         memory=args.memory,
@@ -195,6 +223,7 @@ def options_from(args: argparse.Namespace) -> DeployOptions:
         driver_mounts=choice("--driver-mounts", DriverMounts, args.driver_mounts),
         run_as_user=args.run_as_user,
         device_group=args.device_group,
+        capabilities=None if args.capabilities is None else _names(args.capabilities),
         spread=choice("--spread", Spread, args.spread),
         rollout=choice("--rollout", Rollout, args.rollout),
         monitor=args.monitor,
@@ -202,6 +231,10 @@ def options_from(args: argparse.Namespace) -> DeployOptions:
         scrape_interval=args.scrape_interval,
         check_repository=args.check_repository,
     )
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return () if text.strip() == "none" else tuple(n.strip().upper().removeprefix("CAP_") for n in text.split(","))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import signal
 from pathlib import Path
 from types import FrameType
 
-from ge_python_backend.ops.server import TritonServer, arguments_in_force
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.ops.access import (
+    API_KEY_ENV,
+    API_KEY_HEADER,
+    GRPC_HEADER_PREFIX,
+    OPERATOR_APIS,
+    command_lines_hidden,
+    operator_key,
+    parse_apis,
+)
+from ge_python_backend.ops.server import TritonServer
 
 #: Each ends serve, and with it tritonserver and the temporary folder.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -60,8 +69,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--http-inference",
         choices=("on", "off"),
         help="HTTP inference (infer, generate). tritonserver 2.51 aborts on one small JSON request that declares a "
-        "huge shape, so the default is on for a loopback --address and off otherwise; off answers 403 and keeps "
-        "health, metadata and model control on HTTP. gRPC is not affected",
+        "huge shape, so the default is on when the HTTP address in force (--address, or --http-address given "
+        "through --server-arg) is loopback and off otherwise; off answers 403 and keeps health and metadata on "
+        "HTTP. gRPC is not affected",
+    )
+    parser.add_argument(
+        "--restricted-apis",
+        type=_apis,
+        default=OPERATOR_APIS,
+        metavar="GROUPS",
+        help="tritonserver API groups that need the operator key (header "
+        f"{API_KEY_HEADER}, on HTTP and gRPC; ${API_KEY_ENV} sets it, else it is random and printed), "
+        "comma-separated, or 'none' to open them all (default: " + ",".join(OPERATOR_APIS) + ": model load and "
+        "unload, model configs, shared memory, trace and log settings; docs/security.md)",
     )
     parser.add_argument(
         "--log-file", type=Path, help="keep tritonserver's log here (default: in the temporary folder, removed at exit)"
@@ -92,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
             log_verbose=args.log_verbose,
             extra_args=args.server_args,
             startup_timeout=args.startup_timeout,
-            http_inference=_http_inference(args),
+            http_inference=None if args.http_inference is None else args.http_inference == "on",
+            restricted_apis=args.restricted_apis,
+            api_key=operator_key() if args.restricted_apis else None,
             log_path=args.log_file,
             stop_with_parent=True,
         )
@@ -120,16 +142,11 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise Stopped(signum)
 
 
-def _http_inference(args: argparse.Namespace) -> bool:
-    if args.http_inference is not None:
-        return bool(args.http_inference == "on")
-    if "http-restricted-api" in arguments_in_force(args.server_args):
-        return True  # the user restricts HTTP APIs; two restrictions of one API would clash
-    address = args.address.strip("[]")
+def _apis(text: str):
     try:
-        return address == "localhost" or ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
+        return parse_apis(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--restricted-apis {text!r}: ")) from None
 
 
 def _print_ready(server: TritonServer) -> None:
@@ -138,6 +155,18 @@ def _print_ready(server: TritonServer) -> None:
     print(f"       metrics {server.metrics_url}", flush=True)
     if not server.http_inference:
         print("       HTTP inference is off (--http-inference): send inference over gRPC", flush=True)
+    if server.restricted_apis:
+        print(
+            f"       {', '.join(server.restricted_apis)} need header {API_KEY_HEADER}: {server.api_key} "
+            f"(gRPC metadata {GRPC_HEADER_PREFIX}{API_KEY_HEADER}; --restricted-apis none opens them)",
+            flush=True,
+        )
+        if not command_lines_hidden():
+            print(
+                "       the key is on tritonserver's command line, which every local user can read in /proc "
+                "(mount /proc with hidepid=2 on a shared host)",
+                flush=True,
+            )
     states = {"READY": "ready", "UNAVAILABLE": "FAILED"}
     for model in server.models:
         if model.state:

@@ -75,10 +75,10 @@ class Engine(ABC):
     def slots(self) -> tuple[Slot, ...]:
         """The execution contexts; at least one."""
 
-    def batch_settings(self, parameters: Mapping[str, Any], shapes: Shapes) -> Hashable:
+    def batch_settings(self, parameters: Mapping[str, Any], shapes: Shapes, request_id: str = "") -> Hashable:
         """Engine settings a request asks for through its parameters (e.g. dynamic-AIPP values):
-        requests whose settings differ never share a batch. InputError names a bad parameter.
-        Default: none."""
+        requests whose settings differ never share a batch. InputError names a bad parameter;
+        ``request_id`` (the client's, may be empty) is for the engine's log. Default: none."""
         return None
 
     @property

@@ -85,8 +85,10 @@ _DEVICE_PROVIDERS = {"CANNExecutionProvider", "CUDAExecutionProvider", "ROCMExec
 #: ONNX Runtime's log severity "error" (0 verbose, 1 info, 2 warning, 3 error, 4 fatal).
 _ORT_LOG_ERROR = 3
 
-#: Distinct input shapes a slot keeps buffers for (least recently used dropped first).
-_BUFFER_CACHE_SHAPES = 16
+#: Bytes of input buffers a slot keeps for shapes other than its last run's (least recently used
+#: dropped first): clients choose the shapes of a model with dynamic axes, so the cache is bounded
+#: in bytes, not in shapes (sixteen shapes of 16 MB kept 244 MiB before).
+BUFFER_CACHE_BYTES = 64 << 20
 
 
 def _tensor_spec(node: Any, unranked: frozenset[str]) -> TensorSpec:
@@ -209,6 +211,7 @@ class _OrtSlot(Slot):
         self._text_inputs = {t.name for t in spec.inputs if t.dtype == "BYTES"}
         self._text_outputs = {t.name for t in spec.outputs if t.dtype == "BYTES"}
         self._buffers: OrderedDict[tuple[str, tuple[int, ...]], np.ndarray] = OrderedDict()
+        self._cached_bytes = 0
         self._staged: dict[str, np.ndarray] = {}
 
     def inputs(self, shapes: Shapes, settings: Hashable = None) -> dict[str, np.ndarray]:
@@ -222,6 +225,7 @@ class _OrtSlot(Slot):
                 )
             staged[spec.name] = self._buffer(spec, shape)
         self._staged = staged
+        self._trim(len(staged), sum(b.nbytes for b in staged.values()))
         return staged
 
     def _buffer(self, spec: TensorSpec, shape: tuple[int, ...]) -> np.ndarray:
@@ -230,11 +234,17 @@ class _OrtSlot(Slot):
         if buffer is None:
             buffer = np.empty(shape, dtype=spec.numpy_dtype)
             self._buffers[key] = buffer
-            if len(self._buffers) > _BUFFER_CACHE_SHAPES * len(self._spec.inputs):
-                self._buffers.popitem(last=False)
+            self._cached_bytes += buffer.nbytes
         else:
             self._buffers.move_to_end(key)
         return buffer
+
+    def _trim(self, current: int, current_bytes: int) -> None:
+        """Drop the least recently used buffers until the ones kept besides the ``current`` most
+        recent (this run's, ``current_bytes``) fit in BUFFER_CACHE_BYTES."""
+        while len(self._buffers) > current and self._cached_bytes - current_bytes > BUFFER_CACHE_BYTES:
+            _, dropped = self._buffers.popitem(last=False)
+            self._cached_bytes -= dropped.nbytes
 
     def run(self) -> dict[str, np.ndarray]:
         started = time.perf_counter()

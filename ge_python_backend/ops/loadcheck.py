@@ -2,11 +2,13 @@
 
 Offline rules always trail what the server checks, so the server is asked too: a tritonserver
 (``PATH`` or the bundled one, ``ops.server``) starts in explicit model-control mode on free
-loopback ports with nothing loaded; each model is loaded through the repository API, its
-config as the server completed it is read back and compared with the file, and it is unloaded
-again. A refused load is reported with Triton's own message: the load API's answer, or, when
-the config failed while the repository was polled (the API then only says "failed to poll from
-model repository"), the reason the server logged ("Poll failed for model directory ...", CORE
+loopback ports with nothing loaded, gRPC and HTTP inference off, and the repository API (which
+loads code: a load request may upload files), model configs, shared memory, trace and logging
+restricted with a random key only this process knows (``check_server``); each model is loaded
+through the repository API, its config as the server completed it is read back and compared with
+the file, and it is unloaded again. A refused load is reported with Triton's own message: the
+load API's answer, or, when the config failed while the repository was polled (the API then only
+says "failed to poll from model repository"), the reason the server logged ("Poll failed for model directory ...", CORE
 r24.10 ``src/model_repository_manager/model_repository_manager.cc:1460``).
 """
 
@@ -25,6 +27,7 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from ge_python_backend.ops.access import OPERATOR_APIS, Api
 from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.repository.config import mc, read_config_file
 
@@ -62,18 +65,33 @@ def load_models(
     results: list[LoadResult] = []
     pending = list(models)
     while pending:
-        running = server or TritonServer(repository, model_control_mode="explicit", exit_on_error=False).start()
+        running = server or check_server(repository)
         try:
+            if server is None:
+                running.start()
             while pending:
                 results.append(_load_one(running, Path(repository), pending.pop(0), load_timeout, unload))
                 if running.process is None or running.process.poll() is not None:
                     break
         finally:
             if server is None:
-                running.stop()
+                running.close()  # its temporary folder too, also when the start failed
         if server is not None:
             break
     return results
+
+
+def check_server(repository: Path) -> TritonServer:
+    """The (not yet started) tritonserver ``check --load`` loads models in: explicit mode,
+    loopback, HTTP only, no inference, operator APIs behind a random key."""
+    return TritonServer(
+        repository,
+        model_control_mode="explicit",
+        exit_on_error=False,
+        restricted_apis=OPERATOR_APIS,
+        http_inference=False,
+        extra_args=["--allow-grpc=false"],
+    )
 
 
 def _load_one(server: TritonServer, repository: Path, model: str, timeout: float, unload: bool) -> LoadResult:
@@ -92,7 +110,7 @@ def _load_one(server: TritonServer, repository: Path, model: str, timeout: float
                 message = f"the load did not finish within {timeout:.0f} s ({message})"
         return LoadResult(model, False, message)
     try:
-        served = _get_json(server, f"/v2/models/{model}/config")
+        served = _served_config(server, model)
         changes = tuple(config_changes(read_config_file(repository / model / "config.pbtxt"), served))
     finally:
         if unload:
@@ -116,7 +134,13 @@ def _last_words(log: str) -> str:
 
 
 def _post(server: TritonServer, path: str, timeout: float) -> tuple[int, str]:
-    request = urllib.request.Request(f"http://{server.http_address}{path}", data=b"{}", method="POST")
+    """POST to the repository API (load, unload)."""
+    request = urllib.request.Request(
+        f"http://{server.http_address}{path}",
+        data=b"{}",
+        method="POST",
+        headers=server.http_headers(Api.MODEL_REPOSITORY),
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read().decode(errors="replace")
@@ -126,8 +150,11 @@ def _post(server: TritonServer, path: str, timeout: float) -> tuple[int, str]:
         return 0, str(exc)
 
 
-def _get_json(server: TritonServer, path: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://{server.http_address}{path}", timeout=30) as response:
+def _served_config(server: TritonServer, model: str) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"http://{server.http_address}/v2/models/{model}/config", headers=server.http_headers(Api.MODEL_CONFIG)
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
 
 

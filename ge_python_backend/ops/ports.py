@@ -9,6 +9,7 @@ listening socket belongs to our process.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import socket
 from pathlib import Path
@@ -69,3 +70,12 @@ def holders(port: int) -> list[str]:
                 name = "?"
             found.append(f"pid {entry.name} ({name})")
     return found
+
+
+def is_loopback(host: str) -> bool:
+    """Whether an address to bind to is loopback only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    address = host.strip("[]")
+    try:
+        return address == "localhost" or ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False

@@ -16,7 +16,6 @@ import ctypes
 import json
 import os
 import re
-import secrets
 import shutil
 import signal
 import socket
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from ge_python_backend.errors import GEError
 from ge_python_backend.ops import ports
+from ge_python_backend.ops.access import Access, Api, random_value, restriction_args
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, NPU_GE_BACKEND_NAME, write_ge_backend
 
 
@@ -127,10 +127,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-#: Header that ``http_inference=False`` makes tritonserver demand on HTTP inference requests (its
-#: value is random, so none carries it); the 403 answer names it, telling the client what to do.
-HTTP_INFERENCE_OFF_HEADER = "ge-http-inference-off-use-grpc"
-
 _LOG_PREFIX = re.compile(r"^[EWI]\d{4} [\d:.]+\s+\d+ [^\]]+\] ")
 #: error lines every start on a host without a GPU logs
 _HARMLESS = ("CudaDriverHelper has not been initialized",)
@@ -190,6 +186,11 @@ class TritonServer:
     (tritonserver takes the last value): ports, addresses, ``--exit-on-error`` and
     ``--model-control-mode`` are read back from the whole command line, and readiness is judged
     by what is in force.
+
+    ``restricted_apis`` need ``api_key`` (random unless given) in header ``ge-triton-key`` on
+    HTTP and gRPC (``ops.access``), except groups ``extra_args`` restrict themselves; the server's
+    own calls (readiness, ``check --load``) carry whatever is in force (``http_headers``).
+    ``http_inference`` None: on when the HTTP address in force is loopback, else off.
     """
 
     def __init__(
@@ -209,7 +210,9 @@ class TritonServer:
         startup_timeout: float = 180.0,
         workspace: Path | None = None,
         install: TritonInstall | None = None,
-        http_inference: bool = True,
+        http_inference: bool | None = True,
+        restricted_apis: Sequence[Api] = (),
+        api_key: str | None = None,
         log_path: Path | None = None,
         stop_with_parent: bool = False,
     ) -> None:
@@ -221,7 +224,6 @@ class TritonServer:
         self.env = dict(env or {})
         self.startup_timeout = startup_timeout
         self.install = install
-        self.http_inference = http_inference
         self.stop_with_parent = stop_with_parent
         self._own_workspace = workspace is None
         self.workspace = Path(workspace or tempfile.mkdtemp(prefix="ge-triton-"))
@@ -237,13 +239,13 @@ class TritonServer:
 
         self.model_control_mode = last("model-control-mode", model_control_mode)
         self.exit_on_error = _true(last("exit-on-error", str(exit_on_error)))
-        ports = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
+        given = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
         self.endpoints = tuple(
             Endpoint(
                 name,
                 option,
                 last(f"{option}-address", address),
-                int(last(f"{option}-port", str(ports[option] or free_port(address)))),
+                int(last(f"{option}-port", str(given[option] or free_port(address)))),
                 _true(last(f"allow-{option}", "true")),
             )
             for name, option in (("HTTP", "http"), ("gRPC", "grpc"), ("metrics", "metrics"))
@@ -255,6 +257,19 @@ class TritonServer:
                 "--allow-http=false: the server's readiness is checked over HTTP; keep HTTP on and refuse "
                 "HTTP inference instead (ge-triton serve --http-inference off)"
             )
+        self.http_inference = ports.is_loopback(self._http.host) if http_inference is None else http_inference
+        self.restricted_apis = tuple(restricted_apis)
+        self.api_key = api_key or (random_value() if self.restricted_apis else "")
+        taken = Access.of(forced.get("http-restricted-api", ()), forced.get("grpc-restricted-protocol", ()))
+        self._restrictions = restriction_args(
+            self.restricted_apis, self.api_key, http_inference=self.http_inference, taken=taken
+        )
+        ours = arguments_in_force(self._restrictions)
+        #: what tritonserver restricts: ours and the extra arguments' restrictions
+        self.access = Access.of(
+            [*ours.get("http-restricted-api", ()), *forced.get("http-restricted-api", ())],
+            [*ours.get("grpc-restricted-protocol", ()), *forced.get("grpc-restricted-protocol", ())],
+        )
 
     @property
     def http_address(self) -> str:
@@ -287,12 +302,7 @@ class TritonServer:
             "--backend-config=python,shm-default-byte-size=16777216",
             "--backend-config=python,shm-growth-byte-size=16777216",
         ]
-        if not self.http_inference:
-            # tritonserver 2.51 has no bound on what an HTTP JSON input may declare: a tiny request
-            # with shape [1,3,100000,100000] makes it allocate 120 GB and abort (std::bad_alloc,
-            # server r24.10 http_server.cc ParseJsonTritonIO; --http-max-input-size came in r25.06).
-            # Restricted APIs are refused (403) before the body is read.
-            args.append(f"--http-restricted-api=inference:{HTTP_INFERENCE_OFF_HEADER}={secrets.token_hex(16)}")
+        args += self._restrictions
         args += [f"--load-model={name}" for name in self.load_models]
         return args + list(self.extra_args)
 
@@ -410,9 +420,18 @@ class TritonServer:
                     f"(pid {pid}); choose another port (--{endpoint.option}-port)"
                 )
 
+    def http_headers(self, api: Api) -> dict[str, str]:
+        """The headers an HTTP call to ``api`` needs on this server (none when it is open)."""
+        return self.access.http_headers(api)
+
     def model_states(self) -> list[ModelState] | None:
         """Every model of the repository index; None if the server does not answer."""
-        request = urllib.request.Request(f"http://{self.http_address}/v2/repository/index", data=b"{}", method="POST")
+        request = urllib.request.Request(
+            f"http://{self.http_address}/v2/repository/index",
+            data=b"{}",
+            method="POST",
+            headers=self.http_headers(Api.MODEL_REPOSITORY),
+        )
         try:
             with urllib.request.urlopen(request, timeout=5) as response:
                 index = json.loads(response.read())

@@ -14,19 +14,28 @@ A template is a folder holding ``template.json`` and the files it names::
     }
 
 Text is rendered with ``string.Template``: ``${name}``, ``${source}``, ``${model_file}`` and every
-option are available. An option's ``type`` ("string" by default, "int" with an optional ``min``,
-"float_list" or "bool") is checked when it is given; a ``file`` option must name an existing
-file. Target paths stay inside the model folder and sources inside the template folder: both are
-checked when the template loads, before anything is written. Adding a template needs no code
-change.
+option are available. Values are rendered for the language they land in, since ``source`` (the
+model file's name) and string options are anyone's text: in a ``.py`` file placeholders may sit
+only in plain string literals and comments (checked when the template loads), each value is
+escaped as the body of such a literal, and the rendered file must parse to the template's own code
+(else nothing is written); in other files a value with a control character is refused; values in
+``parameters``, ``inputs`` and ``outputs`` go into config.pbtxt through its protobuf. An option's
+``type`` ("string" by default, "int" with an optional ``min``, "float_list" or "bool") is checked
+when it is given; a ``file`` option must name an existing file. Target paths stay inside the
+model folder and sources inside the template folder: both are checked when the template loads,
+before anything is written. Adding a template needs no code change.
 """
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import os
 import shutil
 import string
+import tokenize
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +48,9 @@ from ge_python_backend.params import parse_bool, parse_int, parse_list
 ENV_TEMPLATE_PATH = "GE_TRITON_TEMPLATE_PATH"
 
 OPTION_TYPES = ("string", "int", "float_list", "bool")
+#: What a placeholder becomes while a Python template is checked: an identifier, so the template
+#: tokenizes and parses wherever it sits.
+_MARKER = "GE_TEMPLATE_VALUE_{}_"
 
 
 def _option_parser(option: Mapping[str, Any]) -> tuple[Callable[[str], Any], str]:
@@ -109,6 +121,67 @@ class Template:
         except (KeyError, ValueError) as exc:
             raise ConfigError(f"template {self.name!r}, {where}: cannot render placeholder {exc}") from None
 
+    def render_text(self, text: str, values: Mapping[str, str], where: str) -> str:
+        """A text file of unknown language: values with control characters are refused."""
+        for name in _placeholders(text):
+            bad = next((c for c in values.get(name, "") if unicodedata.category(c)[0] in "CZ" and c != " "), None)
+            if bad is not None:
+                raise ConfigError(
+                    f"template {self.name!r}, {where}: the value of ${{{name}}} holds the control character "
+                    f"U+{ord(bad):04X}, which a text file cannot carry safely; rename the file or change the value"
+                )
+        return self.render(text, values, where)
+
+    def render_python(self, text: str, values: Mapping[str, str], where: str) -> str:
+        """A Python file: every value escaped as string-literal text; the result must be the
+        template's own code with only its strings' text changed."""
+        marked, names = self._python_markers(text, where)
+        rendered = self.render(text, {k: _python_text(v) for k, v in values.items()}, where)
+        markers = {_MARKER.format(i): values.get(name, "") for i, name in enumerate(names)}
+
+        def filled(literal: str) -> str:
+            for marker, value in markers.items():
+                literal = literal.replace(marker, value)
+            return literal
+
+        expected_code, expected_strings = _code_and_strings(marked)
+        code, strings = _code_and_strings(rendered)
+        if code != expected_code or strings != [filled(s) for s in expected_strings]:
+            raise ConfigError(
+                f"template {self.name!r}, {where}: rendering changed the file's code (a value left its string); "
+                "nothing was written"
+            )
+        return rendered
+
+    def _python_markers(self, text: str, where: str) -> tuple[str, list[str]]:
+        """``text`` with markers for its placeholders, and their names in order; ConfigError for a
+        placeholder outside a plain string literal or comment."""
+        names: list[str] = []
+
+        def mark(match) -> str:
+            if match.group("escaped") is not None:
+                return "$"
+            name = match.group("named") or match.group("braced")
+            if name is None:
+                raise ConfigError(f"template {self.name!r}, {where}: invalid placeholder at {match.group(0)!r}")
+            names.append(name)
+            return _MARKER.format(len(names) - 1)
+
+        marked = string.Template.pattern.sub(mark, text)
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(marked).readline))
+        except (tokenize.TokenError, SyntaxError) as exc:
+            raise ConfigError(f"template {self.name!r}, {where}: not valid Python ({exc})") from None
+        for token in tokens:
+            for index, name in enumerate(names):
+                if _MARKER.format(index) in token.string and not _holds_text(token):
+                    raise ConfigError(
+                        f"template {self.name!r}, {where} line {token.start[0]}: placeholder ${{{name}}} must sit in "
+                        "a plain string literal or a comment (not in code, an f-string, a bytes or a raw string); "
+                        "read values from the config parameters in code"
+                    )
+        return marked, names
+
     def render_data(self, data: Any, values: Mapping[str, str], where: str) -> Any:
         """Render every string in a JSON value; strings that become integers turn into ints."""
         if isinstance(data, str):
@@ -130,7 +203,8 @@ class Template:
                 shutil.copyfile(values[source[1:]], target)
             else:
                 text = safe_join(self.folder, source).read_text(encoding="utf-8")
-                target.write_text(self.render(text, values, source), encoding="utf-8")
+                render = self.render_python if target.suffix == ".py" else self.render_text
+                target.write_text(render(text, values, source), encoding="utf-8")
             written.append(target)
         return written
 
@@ -150,6 +224,47 @@ class Template:
                     raise ConfigError(f"template {self.name!r}: {source!r} copies no file option")
             elif not safe_join(self.folder, source).is_file():
                 raise ConfigError(f"template {self.name!r}: source {source!r} is not a file in {self.folder}")
+            elif target.endswith(".py"):
+                self._python_markers(safe_join(self.folder, source).read_text(encoding="utf-8"), source)
+
+
+def _placeholders(text: str) -> list[str]:
+    return [m.group("named") or m.group("braced") for m in string.Template.pattern.finditer(text) if m.group(0) != "$$"]
+
+
+def _python_text(value: str) -> str:
+    """``value`` as the text of a plain Python string literal (any quotes) or a comment: backslashes,
+    quotes and unprintable characters (line breaks among them) escaped."""
+    escaped = []
+    for char in value:
+        if char in "\\'\"":
+            escaped.append("\\" + char)
+        elif char.isprintable():
+            escaped.append(char)
+        else:
+            escaped.append(repr(char)[1:-1])  # \n, \x00, \u2028, \udcff ...
+    return "".join(escaped)
+
+
+def _holds_text(token: tokenize.TokenInfo) -> bool:
+    """A comment, or a plain (or u-prefixed) string literal."""
+    if token.type == tokenize.COMMENT:
+        return True
+    if token.type != tokenize.STRING:
+        return False
+    prefix = token.string[: len(token.string) - len(token.string.lstrip("rRbBuUfF"))]
+    return prefix.lower() in ("", "u")
+
+
+def _code_and_strings(source: str) -> tuple[str, list[str]]:
+    """The code of ``source`` with its string constants blanked, and those strings in order."""
+    tree = ast.parse(source)
+    strings = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings.append(node.value)
+            node.value = ""
+    return ast.dump(tree), strings
 
 
 def _stays_inside(relative: str) -> bool:

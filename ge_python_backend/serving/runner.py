@@ -160,7 +160,7 @@ class Runner:
                 prepared = prepare(t.request.inputs, info)
                 if info.parameters or settings_always:  # else batch_settings is None by contract
                     shapes = {n: a.shape for n, a in (*prepared.batched.items(), *prepared.shared.items())}
-                    prepared.settings = self._engine.batch_settings(info.parameters, shapes)
+                    prepared.settings = self._engine.batch_settings(info.parameters, shapes, info.request_id)
                 items[index] = prepared
                 t.rows = prepared.rows
             except InputError as exc:

@@ -15,15 +15,21 @@ int64 kills tritonserver itself.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
+import json
 import re
 import shutil
+import socket
+import tempfile
+import urllib.error
+import urllib.request
 
 import pytest
 
 from ge_python_backend.cli import main
-from ge_python_backend.ops.loadcheck import load_models
+from ge_python_backend.ops.loadcheck import check_server, load_models
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
@@ -249,3 +255,33 @@ def test_a_version_beyond_int64_kills_tritonserver(tmp_path):
     assert "std::out_of_range" in huge.message and "stoll" in huge.message
     assert after.loaded  # a fresh server loads the rest
     assert check_repository(tmp_path / "repo", backends=tmp_path).fatal_models() == ("huge",)
+
+
+def test_check_load_keeps_the_load_api_behind_its_key_and_leaves_no_folder(tmp_path, monkeypatch):
+    """Finding 8 of issue 22: check --load's explicit-mode server took Triton's load API, which
+    uploads files (code), from any local user; its folder outlived a failed start."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where its workspace goes
+    (tmp_path / "tmp").mkdir()
+    folder = tmp_path / "repo" / "plain"
+    (folder / "1").mkdir(parents=True)
+    (folder / "1" / "model.py").write_text(PLAIN_MODEL)
+    (folder / "config.pbtxt").write_text(f'name: "plain"\nbackend: "python"\n{IO}\n')
+    server = check_server(tmp_path / "repo")
+    server.start()
+    try:
+        upload = {"parameters": {"config": "{}", "file:1/model.py": base64.b64encode(b"import os").decode()}}
+        request = urllib.request.Request(
+            f"http://{server.http_address}/v2/repository/models/intruder/load",
+            data=json.dumps(upload).encode(),
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 403 and "ge-triton-key" in refused.value.read().decode()
+        with pytest.raises(ConnectionRefusedError):  # no gRPC endpoint at all
+            socket.create_connection(("127.0.0.1", server.grpc_port), timeout=5)
+        (result,) = load_models(tmp_path / "repo", ["plain"], server=server)  # its own calls carry the key
+        assert result.loaded, result.message
+    finally:
+        server.close()
+    assert list((tmp_path / "tmp").iterdir()) == []

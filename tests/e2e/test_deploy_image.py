@@ -1,11 +1,15 @@
 """The server command ``ge-triton deploy`` writes runs: the image's preparation step, its
 entrypoint, the init container's check and the tritonserver arguments of the Deployment, here on
-loopback with the bundled tritonserver (what the image does, without docker)."""
+loopback with the bundled tritonserver (what the image does, without docker), on a read-only root
+filesystem with the pod's emptyDirs writable (``tests/support/readonly_root.py``, where this
+machine allows it), and the APIs the manifests restrict refuse clients without the operator key."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -17,14 +21,18 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-import tritonclient.http as httpclient
+import tritonclient.grpc as grpcclient
 import yaml
+from tritonclient.utils import InferenceServerException
 
 from ge_python_backend.cli import main
-from ge_python_backend.ops.deploy.manifests import BACKENDS_DIR, MODELS_DIR
+from ge_python_backend.ops.access import API_KEY_ENV, API_KEY_HEADER, GRPC_HEADER_PREFIX, HTTP_INFERENCE_OFF_HEADER
+from ge_python_backend.ops.deploy.manifests import ASCEND_LOG_DIR, BACKENDS_DIR, MODELS_DIR
 from ge_python_backend.ops.server import free_port
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.testing import models
+from tests.support import readonly_root
+from tests.support.clients import HUGE_SHAPE_REQUEST
 
 pytestmark = pytest.mark.e2e
 
@@ -42,6 +50,20 @@ def _status(url: str) -> int:
 def _documents(path: Path) -> dict:
     (document,) = yaml.safe_load_all(path.read_text())
     return document
+
+
+def _request(url: str, headers: dict[str, str] | None = None, body: bytes | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=body, headers=headers or {}, method="POST" if body else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _kubelet_expand(arg: str, env: dict[str, str]) -> str:
+    """$(VAR) in a container's args, as the kubelet expands them from the container's env."""
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)), arg)
 
 
 def test_the_deployments_commands_run(tmp_path):
@@ -66,31 +88,52 @@ def test_the_deployments_commands_run(tmp_path):
 
     # ldconfig in the image makes the libraries prepare.py lists visible; here LD_LIBRARY_PATH does.
     libraries = (tmp_path / "ld.conf").read_text().split()
-    env = dict(
-        os.environ,
-        PATH=os.pathsep.join([str(Path(sys.executable).parent), str(bin_dir), os.environ["PATH"]]),
-        LD_LIBRARY_PATH=os.pathsep.join(libraries),
-    )
-    entrypoint = ["bash", str(out / "image" / "entrypoint.sh")]
+    key = secrets.token_hex(16)  # the operator key, from the Secret in a cluster
+
+    def environment(container: dict) -> dict[str, str]:
+        variables = {e["name"]: e.get("value", key if e["name"] == API_KEY_ENV else "") for e in container["env"]}
+        return dict(
+            os.environ,
+            **variables,
+            PATH=os.pathsep.join([str(Path(sys.executable).parent), str(bin_dir), os.environ["PATH"]]),
+            LD_LIBRARY_PATH=os.pathsep.join(libraries),
+        )
+
+    def as_in_the_pod(container: dict) -> list[str]:
+        """The entrypoint on a read-only root with the container's emptyDirs writable (where possible)."""
+        entrypoint = ["bash", str(out / "image" / "entrypoint.sh")]
+        if not readonly_root.available():
+            return entrypoint
+        writable = [m["mountPath"] for m in container["volumeMounts"] if m["name"] in ("tmp", "ascend-log")]
+        # /dev/shm stays the machine's own tmpfs; CANN's log folder: a tmpfs on its parent (it creates it)
+        writable = [str(Path(w).parent) if w == ASCEND_LOG_DIR else w for w in writable]
+        return [*readonly_root.prefix(tmp_path, writable, container["workingDir"]), *entrypoint]
 
     # The init container: ge-triton check on the mounted repository.
+    init = pod["initContainers"][0]
     check = subprocess.run(
-        [*entrypoint, *map(local, pod["initContainers"][0]["args"])], env=env, capture_output=True, text=True
+        [*as_in_the_pod(init), *map(local, init["args"])], env=environment(init), capture_output=True, text=True
     )
     assert check.returncode == 0 and check.stdout.startswith("ok: 1 model checked"), check.stdout + check.stderr
 
-    # The server container: its args with loopback ports.
+    # The server container: its args with loopback ports, the key expanded as the kubelet does.
     container = pod["containers"][0]
+    env = environment(container)
     ports = {p["name"]: free_port() for p in container["ports"]}
     renamed = {
         f"--{name}-port={p['containerPort']}": f"--{name}-port={ports[p['name']]}"
         for name, p in ((p["name"], p) for p in container["ports"])
     }
-    args = [renamed.get(a, local(a)) for a in container["args"]]
+    args = [_kubelet_expand(renamed.get(a, local(a)), env) for a in container["args"]]
     args += ["--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1"]
     log = (tmp_path / "server.log").open("wb")
     server = subprocess.Popen(
-        [*entrypoint, *args], env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        [*as_in_the_pod(container), *args],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         http = f"127.0.0.1:{ports['http']}"
@@ -103,12 +146,42 @@ def test_the_deployments_commands_run(tmp_path):
         for probe in ("startupProbe", "livenessProbe"):
             assert _status(f"http://{http}{container[probe]['httpGet']['path']}") == 200
         x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
-        request = httpclient.InferInput("x", list(x.shape), "FP32")
+        request = grpcclient.InferInput("x", list(x.shape), "FP32")
         request.set_data_from_numpy(x)
-        with httpclient.InferenceServerClient(http) as client:
-            result = client.infer("linear", [request])
+        grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{ports['grpc']}")
+        result = grpc.infer("linear", [request])  # clients infer over gRPC
         expected = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"]).run(["logits"], {"x": x})[0]
         np.testing.assert_allclose(result.as_numpy("logits"), expected, rtol=1e-5, atol=1e-6)
+
+        # HTTP inference is refused before tritonserver 2.51 parses the request that aborts it.
+        status, body = _request(f"http://{http}/v2/models/linear/infer", body=json.dumps(HUGE_SHAPE_REQUEST).encode())
+        assert (status, json.loads(body)["error"]) == (
+            403,
+            f"This API is restricted, expecting header '{HTTP_INFERENCE_OFF_HEADER}'",
+        )
+        # The operator APIs need the key from the Secret, on HTTP and gRPC; health and metadata do not.
+        restricted = f"This API is restricted, expecting header '{API_KEY_HEADER}'"
+        for path, body in (
+            ("/v2/models/linear/config", None),
+            ("/v2/repository/index", b"{}"),
+            (
+                "/v2/systemsharedmemory/region/r/register",
+                json.dumps({"key": "/x", "offset": 0, "byte_size": 8}).encode(),
+            ),
+            ("/v2/logging", json.dumps({"log_verbose_level": 1}).encode()),
+            ("/v2/trace/setting", json.dumps({"trace_rate": "1"}).encode()),
+        ):
+            status, answer = _request(f"http://{http}{path}", body=body)
+            assert (status, json.loads(answer)) == (403, {"error": restricted}), path
+        status, body = _request(f"http://{http}/v2/models/linear/config", {API_KEY_HEADER: key})
+        assert status == 200 and json.loads(body)["name"] == "linear"
+        assert _status(f"http://{http}/v2/models/linear") == 200
+        with pytest.raises(InferenceServerException, match=f"expecting header '{GRPC_HEADER_PREFIX}{API_KEY_HEADER}'"):
+            grpc.get_model_config("linear")
+        assert grpc.get_model_config("linear", headers={GRPC_HEADER_PREFIX + API_KEY_HEADER: key}).config.name == (
+            "linear"
+        )
+        grpc.close()
         # Triton publishes its counters a moment after the request.
         success = re.compile(r'^nv_inference_request_success\{model="linear",version="1"\} 1$', re.M)
         deadline = time.monotonic() + 10

@@ -1,6 +1,7 @@
 """`ge-triton serve`: says which models are up and which failed and why, refuses ports in use,
-stops tritonserver and removes its temporary folder on every stop signal, and keeps HTTP
-inference off where asked (tritonserver 2.51 aborts on one small HTTP JSON request)."""
+stops tritonserver and removes its temporary folder on every stop signal, keeps HTTP inference
+off where HTTP listens off loopback (tritonserver 2.51 aborts on one small HTTP JSON request), and
+keeps the operator APIs behind its key (issue 22: findings 1, 2 and 6 through the real server)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,18 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
-from ge_python_backend.ops.server import HTTP_INFERENCE_OFF_HEADER, free_port
+from ge_python_backend.ops.access import API_KEY_HEADER, GRPC_HEADER_PREFIX, HTTP_INFERENCE_OFF_HEADER
+from ge_python_backend.ops.bench import random_inputs
+from ge_python_backend.ops.server import free_port
+from ge_python_backend.repository.config import set_parameters
+from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
 from tests.support import repos
+from tests.support.clients import HUGE_SHAPE_REQUEST
 
 pytestmark = pytest.mark.e2e
-#: The request that aborts tritonserver 2.51 over HTTP (std::bad_alloc): 1.2e11 bytes declared.
-HUGE_SHAPE = {"inputs": [{"name": "x", "shape": [1, 3, 100000, 100000], "datatype": "FP32", "data": [1.0]}]}
 SLOW_MODEL = """
 import time
 
@@ -47,14 +52,24 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]
 """
 
 
+PROFILING_TOKEN = "ops-team-0123456789abcdef"
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    """linear (serves) and broken (its model file is missing)."""
+    """linear (serves), broken (its model file is missing) and linear_sim (acl-sim, profiling on
+    demand with a token file)."""
     root = tmp_path_factory.mktemp("serve")
     linear = models.linear(root / "linear.onnx")
     repo = root / "repo"
     repos.generated(repo, linear, "linear")
     (repos.generated(repo, linear, "broken") / "1" / "model.onnx").unlink()
+    sim_compile(linear, root / "linear.om", batch_gears=(1, 2, 4))
+    sim = repos.generated(repo, root / "linear.om", "linear_sim")
+    (sim / "1" / "profiling-tokens").write_text(f"{PROFILING_TOKEN}\n")
+    set_parameters(
+        sim / "config.pbtxt", acl_profiling_dir=str(root / "prof"), acl_profiling_tokens_file="profiling-tokens"
+    )
     return repo
 
 
@@ -183,27 +198,64 @@ def test_a_port_in_use_is_refused_before_tritonserver_starts(repo):
     assert not workspace.exists()
 
 
-def test_sighup_ends_serve_and_tritonserver_and_http_inference_off_refuses_the_crash_request(repo):
-    serve = Serve(repo, "--http-inference", "off")
+def _http(port: int, method: str, path: str, body: object = None, headers: dict | None = None) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        data = None if body is None else json.dumps(body)
+        connection.request(method, path, data, {"Content-Type": "application/json", **(headers or {})})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read() or b"{}")
+    finally:
+        connection.close()
+
+
+def test_off_loopback_serve_refuses_http_inference_and_the_operator_apis_without_its_key_and_ends_on_sighup(repo):
+    """Finding 6: HTTP bound off loopback through --server-arg turns HTTP inference off; finding 1:
+    the request that aborts 2.51 is refused; finding 2: model configs (and the other operator APIs)
+    need the key, profiling tokens are nowhere in a config, and a window opened on demand is bounded
+    and names its request in the log."""
+    serve = Serve(repo, "--server-arg=--http-address=0.0.0.0")
     try:
         text = serve.until("Ctrl-C stops the server")
         assert "HTTP inference is off (--http-inference): send inference over gRPC" in text
-        connection = http.client.HTTPConnection("127.0.0.1", serve.ports[0], timeout=30)
-        connection.request(
-            "POST", "/v2/models/linear/infer", json.dumps(HUGE_SHAPE), {"Content-Type": "application/json"}
+        key = re.search(rf"need header {API_KEY_HEADER}: (\S+) ", text).group(1)
+        port = serve.ports[0]
+        status, answer = _http(port, "POST", "/v2/models/linear/infer", HUGE_SHAPE_REQUEST)
+        assert (status, answer["error"]) == (
+            403,
+            f"This API is restricted, expecting header '{HTTP_INFERENCE_OFF_HEADER}'",
         )
-        response = connection.getresponse()
-        assert response.status == 403
-        assert json.loads(response.read())["error"] == (
-            f"This API is restricted, expecting header '{HTTP_INFERENCE_OFF_HEADER}'"
-        )
-        connection.close()
+        for method, path, body in (
+            ("GET", "/v2/models/linear_sim/config", None),
+            ("POST", "/v2/repository/index", {}),
+            ("POST", "/v2/repository/models/linear/unload", {}),
+            ("POST", "/v2/systemsharedmemory/region/r/register", {"key": "/x", "offset": 0, "byte_size": 8}),
+        ):
+            status, answer = _http(port, method, path, body)
+            assert (status, answer["error"]) == (403, f"This API is restricted, expecting header '{API_KEY_HEADER}'")
+        status, config = _http(port, "GET", "/v2/models/linear_sim/config", headers={API_KEY_HEADER: key})
+        assert status == 200 and config["parameters"]["acl_profiling_tokens_file"]["string_value"] == "profiling-tokens"
+        assert PROFILING_TOKEN not in json.dumps(config)
+
         client = grpcclient.InferenceServerClient(f"127.0.0.1:{serve.ports[1]}")
         assert client.is_server_live() and client.is_model_ready("linear")
+        with pytest.raises(InferenceServerException, match=f"expecting header '{GRPC_HEADER_PREFIX}{API_KEY_HEADER}'"):
+            client.get_model_config("linear_sim")
         x = grpcclient.InferInput("x", [1, 4], "FP32")
         x.set_data_from_numpy(np.ones((1, 4), np.float32))
         assert client.infer("linear", [x]).as_numpy("probs").shape == (1, 3)
+        grpc_url = f"127.0.0.1:{serve.ports[1]}"
+        assert random_inputs(grpc_url, "grpc", "linear", api_key=key)["x"].shape == (1, 4)  # ge-triton bench --api-key
+        with pytest.raises(InferenceServerException, match="This protocol is restricted"):
+            random_inputs(grpc_url, "grpc", "linear")
+        for count in ("\u0663", "99999999999999999999", "-5"):
+            with pytest.raises(InferenceServerException, match="is not an integer from 1 to 1000 in ASCII digits"):
+                client.infer("linear_sim", [x], parameters={"acl_profile": f"{PROFILING_TOKEN}:{count}"})
+        client.infer("linear_sim", [x], request_id="profile-me", parameters={"acl_profile": f"{PROFILING_TOKEN}:2"})
         client.close()
+        log = _read(serve.workspace / "tritonserver.log")
+        assert "profiling started (2 batches, at most 60 s) for request 'profile-me'" in log
+        assert PROFILING_TOKEN not in log
         triton = serve.tritonserver()
         rest = serve.end(signal.SIGHUP)
         assert serve.process.returncode == 0 and "stopping tritonserver (SIGHUP)" in rest

@@ -117,7 +117,6 @@ def scaled(path: Path, inputs: dict[str, list]) -> Path:
     graph = helper.make_graph(
         nodes,
         "scaled",
-        "static_beside_batch",
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, d) for n, d in inputs.items()],
         [helper.make_tensor_value_info(f"{n}_out", TensorProto.FLOAT, d) for n, d in inputs.items()],
         values,

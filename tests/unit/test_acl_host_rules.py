@@ -493,7 +493,7 @@ def runner_for(engine):
     )
 
 
-def answer(runner, x, parameters=None):
+def answer(runner, x, parameters=None, request_id=""):
     """One request through ``runner``: (outputs, error)."""
     done = threading.Event()
     result = []
@@ -502,7 +502,7 @@ def answer(runner, x, parameters=None):
         result.append(({n: np.array(a) for n, a in outputs.items()} if outputs else None, error))
         done.set()
 
-    runner.submit([Request(RequestInfo(parameters=parameters or {}), {"x": x}, respond)])
+    runner.submit([Request(RequestInfo(request_id=request_id, parameters=parameters or {}), {"x": x}, respond)])
     assert done.wait(30)
     return result[0]
 
@@ -797,27 +797,115 @@ def test_the_pid_for_msprof_is_logged_at_every_load(built, caplog):
     assert f"pid {os.getpid()}: for msprof --dynamic=on --pid={os.getpid()}" in caplog.text
 
 
-def test_profiling_on_demand_needs_an_allowed_token(built, tmp_path):
+TOKEN = "letmein-0123456789abcdef"
+
+
+def tokens_file(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "profiling-tokens"
+    path.write_text("".join(f"{line}\n" for line in lines))
+    path.chmod(0o600)
+    return path
+
+
+def test_profiling_on_demand_needs_an_allowed_token(built, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="ge_python_backend.engines.acl.engine")
     folder = tmp_path / "prof"
-    engine = open_sim(built["dir"] / "batch.om", acl_profiling_dir=str(folder), acl_profiling_tokens=("letmein",))
+    tokens = tokens_file(tmp_path, "# ops team", "", TOKEN)
+    engine = open_sim(built["dir"] / "batch.om", acl_profiling_dir=str(folder), acl_profiling_tokens_file=str(tokens))
     runner = runner_for(engine)
     x = np.ones((1, 4), np.float32)
     try:
         assert markers(folder) == []  # no window at load without batches or seconds
-        for refused in ("guess", "guess:2", "letmein:many"):
+        for refused in ("guess", "guess:2", f"{TOKEN}x", "# ops team", f"{TOKEN}:many"):
             outputs, error = answer(runner, x, {"acl_profile": refused})
             assert outputs is None and isinstance(error, InputError) and "acl_profile" in str(error)
+            assert TOKEN not in str(error)
         assert markers(folder) == []
         for _ in range(2):
-            outputs, error = answer(runner, x, {"acl_profile": "letmein:2"} if not markers(folder) else {})
+            outputs, error = answer(runner, x, {"acl_profile": f"{TOKEN}:2"} if not markers(folder) else {}, "req-7")
             assert error is None
         assert markers(folder) == ["start", "stop"]  # two batches, then stopped
-        assert answer(runner, x, {"acl_profile": "letmein"})[1] is None
+        assert "profiling started (2 batches, at most 60 s) for request 'req-7'" in caplog.text
+        assert answer(runner, x, {"acl_profile": TOKEN})[1] is None
         assert markers(folder) == ["start", "stop", "start"]  # TOKEN alone: 100 batches
+        assert "profiling started (100 batches, at most 60 s) for a request" in caplog.text
     finally:
         runner.close()
         engine.close()
     assert markers(folder) == ["start", "stop", "start", "stop"]
+    assert TOKEN not in caplog.text
+
+
+@pytest.mark.parametrize("count", ["99999999999999999999", "-5", "1_000", "\u0663", "0", "1001", " 5", "5 ", "+5"])
+def test_profiling_batches_on_demand_are_ascii_digits_up_to_the_cap(built, tmp_path, count):
+    """Finding 2 of issue 22: 99999999999999999999 opened a window that never closed; -5, 1_000 and
+    the Arabic-Indic digit three were taken by int()."""
+    folder = tmp_path / "prof"
+    engine = open_sim(
+        built["dir"] / "batch.om",
+        acl_profiling_dir=str(folder),
+        acl_profiling_tokens_file=str(tokens_file(tmp_path, TOKEN)),
+    )
+    try:
+        with pytest.raises(InputError, match=r"is not an integer from 1 to 1000 in ASCII digits"):
+            engine.batch_settings({"acl_profile": f"{TOKEN}:{count}"}, {"x": (1, 4)})
+        assert markers(folder) == []
+        engine.batch_settings({"acl_profile": f"{TOKEN}:1000"}, {"x": (1, 4)})  # the cap itself
+        assert markers(folder) == ["start"]
+    finally:
+        engine.close()
+
+
+def test_a_window_opened_on_demand_closes_after_its_seconds_with_batches_left(built, tmp_path):
+    folder = tmp_path / "prof"
+    engine = open_sim(
+        built["dir"] / "batch.om",
+        acl_profiling_dir=str(folder),
+        acl_profiling_tokens_file=str(tokens_file(tmp_path, TOKEN)),
+        acl_profiling_max_seconds=0.2,
+    )
+    try:
+        engine.batch_settings({"acl_profile": f"{TOKEN}:1000"}, {"x": (1, 4)})
+        deadline = time.monotonic() + 10
+        while markers(folder) != ["start", "stop"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert markers(folder) == ["start", "stop"]  # no batch ran: the timer closed it
+    finally:
+        engine.close()
+
+
+def test_profiling_tokens_live_in_a_file_not_in_the_config(built, tmp_path):
+    """Triton returns config parameters to any client that may read model configs."""
+    from ge_python_backend.engines.acl.options import PARAMETERS
+
+    (retired,) = [p for p in PARAMETERS if p.name == "acl_profiling_tokens"]
+    with pytest.raises(ConfigError, match="write them to a file") as refused:
+        retired.read("k7Qe2-secret")
+    assert "k7Qe2-secret" not in str(refused.value)
+    with pytest.raises(ConfigError, match="'acl_profiling_tokens' is retired"):
+        open_sim(built["dir"] / "batch.om", acl_profiling_dir=str(tmp_path), acl_profiling_tokens=("k7Qe2",))
+    for lines, problem in (
+        ((), "holds no token"),
+        (("# only a comment",), "holds no token"),
+        (("short",), "line 1 is not a token"),
+        ((TOKEN, "with:colon-0123456789"), "line 2 is not a token"),
+    ):
+        with pytest.raises(ConfigError, match=problem) as refused:
+            open_sim(
+                built["dir"] / "batch.om",
+                acl_profiling_dir=str(tmp_path),
+                acl_profiling_tokens_file=str(tokens_file(tmp_path, *lines)),
+            )
+        assert "with:colon" not in str(refused.value)
+    tokens_file(tmp_path, TOKEN).chmod(0o666)
+    with pytest.raises(ConfigError, match="writable by every user"):
+        open_sim(
+            built["dir"] / "batch.om",
+            acl_profiling_dir=str(tmp_path),
+            acl_profiling_tokens_file=str(tmp_path / "profiling-tokens"),
+        )
+    with pytest.raises(ConfigError, match="No such file"):
+        open_sim(built["dir"] / "batch.om", acl_profiling_dir=str(tmp_path), acl_profiling_tokens_file="missing")
 
 
 def test_profiling_on_demand_without_a_profiling_folder_is_an_input_error(built):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import sys
+import tempfile
 
 import pytest
 
@@ -313,3 +315,26 @@ def test_cli_missing_repository_is_one_line(tmp_path, capsys):
     assert main(["check", str(tmp_path / "nope")]) == 2
     captured = capsys.readouterr()
     assert captured.err == f"ge-triton check: error: model repository {tmp_path / 'nope'} is not a folder\n"
+
+
+def test_check_load_removes_its_folder_when_tritonserver_fails_to_start(repo, tmp_path, monkeypatch):
+    """Finding 8 of issue 22: a failed start left /tmp/ge-triton-* behind (stop, not close)."""
+    from ge_python_backend.ops import server as server_module
+    from ge_python_backend.ops.loadcheck import load_models
+    from ge_python_backend.ops.server import ServerError, TritonInstall
+
+    fake = tmp_path / "fake"
+    (fake / "backends" / "python").mkdir(parents=True)
+    stub = fake / "python_backend_stubs" / f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub.mkdir(parents=True)
+    (stub / "triton_python_backend_stub").write_text("")
+    (fake / "bin").mkdir()
+    (fake / "bin" / "tritonserver").write_text("#!/bin/sh\necho 'error: creating server: nope' >&2\nexit 1\n")
+    (fake / "bin" / "tritonserver").chmod(0o755)
+    install = TritonInstall(fake / "bin" / "tritonserver", fake / "backends", None)
+    monkeypatch.setattr(server_module, "find_tritonserver", lambda: install)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with pytest.raises(ServerError, match="tritonserver exited with code 1 while starting"):
+        load_models(repo, ["linear"])
+    assert list((tmp_path / "tmp").iterdir()) == []

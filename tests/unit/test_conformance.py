@@ -185,7 +185,8 @@ def test_the_host_atc_gets_the_flags_sim_compile_gets(tmp_path):
 
 def test_a_model_atc_refuses_is_recorded_with_what_it_said(tmp_path):
     atc = _fake_atc(tmp_path, exit_code=1)
-    with pytest.raises(CompileError, match=r"ATC failed to compile x.onnx \(exit code 1\): E10001: the op is not supported"):
+    refused = r"ATC failed to compile x.onnx \(exit code 1\): E10001: the op is not supported"
+    with pytest.raises(CompileError, match=refused):
         compile_model(atc, tmp_path / "x.onnx", tmp_path / "x.om", "Ascend310P3", AtcFlags("x:2,4"), None)
     built = build_models(tmp_path, "Ascend310P3", atc, {r.name: r for r in RECIPES if r.name == "static"})
     assert built.om("static") is None and "E10001" in built.why_missing("static")

@@ -7,6 +7,9 @@
   ServingRuntime inlines are validated as a core Pod.
 - Every YAML file: ``yamllint`` (run as a program, it is GPL) with the project's .yamllint.yaml.
 - The objects agree with each other: selectors match labels, named ports and volumes exist.
+- Hardening (issue 22): no root but where NPUs need it, every capability dropped, no
+  service-account token, a read-only root filesystem with emptyDirs where the server writes, and
+  the operator APIs restricted by a key from a Secret.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pytest
 import yaml
 
 from ge_python_backend.cli import main
+from ge_python_backend.ops.access import API_KEY_ENV, API_KEY_HEADER, HTTP_INFERENCE_OFF_HEADER, OPERATOR_APIS
 from ge_python_backend.ops.deploy.dockerfile import PREPARE, package_pyproject
 from ge_python_backend.ops.deploy.manifests import QUEUE_METRIC
 from ge_python_backend.repository.config import set_parameters
@@ -266,6 +270,58 @@ def check_consistency(kinds: dict[str, list[dict]]) -> None:
         assert scaled["spec"]["scaleTargetRef"]["name"] == target
 
 
+# -- hardening ----------------------------------------------------------------------------------------
+
+SERVER_CONTAINERS = {"tritonserver", "kserve-container"}
+
+
+def pods(kinds: dict[str, list[dict]]) -> list[tuple[dict, dict]]:
+    """(pod fields, the object that sets automountServiceAccountToken) of every pod written."""
+    found = [(d["spec"]["template"]["spec"],) * 2 for d in kinds.get("Deployment", [])]
+    found += [(d["spec"],) * 2 for d in kinds.get("Pod", [])]
+    for runtime, service in zip(kinds.get("ServingRuntime", []), kinds.get("InferenceService", [])):
+        found.append((runtime["spec"], service["spec"]["predictor"]))  # KServe merges the two into the pod
+    return found
+
+
+def check_hardening(kinds: dict[str, list[dict]]) -> None:
+    """No service-account token; every container drops ALL capabilities (a root server with NPUs may
+    add DAC_OVERRIDE only), cannot escalate, runs on a read-only root filesystem and writes only to
+    emptyDirs (HOME, working directory; the server also /dev/shm and CANN's log folder); nothing but
+    the server runs as root; the server's restricted APIs take the key from a Secret."""
+    for spec, token_holder in pods(kinds):
+        assert token_holder["automountServiceAccountToken"] is False
+        empty_dirs = {v["name"] for v in spec["volumes"] if "emptyDir" in v}
+        pod_context = spec.get("securityContext", {})
+        for container in spec["containers"] + spec.get("initContainers", []):
+            context = container["securityContext"]
+            assert context["capabilities"]["drop"] == ["ALL"]
+            assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
+            assert context["privileged"] is False
+            user = context.get("runAsUser", pod_context.get("runAsUser"))
+            server = container["name"] in SERVER_CONTAINERS
+            if not server:
+                assert user != 0 and context.get("runAsNonRoot", pod_context.get("runAsNonRoot")) is True
+                assert "add" not in context["capabilities"]
+            elif user != 0:
+                assert context.get("runAsNonRoot", pod_context.get("runAsNonRoot")) is True
+            assert set(context["capabilities"].get("add", [])) <= {"DAC_OVERRIDE"}
+            writable = [
+                m["mountPath"]
+                for m in container.get("volumeMounts", [])
+                if m["name"] in empty_dirs and not m.get("readOnly")
+            ]
+            env = {e["name"]: e for e in container.get("env", [])}
+            written = [env["HOME"]["value"], container.get("workingDir", env["HOME"]["value"])]
+            if server:
+                written += ["/dev/shm", env["ASCEND_PROCESS_LOG_PATH"]["value"]]
+            for path in written:
+                assert any(path == w or path.startswith(w.rstrip("/") + "/") for w in writable), (path, writable)
+            if server and any("$(" + API_KEY_ENV + ")" in a for a in container["args"]):
+                reference = env[API_KEY_ENV]["valueFrom"]["secretKeyRef"]
+                assert reference["key"] == "key" and not reference.get("optional", False)
+
+
 # -- the option matrix --------------------------------------------------------------------------------
 
 MATRIX = {
@@ -355,6 +411,7 @@ def test_every_manifest_validates(repos, tmp_path, capsys, case):
     documents = validate_folder(out)
     kinds = by_kind(documents)
     check_consistency(kinds)
+    check_hardening(kinds)
     assert "PodDisruptionBudget" in kinds
     assert ("ServingRuntime" in kinds) == ("--kserve" in extra)
     assert (out / "image" / "Dockerfile").is_file() and (out / "README.md").is_file()
@@ -377,7 +434,12 @@ def test_npu_pods_request_the_device_plugin_resource(repos, tmp_path, capsys):
     assert spec["nodeSelector"] == {"accelerator": "huawei-Ascend310P"}
     assert spec["tolerations"] == [{"key": "huawei.com/Ascend310P", "operator": "Exists", "effect": "NoSchedule"}]
     assert spec["securityContext"]["runAsUser"] == 0  # device nodes: root unless --device-group
-    assert "huawei.com/Ascend310P" not in spec["initContainers"][0]["resources"]["requests"]
+    assert spec["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["DAC_OVERRIDE"]}
+    check = spec["initContainers"][0]
+    assert "huawei.com/Ascend310P" not in check["resources"]["requests"]
+    assert check["securityContext"]["runAsUser"] == 1000 and check["securityContext"]["capabilities"] == {
+        "drop": ["ALL"]
+    }
     assert "replicas" not in kinds["Deployment"][0]["spec"]  # the HPA owns the count
 
 
@@ -415,6 +477,44 @@ def test_non_root_with_npus_uses_the_device_group(repos, tmp_path, capsys):
     kinds = deployed(repos, tmp_path, capsys, "npu", "--run-as-user", "1000", "--device-group", "1001", "--kserve")
     context = kinds["ServingRuntime"][0]["spec"]["containers"][0]["securityContext"]
     assert (context["runAsUser"], context["runAsGroup"], context["runAsNonRoot"]) == (1000, 1001, True)
+    assert context["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_the_capabilities_the_server_keeps_can_be_chosen(repos, tmp_path, capsys):
+    spec = pod_spec(deployed(repos, tmp_path, capsys, "npu", "--capabilities", "cap_dac_override,IPC_LOCK"))
+    assert spec["containers"][0]["securityContext"]["capabilities"]["add"] == ["DAC_OVERRIDE", "IPC_LOCK"]
+    spec = pod_spec(deployed(repos, tmp_path / "none", capsys, "npu", "--capabilities", "none"))
+    assert spec["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_operator_apis_and_http_inference_are_restricted_with_the_key_from_a_secret(repos, tmp_path, capsys):
+    """Finding 1 and 10 of issue 22: deploy left HTTP inference (the 2.51 crash) and the repository
+    API open. What the restrictions do in a running server: tests/e2e/test_deploy_image.py."""
+    out = tmp_path / "out"
+    code, stdout, _ = run_deploy([str(repos["cpu"]), "-o", str(out), "--image", IMAGE, "--name", "clf"], capsys)
+    assert code == 0
+    server = pod_spec(by_kind(read_documents(out)))["containers"][0]
+    key, groups = f"$({API_KEY_ENV})", ",".join(OPERATOR_APIS)
+    assert f"--http-restricted-api={groups}:{API_KEY_HEADER}={key}" in server["args"]
+    assert f"--grpc-restricted-protocol={groups}:{API_KEY_HEADER}={key}" in server["args"]
+    assert f"--http-restricted-api=inference:{HTTP_INFERENCE_OFF_HEADER}={key}" in server["args"]
+    (variable,) = [e for e in server["env"] if e["name"] == API_KEY_ENV]
+    assert variable["valueFrom"]["secretKeyRef"] == {"name": "clf-api-key", "key": "key"}
+    assert "kubectl create secret generic -n default clf-api-key" in (out / "README.md").read_text()
+    assert "restricted: model-repository, model-config, shared-memory, trace, logging, HTTP inference" in stdout
+
+
+def test_opening_the_apis_is_explicit_and_warned_about(repos, tmp_path, capsys):
+    opened = ["--restricted-apis", "none", "--http-inference", "on", "--model-control-mode", "explicit"]
+    out = tmp_path / "out"
+    code, _, err = run_deploy([str(repos["cpu"]), "-o", str(out), "--image", IMAGE, *opened], capsys)
+    assert code == 0
+    server = pod_spec(by_kind(read_documents(out)))["containers"][0]
+    assert not [a for a in server["args"] if "restricted" in a]
+    assert API_KEY_ENV not in {e["name"] for e in server["env"]}
+    assert "model-repository API open (--restricted-apis): any client that reaches a pod can load models" in err
+    assert "--http-inference on: tritonserver 2.51 aborts on one small HTTP JSON request" in err
+    assert "create secret" not in (out / "README.md").read_text()
 
 
 def test_kserve_and_keda_target_the_predictor(repos, tmp_path, capsys):
@@ -507,6 +607,9 @@ ERRORS = [
     (["{cpu}", "--memory-limit", "1Gi"], "--memory-limit 1Gi: expected at least --memory 8Gi"),
     (["{cpu}", "--shm-size", "8Gi"], "--shm-size 8192Mi does not fit in --memory-limit 8Gi"),
     (["{npu}", "--run-as-user", "1000"], "--run-as-user 1000 with NPUs needs --device-group GID"),
+    (["{cpu}", "--restricted-apis", "config"], "'config' is not a tritonserver API group; expected 'none' or"),
+    (["{npu}", "--capabilities", "SYS_EVERYTHING"], "'SYS_EVERYTHING' is not a Linux capability"),
+    (["{cpu}", "--api-key-secret", "Key"], "--api-key-secret 'Key': expected a Kubernetes object name"),
     (["{cpu}", "--pvc-access-mode", "ReadWriteOnce"], "--pvc-access-mode ReadWriteOnce with up to 4 replicas"),
     (["{npu}", "--device-type", "Ascend310"], "--device-type Ascend310: there is no official CANN image"),
     (["{cpu}", "--name", "My_Model"], "--name 'My_Model': expected a DNS label of at most 40 characters"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ge_python_backend.ascend.om.wire import MAX_DEPTH, Message
+from ge_python_backend.ascend.om.wire import MAX_DEPTH, MAX_NUMBERS, Message
 from ge_python_backend.errors import OmFormatError
 from tests.support.om_builder import f_bytes, f_float, f_int, f_packed, tag, varint
 
@@ -95,3 +95,16 @@ def test_nesting_deeper_than_the_limit_is_refused():
         for _ in range(MAX_DEPTH + 2):
             assert msg is not None
             msg = msg.message(1, "child")
+
+
+def test_a_message_with_more_distinct_field_numbers_than_any_ge_message_is_refused():
+    data = b"".join(varint(number << 3) + b"\x00" for number in range(1, MAX_NUMBERS + 2))
+    with pytest.raises(OmFormatError, match=f"more than {MAX_NUMBERS} distinct field numbers in one message"):
+        parse(data)
+    assert parse(data[: -len(varint((MAX_NUMBERS + 1) << 3)) - 1]).has(MAX_NUMBERS)
+
+
+def test_fields_are_decoded_again_when_asked_for_in_their_order():
+    data = f_int(3, 7) + f_bytes(5, b"a") + f_int(3, 8) + f_bytes(5, b"b")
+    msg = parse(data)
+    assert msg.uint(3, "n") == 8 and msg.strings(5, "s") == ["a", "b"] and msg.repeated_uints(3, "n") == [7, 8]

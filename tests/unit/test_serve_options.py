@@ -3,15 +3,23 @@ error summary of a failed start, and serve's help."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 
 import pytest
 
-from ge_python_backend.cli import build_parser, serve
+from ge_python_backend.cli import build_parser
+from ge_python_backend.errors import GEError
 from ge_python_backend.ops import ports
-from ge_python_backend.ops.server import HTTP_INFERENCE_OFF_HEADER, ServerError, TritonInstall, TritonServer
+from ge_python_backend.ops.access import (
+    API_KEY_HEADER,
+    HTTP_INFERENCE_OFF_HEADER,
+    OPERATOR_APIS,
+    Api,
+    command_lines_hidden,
+    parse_apis,
+)
+from ge_python_backend.ops.server import ServerError, TritonInstall, TritonServer
 from ge_python_backend.ops.server import arguments_in_force as in_force
 
 
@@ -58,14 +66,66 @@ def test_http_inference_off_restricts_the_inference_api_with_a_secret_value(tmp_
         ("localhost", None, [], True),
         ("0.0.0.0", None, [], False),
         ("10.1.2.3", None, [], False),
-        ("0.0.0.0", "on", [], True),
-        ("127.0.0.1", "off", [], False),
-        ("0.0.0.0", None, ["--http-restricted-api=inference:k=v"], True),
+        ("0.0.0.0", True, [], True),
+        ("127.0.0.1", False, [], False),
+        # finding 6 of issue 22: the address in force decides, not --address alone
+        ("127.0.0.1", None, ["--http-address=0.0.0.0"], False),
+        ("127.0.0.1", None, ["--http-address", "::"], False),
+        ("0.0.0.0", None, ["--http-address=127.0.0.1"], True),
+        ("127.0.0.1", None, ["--grpc-address=0.0.0.0"], True),
     ],
 )
-def test_http_inference_is_on_by_default_only_on_loopback(address, flag, server_args, expected):
-    args = argparse.Namespace(address=address, http_inference=flag, server_args=server_args)
-    assert serve._http_inference(args) is expected
+def test_http_inference_is_on_by_default_only_where_http_listens_on_loopback(
+    tmp_path, address, flag, server_args, expected
+):
+    ports = {"http_port": 8000, "grpc_port": 8001, "metrics_port": 8002}  # no free_port on an IPv6 address
+    server = TritonServer(tmp_path, address=address, http_inference=flag, extra_args=server_args, **ports)
+    command = server.command(TritonInstall(tmp_path / "tritonserver", tmp_path, None), tmp_path)
+    assert server.http_inference is expected
+    assert any(a.startswith(f"--http-restricted-api=inference:{HTTP_INFERENCE_OFF_HEADER}=") for a in command) is (
+        not expected
+    )
+    server.close()
+
+
+def test_restricted_apis_need_the_operator_key_on_both_protocols(tmp_path):
+    server = TritonServer(tmp_path, restricted_apis=OPERATOR_APIS, api_key="k" * 16)
+    command = server.command(TritonInstall(tmp_path / "tritonserver", tmp_path, None), tmp_path)
+    groups = ",".join(OPERATOR_APIS)
+    assert f"--http-restricted-api={groups}:{API_KEY_HEADER}={'k' * 16}" in command
+    assert f"--grpc-restricted-protocol={groups}:{API_KEY_HEADER}={'k' * 16}" in command
+    assert server.http_headers(Api.MODEL_REPOSITORY) == {API_KEY_HEADER: "k" * 16}  # its own readiness calls
+    assert server.http_headers(Api.HEALTH) == {} and server.http_headers(Api.METADATA) == {}
+    assert TritonServer(tmp_path, restricted_apis=OPERATOR_APIS).api_key != server.api_key  # random per server
+    server.close()
+
+
+def test_a_group_the_extra_arguments_restrict_is_left_to_them(tmp_path):
+    """tritonserver refuses a group named in two restrictions; the server's own calls use the user's header."""
+    server = TritonServer(
+        tmp_path, restricted_apis=OPERATOR_APIS, extra_args=["--http-restricted-api=model-repository,inference:mine=v"]
+    )
+    command = server.command(TritonInstall(tmp_path / "tritonserver", tmp_path, None), tmp_path)
+    (ours,) = [a for a in command if a.startswith("--http-restricted-api=") and "mine" not in a]
+    assert ours.startswith("--http-restricted-api=model-config,shared-memory,trace,logging:")
+    assert any(a.startswith("--grpc-restricted-protocol=model-repository,model-config,") for a in command)
+    assert server.http_headers(Api.MODEL_REPOSITORY) == {"mine": "v"}
+    server.close()
+
+
+def test_restricted_api_groups_are_parsed_and_an_unknown_one_is_named():
+    assert parse_apis("none") == ()
+    assert parse_apis("model-config, trace,model-config") == (Api.MODEL_CONFIG, Api.TRACE)
+    with pytest.raises(GEError, match="'model-configs' is not a tritonserver API group"):
+        parse_apis("model-configs")
+
+
+def test_hidden_command_lines_are_read_from_the_proc_mount(tmp_path):
+    mounts = tmp_path / "mounts"
+    mounts.write_text("proc /proc proc rw,nosuid,relatime 0 0\n")
+    assert not command_lines_hidden(mounts)
+    mounts.write_text("proc /proc proc rw,nosuid,relatime,hidepid=invisible 0 0\n")
+    assert command_lines_hidden(mounts)
 
 
 def test_a_listening_socket_is_seen_with_its_holder():

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
+import shutil
+import string
+import subprocess
+import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.generate import GenerateOptions, generate
@@ -130,3 +138,98 @@ def test_unknown_option_type_is_refused(sandbox, monkeypatch):
     monkeypatch.setenv(ENV_TEMPLATE_PATH, str(sandbox / "templates"))
     with pytest.raises(ConfigError, match="option 'n' has type 'integer'; accepted: string, int, float_list, bool"):
         load_template("typed")
+
+
+# -- values rendered for the language they land in (issue 22, finding 4) --------------------------------
+
+#: The file name of the finding: on 3b633e5 it closed model.py's docstring and ran code on import.
+HOSTILE_NAME = 'x"""\nimport os; open("PWNED", "w").write("1")\n""".onnx'
+
+
+def test_a_model_file_name_never_becomes_code_in_model_py(sandbox, onnx_dir):
+    hostile = sandbox / HOSTILE_NAME
+    shutil.copyfile(onnx_dir / "linear.onnx", hostile)
+    folder = generate(hostile, sandbox / "out", GenerateOptions(name="m")).model_dir
+    model_py = folder / "1" / "model.py"
+    assert HOSTILE_NAME in ast.get_docstring(ast.parse(model_py.read_text()), clean=False)  # the name, as it is
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import runpy; from ge_python_backend.testing import install_fake_pb_utils; install_fake_pb_utils(); "
+            f"runpy.run_path({str(model_py)!r})",
+        ],
+        cwd=sandbox,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert not (sandbox / "PWNED").exists()
+
+
+def _template_code(template: str) -> str:
+    return (load_template(template).folder / "model.py.in").read_text()
+
+
+_HOSTILE_CHARACTERS = st.one_of(
+    st.sampled_from(['"', "'", "\\", "\n", "\r", "\t", "\x00", "\x0b", "\x0c", "\x1b", "\x85", "\u2028", "\udcff"]),
+    st.sampled_from(['"""', "'''", "${name}", "$$", "{", "}", "#", "\\N{", "\\x", "\\u", "\\"]),
+    st.characters(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    source=st.lists(_HOSTILE_CHARACTERS, max_size=40).map("".join),
+    template=st.sampled_from(["generic", "classification"]),
+)
+def test_any_file_name_is_text_in_the_rendered_model_py_never_code(source, template):
+    """The rendered model.py parses to the template's own code (its AST with the strings blanked),
+    and its docstring holds the name exactly as given."""
+    text = _template_code(template)
+    values = {"name": "m", "source": source, "model_file": "model.onnx"}
+    rendered = load_template(template).render_python(text, values, "model.py.in")
+    expected = ast.parse(string.Template(text).substitute(name="m", source="S", model_file="model.onnx"))
+    tree = ast.parse(rendered)
+    for node in (*ast.walk(expected), *ast.walk(tree)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            node.value = ""
+    assert ast.dump(tree) == ast.dump(expected)
+    assert f"from {source}" in ast.get_docstring(ast.parse(rendered), clean=False)
+
+
+@pytest.mark.parametrize(
+    "body, where",
+    [
+        ("TOP_K = ${top_k}\n", "line 1: placeholder ${top_k} must sit in a plain string literal or a comment"),
+        ('NAME = f"${name}"\n', "line 1: placeholder ${name} must sit"),
+        ('NAME = b"${name}"\n', "line 1: placeholder ${name} must sit"),
+        ('NAME = r"${name}"\n', "line 1: placeholder ${name} must sit"),
+        ('"""ok: ${name}"""\nclass ${name}:\n    pass\n', "line 2: placeholder ${name} must sit"),
+    ],
+)
+def test_a_template_with_a_placeholder_in_code_is_refused_when_it_loads(sandbox, monkeypatch, body, where):
+    _template(sandbox, "coded", {"{version}/model.py": "model.py.in"}, {"top_k": {"default": "5"}}, body=body)
+    monkeypatch.setenv(ENV_TEMPLATE_PATH, str(sandbox / "templates"))
+    with pytest.raises(ConfigError, match=re.escape(f"template 'coded', model.py.in {where}")):
+        load_template("coded")
+
+
+def test_placeholders_in_comments_and_u_strings_are_rendered_as_text(sandbox, monkeypatch):
+    body = '# model ${name} from ${source}\nNAME = u"${source}"\n'
+    _template(sandbox, "plain", {"{version}/model.py": "model.py.in"}, body=body)
+    monkeypatch.setenv(ENV_TEMPLATE_PATH, str(sandbox / "templates"))
+    rendered = load_template("plain").render_python(body, {"name": "m", "source": 'a"\nb'}, "model.py.in")
+    namespace: dict = {}
+    exec(compile(rendered, "model.py", "exec"), namespace)
+    assert namespace["NAME"] == 'a"\nb' and rendered.count("\n") == 2
+
+
+def test_a_control_character_in_a_value_for_a_text_file_is_refused(sandbox, onnx_dir, monkeypatch):
+    _template(sandbox, "noted", {"{version}/model.py": "model.py.in", "{version}/NOTES.txt": "notes.in"})
+    (sandbox / "templates" / "noted" / "notes.in").write_text("made from ${source}\n")
+    monkeypatch.setenv(ENV_TEMPLATE_PATH, str(sandbox / "templates"))
+    hostile = sandbox / "two\nlines.onnx"
+    shutil.copyfile(onnx_dir / "linear.onnx", hostile)
+    with pytest.raises(ConfigError, match=r"the value of \$\{source\} holds the control character U\+000A"):
+        generate(hostile, sandbox / "out", GenerateOptions(name="m", template="noted"))

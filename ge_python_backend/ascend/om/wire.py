@@ -4,17 +4,37 @@ Only what the OM reader needs: one message level is indexed at a time (sub-messa
 decoded when asked for), every length is checked against the enclosing message, nesting is
 limited to ``MAX_DEPTH`` and every error is an ``OmFormatError`` naming the message and the
 absolute file offset. No schema, no generated code: callers ask for fields by number.
+
+Memory stays proportional to the input with a small factor whatever the file holds: a message's
+index keeps one 4- or 8-byte position per field (``Field`` tuples are decoded again when asked
+for), a message uses at most ``MAX_NUMBERS`` distinct field numbers, and one decode (a message and
+every sub-message read from it) spends at most ``BASE_UNITS`` plus one unit per byte of the
+message, a field costing one unit and a sub-message ``MESSAGE_UNITS`` (about 8 bytes a unit): at
+most about 8 bytes of index per byte of input, plus 8 MiB. A MODEL_DEF of 2-byte fields used to
+cost about sixty times its size in Python objects, one of empty sub-messages three hundred times
+(issue 22, finding 7).
 """
 
 from __future__ import annotations
 
 import struct
+from array import array
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from ge_python_backend.errors import OmFormatError
 
 #: Deepest message nesting accepted (protobuf's own default limit is 100).
 MAX_DEPTH = 64
+#: What one decode may spend besides one unit per byte of its message: real MODEL_DEFs use about
+#: one unit per 11 bytes (a 151 KiB one: 2,150 fields, 178 messages), tiny test files up to 2.4 a byte.
+BASE_UNITS = 1 << 20
+#: The units of a sub-message (its object, index, name and wrapper: about 1 KiB); a field is one; a
+#: value of a packed varint field (a Python int and its list slot, from one byte of input) four.
+MESSAGE_UNITS = 128
+PACKED_VALUE_UNITS = 4
+#: Distinct field numbers one message may use (GE's messages declare fewer than 40).
+MAX_NUMBERS = 1024
 
 VARINT, FIXED64, LEN, START_GROUP, END_GROUP, FIXED32 = 0, 1, 2, 3, 4, 5
 _WIRE_NAMES = {VARINT: "varint", FIXED64: "fixed64", LEN: "length-delimited", FIXED32: "fixed32"}
@@ -61,6 +81,23 @@ class Field(NamedTuple):
     end: int = 0  # payload end (LEN only)
 
 
+class _Budget:
+    """The units one decode may still spend (shared by a message and its sub-messages)."""
+
+    __slots__ = ("left", "total")
+
+    def __init__(self, size: int) -> None:
+        self.total = self.left = BASE_UNITS + size
+
+    def spend(self, units: int, what: str, offset: int) -> None:
+        self.left -= units
+        if self.left < 0:
+            raise OmFormatError(
+                f"{what}: more fields and sub-messages than a message of its size can hold in a model GE writes "
+                f"(budget {self.total} units spent at file offset {offset}); refusing it rather than indexing it"
+            )
+
+
 class Message:
     """The top-level fields of one encoded message, indexed by field number.
 
@@ -68,7 +105,11 @@ class Message:
     error messages); ``what`` names the message for errors ("ModelDef", "OpDef 'conv1'").
     """
 
-    def __init__(self, data: bytes, start: int, end: int, base: int, what: str, depth: int = 0) -> None:
+    __slots__ = ("_budget", "_positions", "base", "data", "depth", "end", "start", "what")
+
+    def __init__(
+        self, data: bytes, start: int, end: int, base: int, what: str, depth: int = 0, budget: _Budget | None = None
+    ) -> None:
         if depth > MAX_DEPTH:
             raise OmFormatError(f"{what}: messages nested deeper than {MAX_DEPTH} levels at file offset {base + start}")
         if not 0 <= start <= end <= len(data):
@@ -79,45 +120,68 @@ class Message:
         self.depth = depth
         self.start = start
         self.end = end
-        self.fields: dict[int, list[Field]] = {}
+        self._budget = budget or _Budget(end - start)
+        #: field number -> the positions of its tags, in order
+        self._positions: dict[int, array] = {}
         self._index()
 
-    def _index(self) -> None:
-        data, pos, end, base, what = self.data, self.start, self.end, self.base, self.what
-        while pos < end:
-            tag_at = pos
-            tag, pos = read_varint(data, pos, end, base, what)
-            number, wire_type = tag >> 3, tag & 7
-            if number == 0 or number >= 1 << 29:
-                raise OmFormatError(f"{what}: invalid field number {number} in the tag at file offset {base + tag_at}")
-            if wire_type == VARINT:
-                value, pos = read_varint(data, pos, end, base, what)
-                item = Field(number, wire_type, value)
-            elif wire_type in (FIXED64, FIXED32):
-                size = 8 if wire_type == FIXED64 else 4
-                if pos + size > end:
-                    raise OmFormatError(
-                        f"{what}: field {number} ({_WIRE_NAMES[wire_type]}) at file offset {base + tag_at} "
-                        f"needs {size} bytes, only {end - pos} left in the message"
-                    )
-                value = int.from_bytes(data[pos : pos + size], "little")
-                pos += size
-                item = Field(number, wire_type, value)
-            elif wire_type == LEN:
-                length, pos = read_varint(data, pos, end, base, what)
-                if length > end - pos:
-                    raise OmFormatError(
-                        f"{what}: field {number} at file offset {base + tag_at} declares {length} bytes, "
-                        f"only {end - pos} left in the message"
-                    )
-                item = Field(number, wire_type, 0, pos, pos + length)
-                pos += length
-            else:
+    def _decode(self, pos: int) -> tuple[Field, int]:
+        """The field whose tag is at ``pos``, and the position after it."""
+        data, end, base, what = self.data, self.end, self.base, self.what
+        tag, pos_after_tag = read_varint(data, pos, end, base, what)
+        number, wire_type = tag >> 3, tag & 7
+        if number == 0 or number >= 1 << 29:
+            raise OmFormatError(f"{what}: invalid field number {number} in the tag at file offset {base + pos}")
+        if wire_type == VARINT:
+            value, after = read_varint(data, pos_after_tag, end, base, what)
+            return Field(number, wire_type, value), after
+        if wire_type in (FIXED64, FIXED32):
+            size = 8 if wire_type == FIXED64 else 4
+            if pos_after_tag + size > end:
                 raise OmFormatError(
-                    f"{what}: unsupported wire type {wire_type} (field {number}) at file offset {base + tag_at}; "
-                    "expected varint, fixed32/64 or length-delimited"
+                    f"{what}: field {number} ({_WIRE_NAMES[wire_type]}) at file offset {base + pos} "
+                    f"needs {size} bytes, only {end - pos_after_tag} left in the message"
                 )
-            self.fields.setdefault(number, []).append(item)
+            value = int.from_bytes(data[pos_after_tag : pos_after_tag + size], "little")
+            return Field(number, wire_type, value), pos_after_tag + size
+        if wire_type == LEN:
+            length, payload = read_varint(data, pos_after_tag, end, base, what)
+            if length > end - payload:
+                raise OmFormatError(
+                    f"{what}: field {number} at file offset {base + pos} declares {length} bytes, "
+                    f"only {end - payload} left in the message"
+                )
+            return Field(number, wire_type, 0, payload, payload + length), payload + length
+        raise OmFormatError(
+            f"{what}: unsupported wire type {wire_type} (field {number}) at file offset {base + pos}; "
+            "expected varint, fixed32/64 or length-delimited"
+        )
+
+    def _index(self) -> None:
+        positions, budget, kind = self._positions, self._budget, "I" if self.end < 1 << 32 else "Q"
+        pos = self.start
+        while pos < self.end:
+            budget.spend(1, self.what, self.base + pos)
+            item, after = self._decode(pos)
+            found = positions.get(item.number)
+            if found is None:
+                if len(positions) >= MAX_NUMBERS:
+                    raise OmFormatError(
+                        f"{self.what}: more than {MAX_NUMBERS} distinct field numbers in one message "
+                        f"(at file offset {self.base + pos}); GE's messages use fewer than 40"
+                    )
+                found = positions[item.number] = array(kind)
+            found.append(pos)
+            pos = after
+
+    def _items(self, number: int) -> Iterator[Field]:
+        """Every occurrence of field ``number``, decoded one at a time."""
+        for pos in self._positions.get(number, ()):
+            yield self._decode(pos)[0]
+
+    def _last(self, number: int) -> Field | None:
+        found = self._positions.get(number)
+        return self._decode(found[-1])[0] if found else None
 
     # ----- access helpers (proto3 semantics: the last occurrence of a singular field wins)
 
@@ -130,26 +194,26 @@ class Message:
         return item
 
     def has(self, number: int) -> bool:
-        return number in self.fields
+        return number in self._positions
 
     def uint(self, number: int, label: str, default: int = 0) -> int:
-        items = self.fields.get(number)
-        return self._expect(items[-1], VARINT, label).value if items else default
+        item = self._last(number)
+        return self._expect(item, VARINT, label).value if item else default
 
     def int64(self, number: int, label: str, default: int = 0) -> int:
         return as_int64(self.uint(number, label, default))
 
     def float32(self, number: int, label: str) -> float:
-        items = self.fields.get(number)
-        if not items:
+        item = self._last(number)
+        if item is None:
             return 0.0
-        return struct.unpack("<f", self._expect(items[-1], FIXED32, label).value.to_bytes(4, "little"))[0]
+        return struct.unpack("<f", self._expect(item, FIXED32, label).value.to_bytes(4, "little"))[0]
 
     def raw(self, number: int, label: str) -> bytes:
-        items = self.fields.get(number)
-        if not items:
+        item = self._last(number)
+        if item is None:
             return b""
-        item = self._expect(items[-1], LEN, label)
+        item = self._expect(item, LEN, label)
         return bytes(self.data[item.start : item.end])
 
     def string(self, number: int, label: str) -> str:
@@ -158,29 +222,31 @@ class Message:
     def strings(self, number: int, label: str) -> list[str]:
         return [
             bytes(self.data[i.start : i.end]).decode("utf-8", errors="replace")
-            for i in (self._expect(item, LEN, label) for item in self.fields.get(number, ()))
+            for i in (self._expect(item, LEN, label) for item in self._items(number))
         ]
 
     def message(self, number: int, what: str) -> Message | None:
-        items = self.fields.get(number)
-        return self._sub(items[-1], what) if items else None
+        item = self._last(number)
+        return self._sub(item, what) if item else None
 
     def messages(self, number: int, what: str) -> list[Message]:
-        return [self._sub(item, f"{what}[{i}]") for i, item in enumerate(self.fields.get(number, ()))]
+        return [self._sub(item, f"{what}[{i}]") for i, item in enumerate(self._items(number))]
 
     def _sub(self, item: Field, what: str) -> Message:
         item = self._expect(item, LEN, what)
-        return Message(self.data, item.start, item.end, self.base, f"{self.what}.{what}", self.depth + 1)
+        self._budget.spend(MESSAGE_UNITS, f"{self.what}.{what}", self.base + item.start)
+        return Message(self.data, item.start, item.end, self.base, f"{self.what}.{what}", self.depth + 1, self._budget)
 
     def repeated_uints(self, number: int, label: str) -> list[int]:
         """A repeated varint field, packed or not (varint encoding: int64, bool, enum)."""
         values: list[int] = []
-        for item in self.fields.get(number, ()):
+        for item in self._items(number):
             if item.wire_type == VARINT:
                 values.append(item.value)
             elif item.wire_type == LEN:
                 pos = item.start
                 while pos < item.end:
+                    self._budget.spend(PACKED_VALUE_UNITS, f"{self.what}.{label}", self.base + pos)
                     value, pos = read_varint(self.data, pos, item.end, self.base, f"{self.what}.{label}")
                     values.append(value)
             else:
@@ -193,7 +259,7 @@ class Message:
     def repeated_floats(self, number: int, label: str) -> list[float]:
         """A repeated float field, packed or not."""
         values: list[float] = []
-        for item in self.fields.get(number, ()):
+        for item in self._items(number):
             if item.wire_type == FIXED32:
                 values.append(struct.unpack("<f", item.value.to_bytes(4, "little"))[0])
             elif item.wire_type == LEN:

@@ -69,6 +69,7 @@ RT2_LOAD_STREAMS = 1
 #: a request parameter that starts an on-demand profiling window: TOKEN or TOKEN:BATCHES
 PROFILE_PARAMETER = "acl_profile"
 _DEFAULT_ON_DEMAND_BATCHES = 100
+_MAX_DIGITS = 9
 
 
 def instance_streams(limits: DeviceLimits, model: ModelResources, slots: int, device_mode: bool) -> int:
@@ -269,12 +270,12 @@ class AclEngine(Engine):
         ret = acl.rt.set_context(self._context)
         check(acl, ret, "acl.rt.set_context", "binding a thread to the engine's context")
 
-    def batch_settings(self, parameters: Mapping[str, Any], shapes: Shapes) -> Hashable:
+    def batch_settings(self, parameters: Mapping[str, Any], shapes: Shapes, request_id: str = "") -> Hashable:
         """A request's settings: each dynamic-AIPP image's config (the aipp_config file's values, then
         request parameters named like aipp_op fields), checked as set_input_aipp checks it; and the
         on-demand profiling trigger. Requests with equal settings share a batch."""
         if PROFILE_PARAMETER in parameters:
-            self._profile_on_demand(str(parameters[PROFILE_PARAMETER]))
+            self._profile_on_demand(str(parameters[PROFILE_PARAMETER]), request_id)
         found: list[tuple[str, AippConfig]] = []
         for tensor in self.layout.inputs:
             if not tensor.dynamic_aipp:
@@ -328,24 +329,34 @@ class AclEngine(Engine):
                 + f" (request parameters named like aipp_op fields set it: {', '.join(REQUEST_FIELDS[:8])}, ...)"
             )
 
-    def _profile_on_demand(self, value: str) -> None:
+    def _profile_on_demand(self, value: str, request_id: str) -> None:
+        """TOKEN[:BATCHES]: a token from acl_profiling_tokens_file, BATCHES ASCII digits from 1 to
+        acl_profiling_max_batches; messages never show the token."""
         token, _, count = value.partition(":")
         window = self._profiling
         if window is None or not window.plan.tokens:
             raise InputError(
                 f"request parameter {PROFILE_PARAMETER!r}: this model allows no profiling on demand (it needs "
-                "parameters acl_profiling_dir and acl_profiling_tokens)"
+                "parameters acl_profiling_dir and acl_profiling_tokens_file)"
             )
-        if token not in window.plan.tokens:
+        if not window.plan.allows(token):
             raise InputError(
                 f"request parameter {PROFILE_PARAMETER!r}: profiling on demand is not allowed with "
-                "that token (the model's acl_profiling_tokens)"
+                "that token (the model's acl_profiling_tokens_file)"
             )
-        try:
-            batches = int(count) if count else _DEFAULT_ON_DEMAND_BATCHES
-        except ValueError:
-            raise InputError(f"request parameter {PROFILE_PARAMETER!r}: {value!r} is not TOKEN[:BATCHES]") from None
-        window.request(batches)
+        most = window.plan.max_batches
+        if not count:
+            batches = min(_DEFAULT_ON_DEMAND_BATCHES, most)
+        elif count.isascii() and count.isdigit() and len(count) <= _MAX_DIGITS:  # no '-5', '1_000', '٣'
+            batches = int(count)
+        else:
+            batches = 0  # refused below
+        if not 1 <= batches <= most:
+            raise InputError(
+                f"request parameter {PROFILE_PARAMETER!r}: BATCHES {count[:20]!r} is not an integer from 1 to {most} "
+                "in ASCII digits (TOKEN[:BATCHES]; the model's acl_profiling_max_batches)"
+            )
+        window.request(batches, request_id)
 
     def after_batch(self) -> None:
         if self._profiling is not None:
@@ -443,10 +454,13 @@ class _ProfilingWindow:
         if self.plan.batches or self.plan.seconds:
             self._start(self.plan.batches or None, self.plan.seconds)
 
-    def request(self, batches: int) -> None:
-        self._start(batches, 0.0)
+    def request(self, batches: int, request_id: str) -> None:
+        """A window opened on demand: ``batches``, closed after max_seconds at the latest."""
+        self._start(
+            batches, self.plan.max_seconds, f" for request {request_id[:128]!r}" if request_id else " for a request"
+        )
 
-    def _start(self, batches: int | None, seconds: float) -> None:
+    def _start(self, batches: int | None, seconds: float, why: str = "") -> None:
         with self._lock:
             if self._config:
                 return  # a window is open: it goes on
@@ -466,7 +480,10 @@ class _ProfilingWindow:
                 self._timer.daemon = True
                 self._timer.name = f"acl-profiling-window-{self._device_id}"
                 self._timer.start()
-            LOG.info("profiling started (%s)", f"{batches} batches" if batches else f"{seconds:g} s")
+            length = [f"{batches} batches"] if batches else []
+            if seconds:
+                length.append(f"{seconds:g} s" if not batches else f"at most {seconds:g} s")
+            LOG.info("profiling started (%s)%s", ", ".join(length), why)
 
     def _expire(self) -> None:
         self._bind()

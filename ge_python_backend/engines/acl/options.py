@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hmac
+import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +59,21 @@ def _choices(table: Mapping[str, int]):
     return parse
 
 
+#: What a profiling token may be made of (no ':' or ',', which separate it from BATCHES and others).
+_TOKEN = re.compile(r"^[A-Za-z0-9._~+/=-]{16,256}$")
+
+
+_RETIRED_TOKENS = (
+    "tokens in the config are readable by any client that may read model configs (Triton answers "
+    "GET /v2/models/<model>/config and gRPC ModelConfig with every parameter); write them to a file, "
+    "one per line, and name it in acl_profiling_tokens_file"
+)
+
+
+def _retired_tokens(raw: str) -> str:
+    raise ValueError(_RETIRED_TOKENS)
+
+
 def parse_max_shapes(text: str) -> dict[str, Shape]:
     """``"x:8,3,512,512;y:8,1000"`` -> {"x": (8, 3, 512, 512), "y": (8, 1000)}."""
     try:
@@ -87,7 +105,7 @@ PARAMETERS = (
         "",
         "a folder for profiling results (created if missing)",
         "where acl.prof writes: a window after load (acl_profiling_batches, acl_profiling_seconds) or on demand "
-        "(acl_profiling_tokens), which need it",
+        "(acl_profiling_tokens_file), which need it",
     ),
     Parameter("acl_profiling_batches", parse_int(0), 0, "an integer >= 0", "profile the first N batches after load"),
     Parameter("acl_profiling_seconds", parse_float(0.0), 0.0, "seconds >= 0", "profile the first S seconds after load"),
@@ -106,11 +124,33 @@ PARAMETERS = (
         "aclprofAicoreMetrics; has an effect only with profiling type AICORE_METRICS",
     ),
     Parameter(
-        "acl_profiling_tokens",
-        parse_list(str),
-        (),
-        "comma-separated tokens",
+        "acl_profiling_tokens_file",
+        str,
+        "",
+        "a file of tokens, one per line (at least 16 of A-Z a-z 0-9 . _ ~ + / = -), in the version folder or absolute",
         "allow a request with parameter acl_profile=TOKEN[:BATCHES] to start a profiling window",
+    ),
+    Parameter(
+        "acl_profiling_max_batches",
+        parse_int(1, 1_000_000),
+        1000,
+        "an integer from 1 to 1000000",
+        "the most batches a window opened on demand may profile (BATCHES above it is refused)",
+    ),
+    Parameter(
+        "acl_profiling_max_seconds",
+        parse_float(0.001),
+        60.0,
+        "seconds > 0",
+        "a window opened on demand closes after this long, even with batches left",
+    ),
+    Parameter(
+        "acl_profiling_tokens",
+        _retired_tokens,
+        (),
+        "nothing (retired: use acl_profiling_tokens_file)",
+        "retired: tokens in the config are visible to clients",
+        secret=True,
     ),
     Parameter(
         "acl_timing_events",
@@ -162,7 +202,45 @@ class ProfilingPlan:
     seconds: float
     data_types: int
     aicore_metrics: int
-    tokens: tuple[str, ...]
+    tokens: tuple[str, ...] = field(default=(), repr=False)
+    #: a window opened on demand: its batches at most, and its seconds
+    max_batches: int = 1000
+    max_seconds: float = 60.0
+
+    def allows(self, token: str) -> bool:
+        """Whether ``token`` is one of the tokens (compared in constant time, every token tried)."""
+        given = token.encode("utf-8", "surrogatepass")
+        found = False
+        for known in self.tokens:
+            found |= hmac.compare_digest(given, known.encode())
+        return found
+
+
+def read_tokens(path: Path) -> tuple[str, ...]:
+    """The tokens of ``acl_profiling_tokens_file``: one per line, '#' comments and blank lines
+    skipped; ConfigError for a file that cannot be read, is writable by anyone, holds no token or
+    a malformed one (by line number: the token itself is never shown)."""
+    where = f"parameter 'acl_profiling_tokens_file': {path}"
+    try:
+        if path.stat().st_mode & stat.S_IWOTH:
+            raise ConfigError(f"{where} is writable by every user (anyone could add a token): chmod o-w it")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: {getattr(exc, 'strerror', None) or exc}") from None
+    tokens = []
+    for number, line in enumerate(text.splitlines(), 1):
+        token = line.strip()
+        if not token or token.startswith("#"):
+            continue
+        if not _TOKEN.match(token):
+            raise ConfigError(
+                f"{where}: line {number} is not a token (16 to 256 of A-Z a-z 0-9 . _ ~ + / = -, e.g. from "
+                "`openssl rand -hex 16`)"
+            )
+        tokens.append(token)
+    if not tokens:
+        raise ConfigError(f"{where} holds no token")
+    return tuple(tokens)
 
 
 @dataclass(frozen=True)
@@ -190,6 +268,8 @@ class AclOptions:
             found = Path(text)
             return found if found.is_absolute() else version_dir / found
 
+        if values["acl_profiling_tokens"]:
+            raise ConfigError(f"parameter 'acl_profiling_tokens' is retired: {_RETIRED_TOKENS}")
         aipp_file = path("aipp_config")
         aipp: tuple[AippConfig, ...] = ()
         if aipp_file is not None:
@@ -210,17 +290,20 @@ class AclOptions:
             types = 0
             for name in values["acl_profiling_types"]:
                 types |= PROFILING_TYPES[name]
+            tokens_file = path("acl_profiling_tokens_file")
             profiling = ProfilingPlan(
                 folder,
                 values["acl_profiling_batches"],
                 values["acl_profiling_seconds"],
                 types,
                 AICORE_METRICS[values["acl_profiling_aicore_metrics"]],
-                tuple(values["acl_profiling_tokens"]),
+                read_tokens(tokens_file) if tokens_file is not None else (),
+                values["acl_profiling_max_batches"],
+                values["acl_profiling_max_seconds"],
             )
-        elif values["acl_profiling_batches"] or values["acl_profiling_seconds"] or values["acl_profiling_tokens"]:
+        elif values["acl_profiling_batches"] or values["acl_profiling_seconds"] or values["acl_profiling_tokens_file"]:
             raise ConfigError(
-                "parameters acl_profiling_batches/seconds/tokens need acl_profiling_dir (where results go)"
+                "parameters acl_profiling_batches/seconds/tokens_file need acl_profiling_dir (where results go)"
             )
         timing = values["acl_timing_events"]
         return cls(

@@ -18,6 +18,7 @@ import numpy as np
 from tritonclient.utils import np_to_triton_dtype
 
 from ge_python_backend.errors import ConfigError, GEError
+from ge_python_backend.ops.access import key_headers
 from ge_python_backend.ops.bench import host, metrics
 from ge_python_backend.ops.bench.grpc_infer import INFER, infer_request, open_channel
 from ge_python_backend.ops.bench.progress import Progress
@@ -326,13 +327,14 @@ def run_sweep(
     return asyncio.run(_sweep(target, sweep, progress or Progress(sweep.planned_s, enabled=False), on_point))
 
 
-async def _model_io(url: str, protocol: str, model: str) -> tuple[int, list[dict[str, Any]]]:
+async def _model_io(url: str, protocol: str, model: str, api_key: str = "") -> tuple[int, list[dict[str, Any]]]:
     client = _client_module(protocol).InferenceServerClient(url)
+    headers = key_headers(api_key, protocol) or None  # model configs need the operator key (ops.access)
     try:
         if protocol == "grpc":
-            config = (await client.get_model_config(model, as_json=True))["config"]
+            config = (await client.get_model_config(model, headers=headers, as_json=True))["config"]
         else:
-            config = await client.get_model_config(model)
+            config = await client.get_model_config(model, headers=headers)
     finally:
         await client.close()
     return int(config.get("max_batch_size", 0)), list(config.get("input", []))
@@ -346,10 +348,11 @@ def random_inputs(
     batch_size: int = 1,
     shapes: Mapping[str, Sequence[int]] | None = None,
     seed: int = 0,
+    api_key: str = "",
 ) -> dict[str, np.ndarray]:
     """Random tensors for one request, shaped and typed from the served model config (see
-    ``random_tensors``)."""
-    max_batch, inputs = asyncio.run(_model_io(url, protocol, model))
+    ``random_tensors``; ``api_key`` where model configs are restricted)."""
+    max_batch, inputs = asyncio.run(_model_io(url, protocol, model, api_key))
     return random_tensors(max_batch, inputs, batch_size=batch_size, shapes=shapes, seed=seed)
 
 

@@ -7,7 +7,14 @@ Sources for the fields (see docs/deploy.md for the reasoning):
   plugin's own DaemonSet carries (MindCluster ``ascendplugin.yaml``); the driver mounts used
   without Ascend Docker Runtime (CANN container image README, ``docker run -v`` list).
 - tritonserver 2.51 flags (``tritonserver --help``) and its health endpoints ``/v2/health/live``
-  and ``/v2/health/ready`` (KServe v2 protocol).
+  and ``/v2/health/ready`` (KServe v2 protocol; API group ``health``, never restricted here).
+- Hardening (docs/security.md): every container drops ALL capabilities on a read-only root
+  filesystem, without privilege escalation or a service-account token; writable emptyDirs where
+  tritonserver and CANN write (``/tmp``: HOME and working directory; ``/dev/shm``; CANN's logs,
+  ``ASCEND_PROCESS_LOG_PATH``). The device plugin hands a pod its NPUs as device nodes with
+  cgroup permission ``rw`` (MindCluster ``component/ascend-device-plugin/pkg/server/plugin.go``
+  ``mountDevice``); no capability is documented as needed. A root container with NPUs keeps
+  ``DAC_OVERRIDE`` only (below).
 - Prometheus Operator ``monitoring.coreos.com/v1`` ServiceMonitor/PodMonitor, autoscaling/v2 HPA
   on a Pods metric served by prometheus-adapter, KEDA ``keda.sh/v1alpha1`` ScaledObject with a
   Prometheus trigger (metadata values are strings), KServe ``serving.kserve.io`` ServingRuntime
@@ -19,8 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ge_python_backend.ops.access import API_KEY_ENV, restriction_args
 from ge_python_backend.ops.deploy.options import Autoscaler, ControlMode, DriverMounts, ModelSource, Rollout, Spread
-from ge_python_backend.ops.deploy.plan import PROBE_PERIOD_SECONDS, SHM_DEFAULT_BYTES, SHM_GROWTH_BYTES, DeployPlan
+from ge_python_backend.ops.deploy.plan import (
+    NON_ROOT_USER,
+    PROBE_PERIOD_SECONDS,
+    SHM_DEFAULT_BYTES,
+    SHM_GROWTH_BYTES,
+    DeployPlan,
+)
 
 Object = dict[str, Any]
 
@@ -37,6 +51,23 @@ CONTAINER = "tritonserver"
 QUEUE_METRIC = "triton_queue_us_per_request"
 EXIT_TIMEOUT_SECONDS = 30  # tritonserver waits this long for in-flight requests on SIGTERM
 PRE_STOP_SECONDS = 10  # endpoints drop the pod before the server stops accepting
+#: CANN's application logs (plog): ASCEND_PROCESS_LOG_PATH comes before $HOME/ascend/log
+#: (RT docs/zh/env_vars/ASCEND_PROCESS_LOG_PATH.md:12); an emptyDir of its own, sized apart from /tmp.
+ASCEND_LOG_DIR = "/var/log/ascend"
+#: The capabilities a root server with NPUs keeps unless --capabilities says otherwise: the device
+#: nodes belong to the driver's HwHiAiUser on the host (the runtimes pass the host's owner and mode
+#: into the container), and root opens a node it neither owns nor shares a group with only through
+#: DAC_OVERRIDE. Unverified on a cluster; --run-as-user with --device-group needs no capability.
+ROOT_NPU_CAPABILITIES = ("DAC_OVERRIDE",)
+
+
+def server_capabilities(plan: DeployPlan) -> tuple[str, ...]:
+    """What the server container keeps of Linux's capabilities (every other one is dropped)."""
+    if plan.options.capabilities is not None:
+        return plan.options.capabilities
+    return ROOT_NPU_CAPABILITIES if plan.run_as_user == 0 and plan.npus else ()
+
+
 #: Driver paths a container needs when Ascend Docker Runtime does not mount them (CANN image README).
 DRIVER_HOST_PATHS = (
     ("ascend-driver", "/usr/local/Ascend/driver", "Directory"),
@@ -108,7 +139,18 @@ def server_args(plan: DeployPlan, models_dir: str, http_port: int, grpc_port: in
         f"--backend-directory={BACKENDS_DIR}",
         f"--backend-config=python,shm-default-byte-size={SHM_DEFAULT_BYTES}",
         f"--backend-config=python,shm-growth-byte-size={SHM_GROWTH_BYTES}",
+        *server_restrictions(plan),
     ]
+
+
+def server_restrictions(plan: DeployPlan) -> list[str]:
+    """The operator key restricts options.restricted_apis (HTTP and gRPC) and, unless
+    --http-inference on, HTTP inference; the kubelet expands $(GE_TRITON_API_KEY) from the Secret."""
+    options = plan.options
+    if not options.needs_api_key:
+        return []
+    key = f"$({API_KEY_ENV})"
+    return restriction_args(options.restricted_apis, key, http_inference=options.http_inference, off_value=key)
 
 
 def resources(plan: DeployPlan) -> Object:
@@ -148,21 +190,40 @@ def probes(plan: DeployPlan, port: str) -> Object:
     }
 
 
-def environment() -> list[Object]:
-    # CANN writes its logs under $HOME/ascend/log; /tmp is a writable emptyDir for any user.
-    return [
+def environment(plan: DeployPlan | None = None) -> list[Object]:
+    """The containers' variables; ``plan`` for the server (CANN's log folder, the operator key).
+    HOME is /tmp, a writable emptyDir for any user (the root filesystem is read-only)."""
+    env: list[Object] = [
         {"name": "HOME", "value": "/tmp"},
         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
     ]
+    if plan is not None:
+        env.append({"name": "ASCEND_PROCESS_LOG_PATH", "value": ASCEND_LOG_DIR})
+        if plan.options.needs_api_key:
+            secret = {"name": plan.options.resolved_api_key_secret, "key": "key"}  # not optional: fail closed
+            env.append({"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": secret}})
+    return env
 
 
-def container_security(plan: DeployPlan, pod_level: bool) -> Object:
-    """The container's securityContext; without a pod-level one (KServe) it carries the user too."""
-    context: Object = {"allowPrivilegeEscalation": False, "privileged": False}
-    if plan.run_as_user != 0:
-        context["capabilities"] = {"drop": ["ALL"]}
+def container_security(plan: DeployPlan, pod_level: bool, user: Object | None = None) -> Object:
+    """A container's securityContext: every capability dropped (the server keeps
+    ``server_capabilities``), read-only root filesystem, no escalation. ``user``: a helper's own
+    user instead of the pod's (it keeps nothing); without a pod-level context (KServe) the
+    server's context carries the pod's user and seccomp profile too."""
+    capabilities: Object = {"drop": ["ALL"]}
+    kept = server_capabilities(plan) if user is None else ()
+    if kept:
+        capabilities["add"] = list(kept)
+    fields = user if user is not None else user_fields(plan)
+    context: Object = {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": capabilities,
+    }
+    if user is not None or not pod_level:
+        context.update(fields)
     if not pod_level:
-        context.update(user_fields(plan))
         context["seccompProfile"] = {"type": "RuntimeDefault"}
     return context
 
@@ -174,11 +235,23 @@ def user_fields(plan: DeployPlan) -> Object:
     return fields
 
 
+def helper_user(plan: DeployPlan) -> Object:
+    """The user of the containers that need no NPU (repository check, model loader): the pod's
+    when it is non-root, else uid and gid 1000, never root."""
+    if plan.run_as_user != 0:
+        return user_fields(plan)
+    return {"runAsUser": NON_ROOT_USER, "runAsGroup": NON_ROOT_USER, "runAsNonRoot": True}
+
+
 def volume_mounts(plan: DeployPlan, models: bool = True, models_read_only: bool = True) -> list[Object]:
     mounts: list[Object] = []
     if models and plan.options.model_source is ModelSource.PVC and not plan.options.kserve:
         mounts.append({"name": "models", "mountPath": MODELS_DIR, "readOnly": models_read_only})
-    mounts += [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"}]
+    mounts += [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "ascend-log", "mountPath": ASCEND_LOG_DIR},
+    ]
     if plan.npus and plan.options.driver_mounts is DriverMounts.HOSTPATH:
         mounts += [{"name": name, "mountPath": path, "readOnly": True} for name, path, _ in DRIVER_HOST_PATHS]
     return mounts
@@ -194,6 +267,7 @@ def volumes(plan: DeployPlan) -> list[Object]:
         # The Python backend's shared memory: memory-backed, sized for the model instances.
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": plan.shm_size}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}},
+        {"name": "ascend-log", "emptyDir": {"sizeLimit": "1Gi"}},
     ]
     if plan.npus and plan.options.driver_mounts is DriverMounts.HOSTPATH:
         result += [{"name": name, "hostPath": {"path": path, "type": kind}} for name, path, kind in DRIVER_HOST_PATHS]
@@ -214,7 +288,7 @@ def server_container(plan: DeployPlan, *, kserve: bool) -> Object:
         # args only: the image's ENTRYPOINT sources CANN's set_env.sh, then runs them.
         "args": server_args(plan, models_dir, http, grpc),
         "workingDir": "/tmp",
-        "env": environment(),
+        "env": environment(plan),
         "ports": [
             {"name": "http", "containerPort": http, "protocol": "TCP"},
             {"name": "grpc", "containerPort": grpc, "protocol": "TCP"},
@@ -243,7 +317,7 @@ def check_container(plan: DeployPlan) -> Object:
             "requests": {k: v for k, v in res["requests"].items() if k in ("cpu", "memory")},
             "limits": {k: v for k, v in res["limits"].items() if k in ("cpu", "memory")},
         },
-        "securityContext": container_security(plan, pod_level=True),
+        "securityContext": container_security(plan, pod_level=True, user=helper_user(plan)),
         "volumeMounts": [m for m in volume_mounts(plan) if m["name"] in ("models", "tmp")],
     }
 
@@ -292,6 +366,7 @@ def deployment(plan: DeployPlan) -> Object:
     pod_spec: Object = {
         **pod_scheduling(plan),
         "securityContext": {**user_fields(plan), "seccompProfile": {"type": "RuntimeDefault"}},
+        "automountServiceAccountToken": False,  # the server never talks to the Kubernetes API
         "terminationGracePeriodSeconds": PRE_STOP_SECONDS + EXIT_TIMEOUT_SECONDS + 20,
     }
     if options.check_repository:
@@ -394,6 +469,7 @@ def persistent_volume_claim(plan: DeployPlan) -> Object:
 def model_loader(plan: DeployPlan) -> Object:
     """A pod that mounts the claim read-write, for copying the repository in (``kubectl exec ... tar``)."""
     options = plan.options
+    user = helper_user(plan)
     container = {
         "name": "loader",
         "image": options.image,
@@ -401,18 +477,25 @@ def model_loader(plan: DeployPlan) -> Object:
         "args": ["sleep", "86400"],
         "env": environment(),
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
-        "securityContext": container_security(plan, pod_level=True),
-        "volumeMounts": [{"name": "models", "mountPath": MODELS_DIR}],
+        "securityContext": container_security(plan, pod_level=True, user=user),
+        "volumeMounts": [{"name": "models", "mountPath": MODELS_DIR}, {"name": "tmp", "mountPath": "/tmp"}],
     }
-    security: Object = {**user_fields(plan), "seccompProfile": {"type": "RuntimeDefault"}}
-    if plan.run_as_user != 0:
-        # A fresh volume belongs to root: give it the pod's group so a non-root loader can write.
-        security.update(fsGroup=plan.run_as_group, fsGroupChangePolicy="OnRootMismatch")
+    # A fresh volume belongs to root: give it the loader's group so the non-root loader can write.
+    security: Object = {
+        **user,
+        "fsGroup": user["runAsGroup"],
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     spec: Object = {
         "restartPolicy": "Never",
         "securityContext": security,
+        "automountServiceAccountToken": False,
         "containers": [container],
-        "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": options.resolved_pvc_name}}],
+        "volumes": [
+            {"name": "models", "persistentVolumeClaim": {"claimName": options.resolved_pvc_name}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
     }
     if plan.options.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in options.image_pull_secrets]
@@ -595,6 +678,8 @@ def inference_service(plan: DeployPlan) -> Object:
             "predictor": {
                 "minReplicas": options.replicas,
                 "maxReplicas": options.resolved_max_replicas if autoscaled else options.replicas,
+                # the predictor inlines a PodSpec (KServe v0.20 pkg/apis/serving/v1beta1/predictor.go)
+                "automountServiceAccountToken": False,
                 "model": model,
             }
         },

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.ops.access import OPERATOR_APIS, Api
 from ge_python_backend.ops.deploy.quantities import parse_bytes, parse_cpu
 from ge_python_backend.params import Choice
 
@@ -27,6 +28,53 @@ E = TypeVar("E", bound=Choice)
 CANN_IMAGE_REPOSITORY = "quay.io/ascend/cann"
 CANN_IMAGE_VERSION = "8.3.rc2"
 CANN_IMAGE_OS = "ubuntu22.04-py3.11"
+
+#: Linux capabilities (capabilities(7)), as Kubernetes names them (without CAP_).
+LINUX_CAPABILITIES = frozenset(
+    (
+        "AUDIT_CONTROL",
+        "AUDIT_READ",
+        "AUDIT_WRITE",
+        "BLOCK_SUSPEND",
+        "BPF",
+        "CHECKPOINT_RESTORE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "DAC_READ_SEARCH",
+        "FOWNER",
+        "FSETID",
+        "IPC_LOCK",
+        "IPC_OWNER",
+        "KILL",
+        "LEASE",
+        "LINUX_IMMUTABLE",
+        "MAC_ADMIN",
+        "MAC_OVERRIDE",
+        "MKNOD",
+        "NET_ADMIN",
+        "NET_BIND_SERVICE",
+        "NET_BROADCAST",
+        "NET_RAW",
+        "PERFMON",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_ADMIN",
+        "SYS_BOOT",
+        "SYS_CHROOT",
+        "SYS_MODULE",
+        "SYS_NICE",
+        "SYS_PACCT",
+        "SYS_PTRACE",
+        "SYS_RAWIO",
+        "SYS_RESOURCE",
+        "SYS_TIME",
+        "SYS_TTY_CONFIG",
+        "SYSLOG",
+        "WAKE_ALARM",
+    )
+)
 
 #: Longest --name: the generated objects append at most "-grpc-headless" (KServe: "-predictor-<hash>").
 NAME_MAX = 40
@@ -85,7 +133,7 @@ class PullPolicy(Choice):
 
 class ControlMode(Choice):
     NONE = "none"  # load every model of the repository at start; no load/unload API
-    EXPLICIT = "explicit"  # load the models deploy found (--load-model each); the repository API is open
+    EXPLICIT = "explicit"  # load the models deploy found (--load-model each); the load API takes code: restricted
 
 
 class DriverMounts(Choice):
@@ -198,6 +246,11 @@ class DeployOptions:
     grpc_port: int = 8001
     metrics_port: int = 8002
     model_control_mode: ControlMode = ControlMode.NONE
+    #: API groups that need the operator key (ops.access); () opens them all
+    restricted_apis: tuple[Api, ...] = OPERATOR_APIS
+    #: HTTP inference (tritonserver 2.51 aborts on one small HTTP JSON request with a huge shape)
+    http_inference: bool = False
+    api_key_secret: str | None = None  # None: <name>-api-key
     cpu: str = "2"
     cpu_limit: str | None = None  # None: no CPU limit (no throttling)
     memory: str = "8Gi"
@@ -209,6 +262,8 @@ class DeployOptions:
     driver_mounts: DriverMounts = DriverMounts.RUNTIME
     run_as_user: int | None = None  # None: 0 with NPUs (device nodes), 1000 without
     device_group: int | None = None
+    #: capabilities the server keeps (all others dropped); None: DAC_OVERRIDE for root with NPUs, else none
+    capabilities: tuple[str, ...] | None = None
     spread: Spread = Spread.PREFERRED
     rollout: Rollout = Rollout.SURGE
     monitor: bool = True
@@ -281,6 +336,8 @@ class DeployOptions:
             check_dns_subdomain("--storage-class", self.storage_class)
         for secret in self.image_pull_secrets:
             check_dns_subdomain("--image-pull-secret", secret)
+        if self.api_key_secret is not None:
+            check_dns_subdomain("--api-key-secret", self.api_key_secret)
         if self.model_source is not ModelSource.PVC:
             return
         most = max(self.replicas, self.max_replicas or 2 * self.replicas)
@@ -292,6 +349,12 @@ class DeployOptions:
             )
 
     def _check_scheduling(self) -> None:
+        for name in self.capabilities or ():
+            if name not in LINUX_CAPABILITIES:
+                raise ConfigError(
+                    f"--capabilities {','.join(self.capabilities or ())}: {name!r} is not a Linux capability "
+                    "(names as in capabilities(7) without CAP_, e.g. DAC_OVERRIDE; 'none' for none)"
+                )
         if self.node_selector is not None:
             for pair in self.node_selector:
                 check_label("--node-selector", pair)
@@ -303,6 +366,15 @@ class DeployOptions:
     @property
     def resolved_pvc_name(self) -> str:
         return self.pvc_name or f"{self.name}-models"
+
+    @property
+    def resolved_api_key_secret(self) -> str:
+        return self.api_key_secret or f"{self.name}-api-key"
+
+    @property
+    def needs_api_key(self) -> bool:
+        """Whether the server's arguments take the operator key (from the Secret)."""
+        return bool(self.restricted_apis) or not self.http_inference
 
     @property
     def memory_limit_bytes(self) -> int:

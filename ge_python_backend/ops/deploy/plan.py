@@ -19,8 +19,9 @@ import math
 from dataclasses import dataclass
 
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.ops.access import Api
 from ge_python_backend.ops.deploy.facts import ModelFacts, RepositoryFacts
-from ge_python_backend.ops.deploy.options import Autoscaler, DeployOptions, DeviceType, ModelSource
+from ge_python_backend.ops.deploy.options import Autoscaler, ControlMode, DeployOptions, DeviceType, ModelSource
 from ge_python_backend.ops.deploy.quantities import GIB, MIB, gibibytes, mebibytes, parse_bytes
 
 #: Per model instance: the region the Python backend creates first, and its growth step (bytes).
@@ -95,6 +96,7 @@ def make_plan(options: DeployOptions, facts: RepositoryFacts) -> DeployPlan:
         )
     if options.model_source is ModelSource.IMAGE and options.kserve:
         warnings.append("--kserve with --model-source image: the InferenceService has no storageUri")
+    warnings += _open_api_warnings(options)
     node_selector = options.node_selector
     if node_selector is None:
         node_selector = (options.device_type.node_label,) if npus else ()
@@ -114,6 +116,23 @@ def make_plan(options: DeployOptions, facts: RepositoryFacts) -> DeployPlan:
         node_selector=node_selector,
         warnings=tuple(warnings),
     )
+
+
+def _open_api_warnings(options: DeployOptions) -> list[str]:
+    """What an opt-out of the default restrictions leaves open to every client that reaches a pod."""
+    found = []
+    if options.model_control_mode is ControlMode.EXPLICIT and Api.MODEL_REPOSITORY not in options.restricted_apis:
+        found.append(
+            "--model-control-mode explicit with the model-repository API open (--restricted-apis): any client that "
+            "reaches a pod can load models, including uploaded Python code, which runs in the server"
+        )
+    if options.http_inference:
+        found.append(
+            "--http-inference on: tritonserver 2.51 aborts on one small HTTP JSON request that declares a huge "
+            "shape (--http-max-input-size bounds it from Triton r25.06), so any client that reaches port "
+            f"{options.http_port} can stop a replica with one request"
+        )
+    return found
 
 
 def _npus(options: DeployOptions, facts: RepositoryFacts, warnings: list[str]) -> int:

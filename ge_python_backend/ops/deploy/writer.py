@@ -21,8 +21,16 @@ from typing import Any
 import yaml
 
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.ops.access import API_KEY_HEADER, GRPC_HEADER_PREFIX
 from ge_python_backend.ops.deploy.dockerfile import write_context
-from ge_python_backend.ops.deploy.manifests import MODELS_DIR, QUEUE_METRIC, Manifest, build_manifests, scale_target
+from ge_python_backend.ops.deploy.manifests import (
+    MODELS_DIR,
+    QUEUE_METRIC,
+    Manifest,
+    build_manifests,
+    scale_target,
+    server_capabilities,
+)
 from ge_python_backend.ops.deploy.options import Autoscaler, ModelSource
 from ge_python_backend.ops.deploy.plan import DeployPlan
 
@@ -125,7 +133,17 @@ def summary(plan: DeployPlan) -> list[str]:
         f"{options.startup_seconds_per_copy} s + 60 s)"
     )
     who = "root" if plan.run_as_user == 0 else f"uid {plan.run_as_user}, gid {plan.run_as_group}"
-    lines.append(f"runs as {who}")
+    kept = server_capabilities(plan)
+    capabilities = f"no capabilities but {', '.join(kept)}" if kept else "no capabilities"
+    lines.append(f"runs as {who} with {capabilities}, read-only root filesystem, no service-account token")
+    if options.needs_api_key:
+        restricted = [str(api) for api in options.restricted_apis]
+        if not options.http_inference:
+            restricted.append("HTTP inference")
+        lines.append(
+            f"restricted: {', '.join(restricted)} (the key in Secret {options.resolved_api_key_secret}, "
+            f"header {API_KEY_HEADER}); health and metadata are open"
+        )
     return lines
 
 
@@ -168,6 +186,24 @@ def steps(plan: DeployPlan, folder: Path) -> str:
             "```bash",
             f"kubectl get --raw '/apis/custom.metrics.k8s.io/v1beta1/namespaces/{ns}/pods/*/{QUEUE_METRIC}'",
             "```",
+            "",
+        ]
+        step += 1
+    if options.needs_api_key:
+        secret = options.resolved_api_key_secret
+        out += [
+            f"## {step}. Create the operator key",
+            "",
+            "The pods need it (they do not start without it): it unlocks the restricted APIs "
+            "(docs/security.md of ge-python-backend).",
+            "",
+            "```bash",
+            f'kubectl create secret generic -n {ns} {secret} --from-literal=key="$(openssl rand -hex 16)"',
+            f"KEY=$(kubectl get secret -n {ns} {secret} -o jsonpath='{{.data.key}}' | base64 -d)",
+            f'curl -H "{API_KEY_HEADER}: $KEY" http://<pod or service>:{options.http_port}/v2/models/<model>/config',
+            "```",
+            "",
+            f"gRPC clients send it as metadata `{GRPC_HEADER_PREFIX}{API_KEY_HEADER}`.",
             "",
         ]
         step += 1
