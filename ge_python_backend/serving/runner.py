@@ -96,6 +96,7 @@ class Runner:
         self._bound = threading.local()
         self._in_flight = 0
         self._idle = threading.Condition()
+        self._closed = False
         self.out_of_service: EngineError | None = None
 
     # -- submit: runs on Triton's execute thread ---------------------------------------------
@@ -248,7 +249,12 @@ class Runner:
         if self.out_of_service is not None:  # an earlier chunk of this call lost the device
             self._fail_chunk(chunk, tracked, self.out_of_service)
             return
-        slot = self._free.get()
+        slot = None if self._closed else self._free.get()
+        if slot is None or self._closed:  # closing: the engine may be gone once a slot is free
+            if slot is not None:
+                self._free.put(slot)
+            self._fail_chunk(chunk, tracked, EngineError("the model is shutting down"))
+            return
         started = time.perf_counter()
         try:
             self._stage(slot, chunk, items)
@@ -379,10 +385,14 @@ class Runner:
         with self._idle:
             return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
 
-    def close(self) -> None:
-        """Finish what is in flight and stop the workers."""
-        self.drain()
-        self._workers.shutdown(wait=True)
+    def close(self, timeout: float | None = None) -> bool:
+        """Refuse new batches, let those in flight finish (for at most ``timeout`` seconds) and stop
+        the workers. False when batches were still running at the timeout: the engine's slots are
+        still in use then, so it must not be closed. Idempotent."""
+        self._closed = True
+        drained = self.drain(timeout)
+        self._workers.shutdown(wait=drained)
+        return drained
 
 
 def _waves(requests: Sequence[Request]) -> list[list[Request]]:
