@@ -20,6 +20,8 @@ from ge_python_backend.errors import ConfigError, InputError
 
 SEQUENCE_START = 1
 SEQUENCE_END = 2
+#: failed sequences whose failure the next step's error names (the oldest are forgotten first)
+FAILURES_REMEMBERED = 4096
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class SequenceStates:
         self._idle_timeout = idle_timeout
         self._clock = clock
         self._states: dict[int | str, tuple[dict[str, np.ndarray], float]] = {}
+        #: why recent sequences lost their state (a failed step), for their next step's error
+        self._failed: dict[int | str, str] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -81,13 +85,22 @@ class SequenceStates:
             raise InputError("the request carries no sequence correlation ID; a stateful model needs one")
         if flags & SEQUENCE_START:
             state = self._initial  # read only: the runner copies it into the engine's buffers
+            if self._failed:
+                with self._lock:
+                    self._failed.pop(correlation_id, None)
         else:
             with self._lock:
                 entry = self._states.get(correlation_id)
                 if entry is None:
+                    failed = self._failed.get(correlation_id)
                     raise InputError(
-                        f"sequence {correlation_id!r} has no state: its first request must carry the START flag, "
-                        "or the sequence was ended or idle too long"
+                        f"sequence {correlation_id!r} has no state: "
+                        + (
+                            f"its previous step failed ({failed}); start it again with the START flag"
+                            if failed is not None
+                            else "its first request must carry the START flag, or the sequence was ended or idle "
+                            "too long"
+                        )
                     )
                 state = entry[0]
                 self._states[correlation_id] = (state, self._clock())
@@ -104,10 +117,15 @@ class SequenceStates:
                 self._clock(),
             )
 
-    def forget(self, correlation_id: int | str) -> None:
-        """Drop a sequence whose step failed: its next request must start over."""
+    def forget(self, correlation_id: int | str, reason: str) -> None:
+        """Drop a sequence whose step failed because of ``reason``: its next request must start over,
+        and its error says why (for the last ``FAILURES_REMEMBERED`` failed sequences)."""
         with self._lock:
             self._states.pop(correlation_id, None)
+            self._failed.pop(correlation_id, None)
+            self._failed[correlation_id] = reason
+            while len(self._failed) > FAILURES_REMEMBERED:
+                del self._failed[next(iter(self._failed))]
 
     def expire(self) -> int:
         """Drop sequences idle longer than the timeout; return how many were dropped."""

@@ -149,6 +149,11 @@ class InferenceRequest:
         self._parameters = json.dumps(parameters or {})
         self.sender = ResponseSender()
 
+    def sent(self) -> tuple[list[Tensor], list[str], str]:
+        """Not pb_utils: Triton's side of the request (its inputs, requested outputs and id), read
+        by ModelHarness without going through the methods a model calls."""
+        return self._inputs, self._requested, self._request_id
+
     def inputs(self) -> list[Tensor]:
         return self._inputs
 

@@ -34,7 +34,7 @@ from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.specs import ModelSpec, format_shape
 from ge_python_backend.triton import capabilities, lifeline, logbridge
 from ge_python_backend.triton.metrics import TritonMetrics
-from ge_python_backend.triton.settings import ModelSettings, auto_complete, read_settings
+from ge_python_backend.triton.settings import ModelSettings, auto_complete, declared_outputs, read_settings
 
 LOG = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ class GEModel:
             self.engine,
             batching=settings.batching,
             max_batch_size=settings.max_batch_size,
-            output_types={o.name: o.numpy_dtype for o in settings.outputs},
+            outputs=declared_outputs(settings.config),
             # the default hooks change nothing: the runner skips them (and the dict copies they get)
             preprocess=self.preprocess if self._hooked("preprocess") else None,
             postprocess=self.postprocess if self._hooked("postprocess") else None,

@@ -8,7 +8,7 @@ from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.serving.sequences import parse_state_pairs
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
-from tests.support import repos
+from tests.support import parity, repos
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +26,7 @@ def e2e_repo(tmp_path_factory):
     repos.generated(repo, files["linear"], "linear_ge", backend="ge")
     _, files["hooked"] = repos.hooked_classifier(repo)
     repos.fragile(repo, files["linear"])
+    files["breaker"] = parity.breaker(repo)
     sim_compile(files["linear"], sources / "linear_sim.om", batch_gears=(1, 2, 4, 8))
     repos.generated(repo, sources / "linear_sim.om", "linear_sim", streams=2)
     files["cell"] = models.recurrent_cell(sources / "cell.onnx", layers_first=True, with_gain=True)

@@ -120,7 +120,7 @@ def test_interleaved_sequences_keep_their_own_state(tmp_path, strategy):
             for cid in batch:
                 step = position[cid]
                 flags = (START if step == 0 else 0) | (END if step == lengths[cid] - 1 else 0)
-                gain = np.array([gains[cid]], np.float32)
+                gain = np.array([[gains[cid]]], np.float32)  # [rows, 1]: the config reshapes it to []
                 requests.append(
                     pb.InferenceRequest(
                         [pb.Tensor("x", steps[cid][step]), pb.Tensor("gain", gain)], correlation_id=cid, flags=flags
@@ -140,7 +140,7 @@ def test_a_step_without_start_fails_alone(tmp_path):
     folder = tmp_path / "cell"
     models.recurrent_cell(folder / "1" / "model.onnx", layers_first=True, with_gain=True)
     (folder / "config.pbtxt").write_text(CONFIG.format(strategy="direct"))
-    gain = pb.Tensor("gain", np.array([1.0], np.float32))
+    gain = pb.Tensor("gain", np.array([[1.0]], np.float32))
     with ModelHarness(TritonPythonModel, folder) as model:
         responses = model.infer(
             [
@@ -166,19 +166,26 @@ def test_state_parameters_need_sequence_batching(tmp_path):
 def test_a_failed_step_drops_the_sequence_so_nothing_runs_on_stale_state(tmp_path):
     folder = tmp_path / "cell"
     models.recurrent_cell(folder / "1" / "model.onnx", layers_first=True, with_gain=True)
-    (folder / "config.pbtxt").write_text(CONFIG.format(strategy="direct"))
-    gain = pb.Tensor("gain", np.array([1.0], np.float32))
+    config = CONFIG.format(strategy="direct").replace(
+        "parameters [", 'parameters [\n  { key: "reject_nonfinite" value: { string_value: "true" } },'
+    )
+    (folder / "config.pbtxt").write_text(config)
+    gain = pb.Tensor("gain", np.array([[1.0]], np.float32))
 
     def step(x, flags=0):
         return pb.InferenceRequest([pb.Tensor("x", x), gain], correlation_id=5, flags=flags)
 
     with ModelHarness(TritonPythonModel, folder) as model:
         (first,) = model.infer([step(np.ones((1, 4), np.float32), START)])
-        (bad,) = model.infer([step(np.ones((1, 3), np.float32))])
+        (bad,) = model.infer([step(np.full((1, 4), np.nan, np.float32))])  # passes Triton, refused by GEModel
         (after,) = model.infer([step(np.ones((1, 4), np.float32))])
-    assert not first.has_error()
-    assert "has shape [1,3]" in bad.error().message()
-    assert "sequence 5 has no state" in after.error().message()
+        (again,) = model.infer([step(np.ones((1, 4), np.float32), START)])
+    assert not first.has_error() and not again.has_error()
+    assert "input 'x' contains NaN or Inf" in bad.error().message()
+    assert after.error().message() == (
+        "sequence 5 has no state: its previous step failed (input 'x' contains NaN or Inf, which parameter "
+        "reject_nonfinite forbids); start it again with the START flag"
+    )
 
 
 READY_CONTROL = """
@@ -196,7 +203,7 @@ def test_padding_slots_get_an_empty_answer_and_count_nowhere(tmp_path, signal):
     if signal == "ready":
         config = config.replace("  direct { }\n", "  direct { }\n" + READY_CONTROL.format())
     (folder / "config.pbtxt").write_text(config)
-    gain = pb.Tensor("gain", np.array([1.0], np.float32))
+    gain = pb.Tensor("gain", np.array([[1.0]], np.float32))
     x = pb.Tensor("x", np.ones((1, 4), np.float32))
     ready, not_ready = (pb.Tensor("READY", np.array([[v]], np.int32)) for v in (1, 0))
     controls = {"ready": ([ready], [not_ready]), "correlation id": ([], [])}[signal]
