@@ -39,6 +39,8 @@ from ge_python_backend.specs import ModelSpec
 LOG = logging.getLogger(__name__)
 #: distinct non-batch shape sets whose profile is remembered
 _PROFILE_CACHE = 1024
+#: seconds after an idle sequence's timeout at which the expiry timer looks (its clock is strict)
+_EXPIRY_SLACK = 0.005
 
 
 class Runner:
@@ -103,6 +105,11 @@ class Runner:
         self._idle = threading.Condition()
         self._closed = False
         self.out_of_service: EngineError | None = None
+        self._stopped = threading.Event()
+        self._expiry = None
+        if sequences is not None:
+            self._expiry = threading.Thread(target=self._expire_idle, name="ge-sequence-expiry", daemon=True)
+            self._expiry.start()
 
     # -- submit: runs on Triton's execute thread ---------------------------------------------
 
@@ -399,6 +406,19 @@ class Runner:
 
     # -- lifecycle ------------------------------------------------------------------------
 
+    def _expire_idle(self) -> None:
+        """Drop each idle sequence's state when its timeout passes, without waiting for a request
+        (on a thread of its own; a request arriving first drops it too, in ``submit``)."""
+        states = self._sequences
+        assert states is not None
+        while True:
+            left = states.until_expiry()
+            delay = states.idle_timeout if left is None else left + _EXPIRY_SLACK
+            if self._stopped.wait(delay):
+                return
+            if states.expire():
+                self._observer.sequences(len(states))
+
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until no batch is in flight; False on timeout."""
         with self._idle:
@@ -409,6 +429,7 @@ class Runner:
         the workers. False when batches were still running at the timeout: the engine's slots are
         still in use then, so it must not be closed. Idempotent."""
         self._closed = True
+        self._stopped.set()
         drained = self.drain(timeout)
         self._workers.shutdown(wait=drained)
         return drained

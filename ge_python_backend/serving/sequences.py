@@ -3,8 +3,8 @@
 A state pair ``input=output`` feeds a model input from the output of the same sequence's
 previous step. ``SequenceStates`` keeps one set of state tensors per correlation ID: the
 initial value (zeros by default) on a request flagged START, the stored value on later steps,
-dropped on END and after an idle timeout. Nothing here knows Triton: flags use Triton's bit
-values (START=1, END=2).
+dropped on END and after an idle timeout (``Runner`` runs a timer for it). Nothing here knows
+Triton: flags use Triton's bit values (START=1, END=2).
 """
 
 from __future__ import annotations
@@ -126,6 +126,19 @@ class SequenceStates:
             self._failed[correlation_id] = reason
             while len(self._failed) > FAILURES_REMEMBERED:
                 del self._failed[next(iter(self._failed))]
+
+    def until_expiry(self) -> float | None:
+        """Seconds until the longest-idle sequence's state expires (0 when it has), or None
+        without sequences."""
+        with self._lock:
+            if not self._states:
+                return None
+            oldest = min(seen for _, seen in self._states.values())
+        return max(oldest + self._idle_timeout - self._clock(), 0.0)
+
+    @property
+    def idle_timeout(self) -> float:
+        return self._idle_timeout
 
     def expire(self) -> int:
         """Drop sequences idle longer than the timeout; return how many were dropped."""

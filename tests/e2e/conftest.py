@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ge_python_backend.ops.server import TritonServer
+from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.serving.sequences import parse_state_pairs
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
@@ -41,6 +42,16 @@ def e2e_repo(tmp_path_factory):
             state_batch_axis=1,
             unbatched_inputs=("gain",),
         )
+    idle = repos.generated(
+        repo,
+        files["cell"],
+        "cell_idle",
+        sequence=True,
+        states=parse_state_pairs("h_in=h_out"),
+        state_batch_axis=1,
+        unbatched_inputs=("gain",),
+    )
+    set_parameters(idle / "config.pbtxt", sequence_idle_timeout_ms=str(repos.IDLE_TIMEOUT_MS))
     files["linear_v2"] = models.linear(sources / "linear_v2.onnx", seed=1)
     repos.generated(repo, files["linear"], "versioned", version_policy="all")
     repos.generated(repo, files["linear_v2"], "versioned", version=2, add_version=True)

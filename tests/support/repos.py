@@ -9,6 +9,8 @@ from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.testing import models
 
 MODELS = Path(__file__).parents[1] / "models"
+#: the idle timeout of the end-to-end model cell_idle (GEModel's parameter sequence_idle_timeout_ms)
+IDLE_TIMEOUT_MS = 1000
 
 HOOKED_CONFIG = """
 name: "{name}"

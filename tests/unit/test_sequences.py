@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import onnxruntime as ort
@@ -44,12 +45,13 @@ def test_state_store_lifecycle():
     with pytest.raises(InputError, match="no sequence correlation ID"):
         store.inject(0, START, {})
     clock.now = 4
-    assert store.expire() == 0
+    assert store.expire() == 0 and store.until_expiry() == 1
     clock.now = 10
+    assert store.until_expiry() == 0
     assert store.expire() == 1 and len(store) == 0
     store.inject(9, START, {})
     store.capture(9, START | END, {"h_out": np.ones(3)})
-    assert len(store) == 0
+    assert len(store) == 0 and store.until_expiry() is None
 
 
 def test_state_pairs_parse_and_refuse_garbage():
@@ -225,3 +227,26 @@ def test_padding_slots_get_an_empty_answer_and_count_nowhere(tmp_path, signal):
         }
     assert sum(v for labels, v in counted.items() if ("kind", "input") in labels) == 0
     assert sum(v for labels, v in counted.items() if not any(k == "kind" for k, _ in labels)) == 1
+
+
+def test_an_idle_sequence_is_dropped_on_a_timer_without_another_request(tmp_path):
+    folder = tmp_path / "cell"
+    models.recurrent_cell(folder / "1" / "model.onnx", layers_first=True, with_gain=True)
+    config = CONFIG.format(strategy="direct").replace(
+        "parameters [", 'parameters [\n  { key: "sequence_idle_timeout_ms" value: { string_value: "200" } },'
+    )
+    (folder / "config.pbtxt").write_text(config)
+    gain = pb.Tensor("gain", np.array([[1.0]], np.float32))
+    with ModelHarness(TritonPythonModel, folder) as model:
+        (first,) = model.infer(
+            [pb.InferenceRequest([pb.Tensor("x", np.ones((1, 4), np.float32)), gain], correlation_id=4, flags=START)]
+        )
+        assert not first.has_error()
+        states = model.model.runner._sequences
+        started = time.monotonic()
+        assert len(states) == 1
+        while len(states) and time.monotonic() - started < 3:
+            time.sleep(0.01)
+        assert len(states) == 0 and time.monotonic() - started >= 0.15
+        (active,) = [m for m in pb.MetricFamily.registry["ge_sequences_active"].metrics if m.labels["model"] == "cell"]
+        assert active.value() == 0
