@@ -251,6 +251,7 @@ def resolve_auto(
         if available:
             because = f"{path.name} present" + (f"; {reason}" if reason else "")
             because += "".join(f"; not {r}" for r in reasons)
+            because += "".join(f"; not picked: {note}" for note in candidates.notes)
             log(f"engine auto: chose {info.name} ({because})")
             return info
         reasons.append(f"{info.name}: {reason}")

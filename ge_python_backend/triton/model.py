@@ -187,7 +187,12 @@ class GEModel:
     def _open(self) -> None:
         settings = self.settings
         if settings.engine == AUTO:
-            info = resolve_auto(settings.version_dir, self.log_info, settings.model_file, settings.engine_options)
+            info = resolve_auto(
+                settings.version_dir,
+                lambda line: self.log_info(f"{settings.instance_name}: {line}"),
+                settings.model_file,
+                settings.engine_options,
+            )
         else:
             info = engine(settings.engine)
         path = info.model_path(settings.version_dir, settings.model_file)

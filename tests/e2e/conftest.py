@@ -28,6 +28,8 @@ def e2e_repo(tmp_path_factory):
     _, files["hooked"] = repos.hooked_classifier(repo)
     repos.fragile(repo, files["linear"])
     files["breaker"] = parity.breaker(repo)
+    for channels, kind in ((3, "rgb"), (1, "grey")):
+        files[f"classifier_{kind}"] = repos.classifier(repo, sources, f"classifier_{kind}", image_channels=channels)
     sim_compile(files["linear"], sources / "linear_sim.om", batch_gears=(1, 2, 4, 8))
     repos.generated(repo, sources / "linear_sim.om", "linear_sim", streams=2)
     files["cell"] = models.recurrent_cell(sources / "cell.onnx", layers_first=True, with_gain=True)
