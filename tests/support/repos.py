@@ -11,6 +11,8 @@ from ge_python_backend.testing import models
 MODELS = Path(__file__).parents[1] / "models"
 #: the idle timeout of the end-to-end model cell_idle (GEModel's parameter sequence_idle_timeout_ms)
 IDLE_TIMEOUT_MS = 1000
+#: the simulated device time per batch of the end-to-end model sim_timed (acl_sim_device_ms)
+SIM_DEVICE_MS = 5
 
 HOOKED_CONFIG = """
 name: "{name}"
