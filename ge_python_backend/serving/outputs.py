@@ -25,6 +25,7 @@ per element, but over the elements of a string output).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,31 @@ class DeclaredOutput:
     dims: tuple[int, ...]
     reshape: tuple[int, ...] | None = None
 
+    @property
+    def produced(self) -> tuple[int, ...]:
+        """The dims the answer leaves with (the reshape's when the config has one)."""
+        return self.dims if self.reshape is None else self.reshape
+
+
+class _OpenDims:
+    """A precomputed test of a shape against dims with -1 (any size), behind the request's rows
+    when batched: an itemgetter over the fixed positions, no Python loop."""
+
+    __slots__ = ("_rank", "_pick", "_fixed")
+
+    def __init__(self, dims: tuple[int, ...], batched: bool) -> None:
+        offset = 1 if batched else 0
+        positions = [i + offset for i, d in enumerate(dims) if d != -1]
+        self._rank = len(dims) + offset
+        self._pick = operator.itemgetter(*positions) if positions else None
+        fixed = tuple(d for d in dims if d != -1)
+        self._fixed = fixed[0] if len(fixed) == 1 else fixed
+
+    def fits(self, shape: tuple[int, ...], rows: int | None) -> bool:
+        if len(shape) != self._rank or (rows is not None and shape[0] != rows):
+            return False
+        return self._pick is None or self._pick(shape) == self._fixed
+
 
 class OutputContract:
     """Picks, types and shapes a request's outputs (see the module docstring). ``source`` names
@@ -59,33 +85,50 @@ class OutputContract:
         self._declared = {d.name: d for d in declared}
         self._types = {d.name: numpy_dtype(d.dtype) for d in declared}
         self._all = tuple(self._declared)
+        #: per output: its dims when fixed (one tuple comparison per answer), else their test
+        self._shapes: dict[str, tuple[int, ...] | _OpenDims] = {
+            d.name: _OpenDims(d.produced, batching) if -1 in d.produced else d.produced for d in declared
+        }
         self._batching = batching
         self._source = source
+        #: per output: (its numpy type, its fixed dims), or (…, None) when a full check is needed
+        #: (open dims or a string type, whose elements are checked)
+        self._fast: dict[str, tuple[np.dtype, tuple[int, ...] | None]] = {
+            d.name: (self._types[d.name], None if -1 in d.produced or d.dtype == "BYTES" else d.produced)
+            for d in declared
+        }
         #: requested output names -> those names in the config's order
         self._order: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def __call__(self, outputs: Any, info: RequestInfo, rows: int | None) -> dict[str, np.ndarray]:
         """The outputs to send for a request of ``rows`` rows (None without batching)."""
-        if not isinstance(outputs, Mapping):
+        if type(outputs) is not dict and not isinstance(outputs, Mapping):
             raise ContractError(
                 f"{self._source} returned {type(outputs).__name__}; it must return a dict of output arrays "
                 f"(the config's outputs: {', '.join(self._all)})"
             )
         selected = {}
-        for name in self._names(info.requested_outputs):
+        lead = (rows,) if self._batching else ()
+        names = self._order.get(info.requested_outputs) or self._names(info.requested_outputs)
+        for name in names:
             value = outputs.get(name)
             if value is None:
                 raise ContractError(
                     f"{self._source} returned no output {name!r} (it returned {sorted(map(str, outputs))}); "
                     "the request asks for it"
                 )
+            # the common case first: a numeric array already in the config's type and fixed dims
+            dtype, dims = self._fast[name]
+            if (
+                dims is not None
+                and type(value) is np.ndarray
+                and (value.dtype is dtype or value.dtype == dtype)
+                and value.shape == lead + dims
+            ):
+                selected[name] = value
+                continue
             declared = self._declared[name]
-            # the common case first: an array already in the config's type and shape
-            if type(value) is np.ndarray and value.dtype == self._types[name] and value.dtype != _OBJECT:
-                array = value
-            else:
-                array = self._typed(declared, value)
-            selected[name] = self._shaped(declared, array, rows)
+            selected[name] = self._shaped(declared, self._typed(declared, value), rows)
         return selected
 
     def _names(self, requested: tuple[str, ...]) -> tuple[str, ...]:
@@ -102,11 +145,15 @@ class OutputContract:
         return names
 
     def _shaped(self, declared: DeclaredOutput, array: np.ndarray, rows: int | None) -> np.ndarray:
-        lead = (rows,) if self._batching and rows is not None else ()
-        produced = declared.dims if declared.reshape is None else declared.reshape
-        expected = lead + produced
-        if shape_fits(array.shape, expected):
+        shape = self._shapes[declared.name]
+        if type(shape) is tuple:
+            if array.shape == ((rows,) + shape if self._batching else shape):
+                return array
+        elif shape.fits(array.shape, rows if self._batching else None):  # type: ignore[union-attr]
             return array
+        lead = (rows,) if self._batching and rows is not None else ()
+        produced = declared.produced
+        expected = lead + produced
         if (
             declared.reshape is not None
             and -1 not in declared.reshape
