@@ -165,13 +165,17 @@ def test_state_parameters_need_sequence_batching(tmp_path):
         ModelHarness(TritonPythonModel, folder).__enter__()
 
 
-def test_a_failed_step_drops_the_sequence_so_nothing_runs_on_stale_state(tmp_path):
+def cell_with(tmp_path, key: str, value: str):
+    """The direct-strategy cell folder with one more parameter."""
     folder = tmp_path / "cell"
     models.recurrent_cell(folder / "1" / "model.onnx", layers_first=True, with_gain=True)
-    config = CONFIG.format(strategy="direct").replace(
-        "parameters [", 'parameters [\n  { key: "reject_nonfinite" value: { string_value: "true" } },'
-    )
-    (folder / "config.pbtxt").write_text(config)
+    parameter = f'parameters [\n  {{ key: "{key}" value: {{ string_value: "{value}" }} }},'
+    (folder / "config.pbtxt").write_text(CONFIG.format(strategy="direct").replace("parameters [", parameter))
+    return folder
+
+
+def test_a_failed_step_drops_the_sequence_so_nothing_runs_on_stale_state(tmp_path):
+    folder = cell_with(tmp_path, "reject_nonfinite", "true")
     gain = pb.Tensor("gain", np.array([[1.0]], np.float32))
 
     def step(x, flags=0):
@@ -230,12 +234,7 @@ def test_padding_slots_get_an_empty_answer_and_count_nowhere(tmp_path, signal):
 
 
 def test_an_idle_sequence_is_dropped_on_a_timer_without_another_request(tmp_path):
-    folder = tmp_path / "cell"
-    models.recurrent_cell(folder / "1" / "model.onnx", layers_first=True, with_gain=True)
-    config = CONFIG.format(strategy="direct").replace(
-        "parameters [", 'parameters [\n  { key: "sequence_idle_timeout_ms" value: { string_value: "200" } },'
-    )
-    (folder / "config.pbtxt").write_text(config)
+    folder = cell_with(tmp_path, "sequence_idle_timeout_ms", "200")
     gain = pb.Tensor("gain", np.array([[1.0]], np.float32))
     with ModelHarness(TritonPythonModel, folder) as model:
         (first,) = model.infer(
