@@ -1,7 +1,7 @@
 """What a request is answered with, checked against the model config: the one place where outputs
 are picked, typed and shaped, and where what contradicts the config is refused.
 
-``OutputContract`` is built once per model from the config's outputs (``DeclaredOutput``). Per
+``OutputContract`` is built once per model from the config's outputs (``DeclaredTensor``). Per
 answer it picks the requested outputs (all when none are named) and checks each one:
 
 - data type: an array in the config's type passes as it is. Another numeric type is converted
@@ -34,7 +34,7 @@ import numpy as np
 
 from ge_python_backend.errors import ContractError
 from ge_python_backend.serving.requests import RequestInfo
-from ge_python_backend.specs import config_type, dtype_text, format_shape, numpy_dtype, shape_fits
+from ge_python_backend.specs import api_type, config_type, dtype_text, format_shape, numpy_dtype, shape_fits
 
 _OBJECT = np.dtype(object)
 #: distinct sets of requested outputs whose order is remembered
@@ -42,14 +42,27 @@ _ORDERS_REMEMBERED = 256
 
 
 @dataclass(frozen=True)
-class DeclaredOutput:
-    """A config output: data type (API name), dims without the batch axis, and the dims the model
-    produces when the config has a ``reshape`` for it."""
+class DeclaredTensor:
+    """A config input or output: data type (API name), dims without the batch axis, the dims the
+    model has when the config has a ``reshape`` for it, and whether the input is optional."""
 
     name: str
     dtype: str
     dims: tuple[int, ...]
     reshape: tuple[int, ...] | None = None
+    optional: bool = False
+
+    @classmethod
+    def from_config(cls, entry: Mapping[str, Any]) -> DeclaredTensor:
+        """From an ``input`` or ``output`` entry of the model config as JSON."""
+        reshape = entry.get("reshape")
+        return cls(
+            entry["name"],
+            api_type(entry.get("data_type", "")),
+            tuple(int(d) for d in entry.get("dims", ())),
+            None if reshape is None else tuple(int(d) for d in reshape.get("shape", ())),
+            bool(entry.get("optional", False)),
+        )
 
     @property
     def produced(self) -> tuple[int, ...]:
@@ -81,7 +94,7 @@ class OutputContract:
     """Picks, types and shapes a request's outputs (see the module docstring). ``source`` names
     who produced them in messages: "postprocess", or the model itself."""
 
-    def __init__(self, declared: Sequence[DeclaredOutput], *, batching: bool, source: str) -> None:
+    def __init__(self, declared: Sequence[DeclaredTensor], *, batching: bool, source: str) -> None:
         self._declared = {d.name: d for d in declared}
         self._types = {d.name: numpy_dtype(d.dtype) for d in declared}
         self._all = tuple(self._declared)
@@ -144,7 +157,7 @@ class OutputContract:
                 self._order[requested] = names
         return names
 
-    def _shaped(self, declared: DeclaredOutput, array: np.ndarray, rows: int | None) -> np.ndarray:
+    def _shaped(self, declared: DeclaredTensor, array: np.ndarray, rows: int | None) -> np.ndarray:
         shape = self._shapes[declared.name]
         if type(shape) is tuple:
             if array.shape == ((rows,) + shape if self._batching else shape):
@@ -176,7 +189,7 @@ class OutputContract:
             f"declares {declares}, so the answer must be {wanted}"
         )
 
-    def _typed(self, declared: DeclaredOutput, value: Any) -> np.ndarray:
+    def _typed(self, declared: DeclaredTensor, value: Any) -> np.ndarray:
         array = value if isinstance(value, np.ndarray) else np.asarray(value)
         target = self._types[declared.name]
         if target == _OBJECT:
@@ -191,7 +204,7 @@ class OutputContract:
             )
         return array.astype(target)
 
-    def _strings(self, declared: DeclaredOutput, array: np.ndarray) -> np.ndarray:
+    def _strings(self, declared: DeclaredTensor, array: np.ndarray) -> np.ndarray:
         """A TYPE_STRING output as an object array of bytes (str elements as UTF-8)."""
         if array.dtype.kind == "S":  # numpy fixed-width bytes (trailing NULs already dropped by numpy)
             return array.astype(object)

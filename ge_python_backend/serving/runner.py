@@ -29,7 +29,7 @@ from ge_python_backend.errors import ContractError, EngineError, GEError, InputE
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.serving.batching import Chunk, Profile, choose_profile, gather, plan_group, profiles_for, scatter
 from ge_python_backend.serving.observers import FailureKind, Observer, Observers, Phase
-from ge_python_backend.serving.outputs import DeclaredOutput, OutputContract
+from ge_python_backend.serving.outputs import DeclaredTensor, OutputContract
 from ge_python_backend.serving.requests import Arrays, Hook, Request, hook_location
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.serving.tracking import Answers, Tracked
@@ -52,7 +52,7 @@ class Runner:
         *,
         batching: bool,
         max_batch_size: int,
-        outputs: Sequence[DeclaredOutput],
+        outputs: Sequence[DeclaredTensor],
         preprocess: Hook | None,
         postprocess: Hook | None,
         layout: Layout | None = None,
@@ -103,13 +103,11 @@ class Runner:
         self._bound = threading.local()
         self._in_flight = 0
         self._idle = threading.Condition()
-        self._closed = False
         self.out_of_service: EngineError | None = None
-        self._stopped = threading.Event()
-        self._expiry = None
+        #: set by close: no new batch starts, the sequence expiry timer stops
+        self._closing = threading.Event()
         if sequences is not None:
-            self._expiry = threading.Thread(target=self._expire_idle, name="ge-sequence-expiry", daemon=True)
-            self._expiry.start()
+            threading.Thread(target=self._expire_idle, name="ge-sequence-expiry", daemon=True).start()
 
     # -- submit: runs on Triton's execute thread ---------------------------------------------
 
@@ -267,10 +265,8 @@ class Runner:
         if self.out_of_service is not None:  # an earlier chunk of this call lost the device
             self._fail_chunk(chunk, tracked, self.out_of_service)
             return
-        slot = None if self._closed else self._free.get()
-        if slot is None or self._closed:  # closing: the engine may be gone once a slot is free
-            if slot is not None:
-                self._free.put(slot)
+        slot = self._take_slot()
+        if slot is None:
             self._fail_chunk(chunk, tracked, EngineError("the model is shutting down"))
             return
         started = time.perf_counter()
@@ -297,6 +293,17 @@ class Runner:
         except RuntimeError as exc:  # the pool is shut down (the model is being unloaded)
             self._release(slot)
             self._fail_chunk(chunk, tracked, EngineError(f"the model is shutting down: {exc}"))
+
+    def _take_slot(self) -> Slot | None:
+        """A free slot (waiting for one), or None once the runner is closing: the engine may be
+        closed by the time a slot is free."""
+        if self._closing.is_set():
+            return None
+        slot = self._free.get()
+        if self._closing.is_set():
+            self._free.put(slot)
+            return None
+        return slot
 
     def _bind_this_thread(self) -> None:
         if not getattr(self._bound, "done", False):
@@ -414,7 +421,7 @@ class Runner:
         while True:
             left = states.until_expiry()
             delay = states.idle_timeout if left is None else left + _EXPIRY_SLACK
-            if self._stopped.wait(delay):
+            if self._closing.wait(delay):
                 return
             if states.expire():
                 self._observer.sequences(len(states))
@@ -428,8 +435,7 @@ class Runner:
         """Refuse new batches, let those in flight finish (for at most ``timeout`` seconds) and stop
         the workers. False when batches were still running at the timeout: the engine's slots are
         still in use then, so it must not be closed. Idempotent."""
-        self._closed = True
-        self._stopped.set()
+        self._closing.set()
         drained = self.drain(timeout)
         self._workers.shutdown(wait=drained)
         return drained

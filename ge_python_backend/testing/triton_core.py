@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ge_python_backend.specs import api_type, dtype_text, format_shape, numpy_dtype
+from ge_python_backend.serving.outputs import DeclaredTensor
+from ge_python_backend.specs import dtype_text, format_shape, numpy_dtype
 
 #: appended to a shape refusal of a batching model (infer_request.cc:1134-1141)
 BATCH_NOTE = (
@@ -38,29 +38,6 @@ BATCH_NOTE = (
     "each input shape. If you want to specify the full shape including the batch dim in your input dims config, "
     "try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size."
 )
-
-
-@dataclass(frozen=True)
-class _Tensor:
-    name: str
-    dtype: str
-    dims: tuple[int, ...]
-    reshape: tuple[int, ...] | None
-    optional: bool
-
-
-def _tensors(entries: Sequence[Mapping[str, Any]]) -> dict[str, _Tensor]:
-    found = {}
-    for entry in entries:
-        reshape = entry.get("reshape")
-        found[entry["name"]] = _Tensor(
-            entry["name"],
-            api_type(entry.get("data_type", "")),
-            tuple(int(d) for d in entry.get("dims", ())),
-            None if reshape is None else tuple(int(d) for d in reshape.get("shape", ())),
-            bool(entry.get("optional", False)),
-        )
-    return found
 
 
 def moved_dims(shape: Sequence[int], source: Sequence[int], target: Sequence[int]) -> tuple[int, ...]:
@@ -76,8 +53,8 @@ class TritonCore:
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.model = config.get("name", "")
         self.max_batch_size = int(config.get("max_batch_size", 0))
-        self.inputs = _tensors(config.get("input", []))
-        self.outputs = _tensors(config.get("output", []))
+        self.inputs = {e["name"]: DeclaredTensor.from_config(e) for e in config.get("input", [])}
+        self.outputs = {e["name"]: DeclaredTensor.from_config(e) for e in config.get("output", [])}
         self._required = [t.name for t in self.inputs.values() if not t.optional]
         #: tensors the sequence batcher adds to a request (READY, START, ...): never the client's
         self._controls = {c.get("name", "") for c in config.get("sequence_batching", {}).get("control_input", [])}
@@ -116,7 +93,7 @@ class TritonCore:
             return batch, f"inference request batch-size must be <= {self.max_batch_size} for '{self.model}'"
         return batch, ""
 
-    def _tensor_refusal(self, declared: _Tensor, array: np.ndarray, batch: int) -> str:
+    def _tensor_refusal(self, declared: DeclaredTensor, array: np.ndarray, batch: int) -> str:
         """Why Triton refuses one input: its data type, its shape, or an empty batch ("" when none)."""
         name, model, batching = declared.name, self.model, self.max_batch_size > 0
         sent = dtype_text(array.dtype)

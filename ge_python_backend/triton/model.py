@@ -350,7 +350,7 @@ class GEModel:
             return
         if self._engine is not None:
             self._engine.close()
-        atexit._run_exitfuncs()
+        atexit._run_exitfuncs()  # what a normal interpreter exit runs: pyACL's finalize (engines/acl/runtime.py)
 
     def _release(self) -> None:
         if self._runner is not None:

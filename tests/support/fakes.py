@@ -12,7 +12,7 @@ import numpy as np
 
 from ge_python_backend.engines.base import Engine, PhaseTimes, Slot
 from ge_python_backend.errors import EngineError
-from ge_python_backend.serving.outputs import DeclaredOutput
+from ge_python_backend.serving.outputs import DeclaredTensor
 from ge_python_backend.specs import BatchSupport, ModelSpec, TensorSpec
 
 
@@ -68,9 +68,9 @@ class DoublingEngine(Engine):
         self.closed = True
 
 
-def declared(spec: ModelSpec, batching: bool = True, **types: str) -> tuple[DeclaredOutput, ...]:
+def declared(spec: ModelSpec, batching: bool = True, **types: str) -> tuple[DeclaredTensor, ...]:
     """A config's outputs for ``spec``'s outputs (batch axis removed when batching); ``types``
     (output -> API data type) declare other types than the model's."""
     return tuple(
-        DeclaredOutput(t.name, types.get(t.name, t.dtype), t.shape[1:] if batching else t.shape) for t in spec.outputs
+        DeclaredTensor(t.name, types.get(t.name, t.dtype), t.shape[1:] if batching else t.shape) for t in spec.outputs
     )

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from ge_python_backend.errors import ContractError
-from ge_python_backend.serving.outputs import DeclaredOutput, OutputContract
+from ge_python_backend.serving.outputs import DeclaredTensor, OutputContract
 from ge_python_backend.serving.requests import RequestInfo
 
 ALL = RequestInfo()
 
 
 def contract(dtype: str, dims=(1,), reshape=None, batching=True) -> OutputContract:
-    return OutputContract([DeclaredOutput("y", dtype, dims, reshape)], batching=batching, source="postprocess")
+    return OutputContract([DeclaredTensor("y", dtype, dims, reshape)], batching=batching, source="postprocess")
 
 
 def survives(value: np.ndarray, target: np.dtype) -> bool:
@@ -114,7 +114,7 @@ def test_an_output_with_a_reshape_leaves_in_the_reshape_shape():
 
 def test_the_requested_outputs_are_checked_in_the_config_order_and_only_they_leave():
     both = OutputContract(
-        [DeclaredOutput("b", "FP32", (1,)), DeclaredOutput("a", "INT8", (1,))], batching=True, source="postprocess"
+        [DeclaredTensor("b", "FP32", (1,)), DeclaredTensor("a", "INT8", (1,))], batching=True, source="postprocess"
     )
     answer = {"a": np.full((1, 1), 300), "b": np.zeros((2, 1), np.float32)}
     with pytest.raises(ContractError, match="output 'b' with 2 rows"):  # b first, as the config lists it
