@@ -100,11 +100,11 @@ class ModelHarness:
         and every config output requested when the client named none (itself when nothing changes)."""
         inputs, requested, request_id = request.sent()
         names = self.core.requested_outputs(requested)
-        if list(requested) == names and not any(self.core.reshapes(t.name()) for t in inputs):
+        if set(requested) == names and not any(self.core.reshapes(t.name()) for t in inputs):
             return request
         seen = fake_pb_utils.InferenceRequest(
             [fake_pb_utils.Tensor(t.name(), self.core.model_input(t.name(), t.as_numpy())) for t in inputs],
-            names,
+            sorted(names),
             request_id,
             request.correlation_id(),
             request.flags(),

@@ -157,8 +157,10 @@ class InferenceRequest:
     def inputs(self) -> list[Tensor]:
         return self._inputs
 
-    def requested_output_names(self) -> list[str]:
-        return self._requested
+    def requested_output_names(self) -> set[str]:
+        """A set, as the stub's binding returns the C++ std::set (python_backend r24.10
+        ``pb_stub.cc:1844``, ``infer_request.cc:105-109``): in no particular order."""
+        return set(self._requested)
 
     def request_id(self) -> str:
         return self._request_id

@@ -13,8 +13,9 @@ are refused, the model gets the same tensors and the client the same answers.
 - An input with a config ``reshape`` reaches the model in the reshape's shape (:1160-1180); an
   output with one reaches the client in the config's dims (``src/infer_response.cc:153-156``,
   ``:298-328``).
-- The model is asked for every config output when the client names none, and the names come
-  sorted (core ``infer_request.h:821-828``: ``std::set``).
+- The model is asked for every config output when the client names none; the names come as a
+  set, in no particular order (the stub returns its ``std::set`` through pybind11,
+  python_backend r24.10 ``pb_stub.cc:1844``).
 - The response carries only the requested outputs (all when none are named: python_backend
   r24.10 ``src/infer_response.cc:120-130``), and a string output's elements arrive as bytes: a
   ``str`` as its UTF-8, any other object as the UTF-8 of ``str(obj)`` (``serialize_byte_tensor``
@@ -128,10 +129,10 @@ class TritonCore:
             f"required input(s) {missing}. Please provide all required input(s)."
         )
 
-    def requested_outputs(self, requested: Sequence[str]) -> list[str]:
+    def requested_outputs(self, requested: Sequence[str]) -> set[str]:
         """The output names the model is given: the requested ones, every config output when none
-        is named, sorted (core ``infer_request.cc:991-1005`` keeps them in a ``std::set``)."""
-        return sorted(set(requested) or self.outputs)
+        is named (core ``infer_request.cc:991-1005``)."""
+        return set(requested) or set(self.outputs)
 
     def reshapes(self, name: str) -> bool:
         """Whether the model gets input ``name`` in another shape than the client sent."""
