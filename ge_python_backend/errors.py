@@ -15,6 +15,11 @@ class InputError(GEError):
     """One request's input is wrong: only that request fails (Triton INVALID_ARG)."""
 
 
+class ContractError(GEError):
+    """A hook (or the model) returned what its contract or the model config forbids: the server's
+    fault, not the client's (Triton INTERNAL), and logged where the server's operator sees it."""
+
+
 class EngineError(GEError):
     """The engine failed while running a batch: the requests of that batch fail.
 

@@ -76,6 +76,14 @@ def dtype_name(dtype: np.dtype | type) -> str:
         raise ConfigError(f"numpy dtype {np.dtype(dtype)} has no Triton data type") from None
 
 
+def dtype_text(dtype: np.dtype | type) -> str:
+    """``dtype_name`` for messages: numpy's own name for a dtype Triton has no name for."""
+    try:
+        return dtype_name(dtype)
+    except ConfigError:
+        return f"numpy {np.dtype(dtype)}"
+
+
 def format_shape(shape: tuple[int, ...]) -> str:
     """[-1,3,224,224] style text, -1 for a dynamic axis."""
     return "[" + ",".join(str(d) for d in shape) + "]"

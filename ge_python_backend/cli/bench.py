@@ -6,13 +6,13 @@ import argparse
 import contextlib
 import os
 import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from ge_python_backend.ops.access import API_KEY_ENV
 from ge_python_backend.ops.bench import BenchError, Sweep, Target, random_inputs, report, run_sweep
+from ge_python_backend.ops.bench.npz import read_npz
 from ge_python_backend.ops.bench.progress import Progress
 from ge_python_backend.params import parse_int, parse_list
 
@@ -77,23 +77,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
-def _inputs(args: argparse.Namespace, url: str) -> dict[str, np.ndarray]:
-    if args.data is not None:
+def _checked(args: argparse.Namespace) -> dict[str, np.ndarray] | None:
+    """Refuse what is wrong with the arguments before anything starts; the --data tensors."""
+    if args.batch_size < 1:
+        raise BenchError(f"--batch-size {args.batch_size}: expected an integer >= 1")
+    if args.duration <= 0 or args.warmup < 0:
+        raise BenchError(
+            f"--duration {args.duration:g} --warmup {args.warmup:g}: expected a duration > 0, a warm-up >= 0"
+        )
+    if args.repository is not None:
+        if args.url:
+            raise BenchError("--url and --repository: --repository starts its own server; give one of them")
+        if not args.repository.is_dir():
+            raise BenchError(f"--repository {args.repository} is not a folder")
+    if args.plot:
         try:
-            with np.load(args.data, allow_pickle=False) as data:
-                return {name: data[name] for name in data.files}
-        except (OSError, ValueError, zipfile.BadZipFile) as exc:  # missing, not an .npz, pickled objects
-            raise BenchError(
-                f"--data {args.data}: cannot read it as an .npz of the request's tensors ({exc})"
-            ) from None
-    return random_inputs(
-        url, args.protocol, args.model, batch_size=args.batch_size, shapes=dict(args.shape), api_key=args.api_key
-    )
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise BenchError("--plot needs matplotlib: pip install 'ge-python-backend[bench]'") from None
+    return read_npz(args.data) if args.data is not None else None
+
+
+def _random_inputs(args: argparse.Namespace, url: str) -> dict[str, np.ndarray]:
+    try:
+        return random_inputs(
+            url, args.protocol, args.model, batch_size=args.batch_size, shapes=dict(args.shape), api_key=args.api_key
+        )
+    except BenchError:
+        raise
+    except Exception as exc:  # tritonclient and grpc raise their own types
+        raise BenchError(f"cannot read model {args.model!r} from {url} ({args.protocol}): {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.batch_size < 1:
-        raise BenchError(f"--batch-size {args.batch_size}: expected an integer >= 1")
+    data = _checked(args)
     sweep = Sweep(
         levels=args.rate or args.concurrency or (1, 2, 4, 8, 16, 32),
         mode="rate" if args.rate else "concurrency",
@@ -104,10 +121,12 @@ def run(args: argparse.Namespace) -> int:
         if args.repository is not None:
             from ge_python_backend.ops.server import TritonServer
 
-            server = stack.enter_context(TritonServer(args.repository))
+            server = TritonServer(args.repository)
+            stack.callback(server.close)  # on an early error too: no server nor folder left behind
+            server.start()
             url = server.grpc_address if args.protocol == "grpc" else server.http_address
             metrics_url: str | None = server.metrics_url
-            assert server.process is not None  # entering the context started the server
+            assert server.process is not None  # start() started it
             server_pid: int | None = server.process.pid
             print(f"started tritonserver on {args.repository}: {url} ({args.protocol}), metrics {metrics_url}")
         else:
@@ -116,12 +135,7 @@ def run(args: argparse.Namespace) -> int:
             server_pid = None
         if args.metrics_url:
             metrics_url = None if args.metrics_url == "none" else args.metrics_url
-        try:
-            inputs = _inputs(args, url)
-        except BenchError:
-            raise
-        except Exception as exc:  # tritonclient and grpc raise their own types
-            raise BenchError(f"cannot read model {args.model!r} from {url} ({args.protocol}): {exc}") from None
+        inputs = data if data is not None else _random_inputs(args, url)
         target = Target(url, args.model, inputs, args.protocol, metrics_url=metrics_url, server_pid=server_pid)
         shapes = ", ".join(f"{n} {list(a.shape)} {a.dtype}" for n, a in target.inputs.items())
         print(

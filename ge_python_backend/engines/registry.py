@@ -301,6 +301,7 @@ def resolve_auto(
             because = f"{path.name} present" + ("; compiled with ATC at load" if compiled else "")
             because += f"; {reason}" if reason else ""
             because += "".join(f"; not {r}" for r in reasons)
+            because += "".join(f"; not picked: {note}" for note in candidates.notes)
             log(f"engine auto: chose {info.name} ({because})")
             return info
         reasons.append(f"{info.name}: {reason}")

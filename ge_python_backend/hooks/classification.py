@@ -13,7 +13,7 @@ The client sends ``IMAGE`` (``TYPE_STRING``, one image per element: raw pixels o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,26 @@ def _positive_float(raw: str) -> float:
     return value
 
 
+AUTO = "auto"
+#: ImageNet's per-channel mean and std (torchvision's normalisation), the defaults for RGB
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+#: ITU-R 601-2 luma weights, as Pillow's convert("L") weighs R, G and B: grey images' defaults
+#: are ImageNet's values weighed the same way
+LUMA = (0.299, 0.587, 0.114)
+
+
+def _or_auto(parse: Callable[[str], tuple]) -> Callable[[str], tuple | str]:
+    return lambda raw: AUTO if raw == AUTO else parse(raw)
+
+
+def _channel_default(values: tuple[float, ...] | str, rgb: tuple[float, ...], channels: int) -> tuple[float, ...]:
+    """The parameter's values, or for auto the RGB default (channels 3) or its luma (channels 1)."""
+    if isinstance(values, tuple):
+        return values
+    return rgb if channels == 3 else (round(sum(w * v for w, v in zip(LUMA, rgb)), 6),)
+
+
 CLASSIFICATION_PARAMETERS = (
     Parameter(
         "labels_file",
@@ -47,17 +67,17 @@ CLASSIFICATION_PARAMETERS = (
     Parameter("top_k", parse_int(1), 5, "an integer >= 1", "labels returned per image (the LABELS/SCORES dims)"),
     Parameter(
         "mean",
-        parse_list(float),
-        (0.485, 0.456, 0.406),
-        "comma-separated numbers, one per channel or one",
-        "subtracted from pixel/255",
+        _or_auto(parse_list(float)),
+        AUTO,
+        "comma-separated numbers, one per channel or one, or auto",
+        "subtracted from pixel/255 (auto: ImageNet's for RGB, its luma for grey)",
     ),
     Parameter(
         "std",
-        parse_list(_positive_float),
-        (0.229, 0.224, 0.225),
-        "comma-separated numbers > 0, one per channel or one",
-        "divides pixel/255 - mean",
+        _or_auto(parse_list(_positive_float)),
+        AUTO,
+        "comma-separated numbers > 0, one per channel or one, or auto",
+        "divides pixel/255 - mean (auto: ImageNet's for RGB, its luma for grey)",
     ),
     Parameter(
         "max_input_bytes",
@@ -133,8 +153,10 @@ class ImageClassifier:
             scores_output=scores.name,
             labels=labels,
             top_k=k,
-            mean=channel_values(values["mean"], image.channels, "mean"),
-            std=channel_values(values["std"], image.channels, "std"),
+            mean=channel_values(
+                _channel_default(values["mean"], IMAGENET_MEAN, image.channels), image.channels, "mean"
+            ),
+            std=channel_values(_channel_default(values["std"], IMAGENET_STD, image.channels), image.channels, "std"),
             max_input_bytes=values["max_input_bytes"],
             softmax=values["softmax"],
             batching=settings.batching,

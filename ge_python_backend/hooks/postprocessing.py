@@ -12,7 +12,8 @@ from ge_python_backend.errors import ConfigError
 def load_labels(path: Path, classes: int | None = None) -> tuple[str, ...]:
     """One label per line of a UTF-8 text file, in class-index order.
 
-    A final newline, a UTF-8 byte order mark and CRLF line ends are accepted. ConfigError, naming
+    Lines end at LF (a CR before it is dropped: CRLF files are accepted, and so are a final newline
+    and a UTF-8 byte order mark); other Unicode line separators are part of a label. ConfigError, naming
     the file and what to fix, when it cannot be read, is not UTF-8, is empty, has an empty line,
     or (with ``classes``) holds a different number of labels."""
     path = Path(path)
@@ -28,7 +29,11 @@ def load_labels(path: Path, classes: int | None = None) -> tuple[str, ...]:
             f"labels file {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}, line {line}); "
             "save it as UTF-8 with one label per line"
         ) from None
-    labels = text.splitlines()
+    # lines end at "\n" only (str.splitlines would also split at U+2028, \x0c, U+0085, ... inside a label)
+    labels = text.split("\n")
+    if labels[-1] == "":
+        labels.pop()  # the final newline
+    labels = [label[:-1] if label.endswith("\r") else label for label in labels]
     if not labels:
         raise ConfigError(f"labels file {path} is empty; write one label per line, one line per class")
     for number, label in enumerate(labels, 1):

@@ -6,7 +6,10 @@ A request carries one image per element of a BYTES tensor (Triton ``TYPE_STRING`
   (RGB for 3 channels, grey for 1) — the layout ``numpy_array.tobytes()`` gives for an
   ``[height, width, channels]`` uint8 array; or
 - a PNG or JPEG file (decoded with Pillow, when installed), whose size must already be the
-  model's: nothing is resized. Its colours are converted to RGB (or grey for 1 channel).
+  model's: nothing is resized. Its colours are converted to RGB (or grey for 1 channel) with
+  Pillow's ``convert``; a 16-bit grey PNG (Pillow mode ``I;16`` or ``I``) is first scaled to 8 bits
+  by its high byte, as Pillow itself reads 16-bit RGB and grey-with-alpha PNGs (``convert``
+  would clip every value above 255 to white).
 
 An element of exactly the raw size is always read as raw pixels. Elements above
 ``max_input_bytes`` are refused before anything is decoded. Pixels are then normalised as
@@ -161,13 +164,27 @@ def _decode_file(data: bytes, kind: str, image: ImageInput, where: str) -> np.nd
                     f"{where} is a {picture.size[0]}x{picture.size[1]} (width x height) {kind}; the model takes "
                     f"{image.width}x{image.height} and images are not resized: resize it before sending"
                 )
-            converted = picture.convert("RGB" if image.channels == 3 else "L")
-            pixels = np.asarray(converted, dtype=np.uint8)
+            pixels = _eight_bit(picture, image.channels, where)
     except InputError:
         raise
     except Exception as exc:  # Pillow raises OSError, ValueError, SyntaxError, ... for broken files
         raise InputError(f"{where}: cannot decode the {kind} file ({type(exc).__name__}: {exc})") from None
     return pixels.reshape(image.height, image.width, image.channels)
+
+
+#: Pillow modes of a 16-bit grey PNG (newer Pillow: I;16, older: I), and their value range
+_SIXTEEN_BIT_GREY = ("I;16", "I;16B", "I;16L", "I")
+
+
+def _eight_bit(picture, channels: int, where: str) -> np.ndarray:
+    """A decoded image as uint8 pixels with ``channels`` colours (grey or RGB)."""
+    if picture.mode not in _SIXTEEN_BIT_GREY:
+        return np.asarray(picture.convert("RGB" if channels == 3 else "L"), dtype=np.uint8)
+    values = np.asarray(picture)
+    if values.size and (values.min() < 0 or values.max() > 65535):
+        raise InputError(f"{where} has grey values outside 0..65535 (mode {picture.mode}); send 8- or 16-bit images")
+    grey = (values.astype(np.uint32) >> 8).astype(np.uint8)
+    return np.repeat(grey[..., None], 3, axis=-1) if channels == 3 else grey
 
 
 def channel_values(values: tuple[float, ...], channels: int, what: str) -> np.ndarray:

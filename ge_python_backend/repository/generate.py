@@ -476,15 +476,19 @@ def _add_version(model_dir: Path, config, options: GenerateOptions) -> tuple[Any
     ]
 
 
-def _verify(model_dir: Path, shown_as: Path) -> None:
+def _verify(model_dir: Path, shown_as: Path, copied: Mapping[Path, Path]) -> None:
     """Refuse a written model folder that ``check`` finds errors in (the rules GEModel and the
-    server apply at load); ``shown_as`` is where the folder is meant to be, for messages."""
+    server apply at load); ``shown_as`` is where the folder is meant to be, and ``copied`` maps
+    files copied in to the user's own (the file to fix), for messages."""
     errors = check_repository(model_dir).errors
     if errors:
         first = errors[0]
         where = shown_as / first.path.relative_to(model_dir) if first.path.is_relative_to(model_dir) else first.path
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        message = first.message.replace(str(model_dir), str(shown_as))
+        message = first.message
+        for copy, given in copied.items():
+            message = message.replace(str(copy), str(given))
+        message = message.replace(str(model_dir), str(shown_as))
         raise ConfigError(f"the model folder would not load, so nothing was written: {where}: {message}{more}")
 
 
@@ -532,7 +536,7 @@ def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Ge
         staged.mkdir()
         (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
         files = [staged / "config.pbtxt"] + _write_version(staged, model_path, model, template, values, options)
-        _verify(staged, model_dir)
+        _verify(staged, model_dir, template.copied(staged, options.version, values))
         if model_dir.exists():
             shutil.rmtree(model_dir)
         model_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -555,7 +559,7 @@ def _generate_version(
         if options.version_policy:
             config_file.write_text(format_config(shared), encoding="utf-8")
         files = _write_version(model_dir, model_path, model, template, values, options)
-        _verify(model_dir, model_dir)
+        _verify(model_dir, model_dir, template.copied(model_dir, options.version, values))
     except BaseException:
         shutil.rmtree(version_dir, ignore_errors=True)
         config_file.write_text(before, encoding="utf-8")

@@ -20,10 +20,10 @@ only in plain string literals and comments (checked when the template loads), ea
 escaped as the body of such a literal, and the rendered file must parse to the template's own code
 (else nothing is written); in other files a value with a control character is refused; values in
 ``parameters``, ``inputs`` and ``outputs`` go into config.pbtxt through its protobuf. An option's
-``type`` ("string" by default, "int" with an optional ``min``, "float_list" or "bool") is checked
-when it is given; a ``file`` option must name an existing file. Target paths stay inside the
-model folder and sources inside the template folder: both are checked when the template loads,
-before anything is written. Adding a template needs no code change.
+``type`` ("string" by default, "int" with an optional ``min``, "float_list" or "bool"; the words
+in its ``or`` list pass too) is checked when it is given; a ``file`` option must name an existing
+file. Target paths stay inside the model folder and sources inside the template folder: both are
+checked when the template loads, before anything is written. Adding a template needs no code change.
 """
 
 from __future__ import annotations
@@ -109,9 +109,13 @@ class Template:
                 raise ConfigError(f"template {self.name!r} option {key!r}: file {value} does not exist")
             return value
         parser, accepted = _option_parser(option)
+        words = tuple(option.get("or", ()))
+        if value.strip() in words:
+            return value
         try:
             parser(value.strip())
         except (ValueError, TypeError):
+            accepted += "".join(f" or {word}" for word in words)
             raise ConfigError(f"template {self.name!r} option {key!r} is {value!r}; expected {accepted}") from None
         return value
 
@@ -207,6 +211,14 @@ class Template:
                 target.write_text(render(text, values, source), encoding="utf-8")
             written.append(target)
         return written
+
+    def copied(self, model_dir: Path, version: int, values: Mapping[str, str]) -> dict[Path, Path]:
+        """Each file a file option copies into ``model_dir`` -> the file the option named."""
+        return {
+            safe_join(model_dir, target.replace("{version}", str(version))): Path(values[source[1:]])
+            for target, source in self.files.items()
+            if source.startswith("@")
+        }
 
     def check(self) -> None:
         """Refuse option types, target paths and sources that are wrong before anything is written."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dis
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,3 +43,19 @@ class Request:
     info: RequestInfo
     inputs: Arrays
     respond: Respond
+
+
+def hook_location(hook: Hook) -> str:
+    """Where a hook is defined and returns, the way a traceback names a frame (for the log of a
+    hook that returned what its contract forbids: its frame is gone by the time that is found)."""
+    code = getattr(getattr(hook, "__func__", hook), "__code__", None)
+    if code is None:
+        return repr(hook)
+    returns, line = [], code.co_firstlineno
+    for instruction in dis.get_instructions(code):
+        positions = getattr(instruction, "positions", None)  # Python 3.11+; 3.10 has starts_line
+        line = (positions.lineno if positions is not None else instruction.starts_line) or line
+        if instruction.opname in ("RETURN_VALUE", "RETURN_CONST") and line not in returns:
+            returns.append(line)
+    at = f"; it returns at line{'s' if len(returns) > 1 else ''} {', '.join(map(str, returns))}" if returns else ""
+    return f'File "{code.co_filename}", line {code.co_firstlineno}, in {code.co_name}{at}'

@@ -21,17 +21,16 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 
 import numpy as np
 
 from ge_python_backend.engines.base import Engine, Slot
-from ge_python_backend.errors import EngineError, GEError, InputError
+from ge_python_backend.errors import ContractError, EngineError, GEError, InputError
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.serving.batching import Chunk, Profile, choose_profile, gather, plan_group, profiles_for, scatter
 from ge_python_backend.serving.observers import FailureKind, Observer, Observers, Phase
-from ge_python_backend.serving.outputs import OutputSelector
-from ge_python_backend.serving.requests import Arrays, Hook, Request
+from ge_python_backend.serving.outputs import DeclaredTensor, OutputContract
+from ge_python_backend.serving.requests import Arrays, Hook, Request, hook_location
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.serving.tracking import Answers, Tracked
 from ge_python_backend.serving.validation import Prepared, Validator
@@ -40,6 +39,8 @@ from ge_python_backend.specs import ModelSpec
 LOG = logging.getLogger(__name__)
 #: distinct non-batch shape sets whose profile is remembered
 _PROFILE_CACHE = 1024
+#: seconds after an idle sequence's timeout at which the expiry timer looks (its clock is strict)
+_EXPIRY_SLACK = 0.005
 
 
 class Runner:
@@ -51,7 +52,7 @@ class Runner:
         *,
         batching: bool,
         max_batch_size: int,
-        output_types: Mapping[str, np.dtype],
+        outputs: Sequence[DeclaredTensor],
         preprocess: Hook | None,
         postprocess: Hook | None,
         layout: Layout | None = None,
@@ -60,8 +61,9 @@ class Runner:
         observers: Sequence[Observer] = (),
         spec: ModelSpec | None = None,
     ) -> None:
-        """``spec``: the engine's model as the config completes it (tensors of open rank get the
-        config's rank, ``matching.refine_spec``); default the engine's own."""
+        """``outputs``: the config's outputs, what every answer is checked against. ``spec``: the
+        engine's model as the config completes it (tensors of open rank get the config's rank,
+        ``matching.refine_spec``); default the engine's own."""
         self._engine = engine
         model = spec or engine.spec
         self._layout = (layout or Layout()).with_model(model)
@@ -82,7 +84,12 @@ class Runner:
             reject_nonfinite=reject_nonfinite,
             utf8_strings=engine.utf8_strings,
         )
-        self._select = OutputSelector(output_types)
+        self._outputs = OutputContract(outputs, batching=batching, source="postprocess" if postprocess else "the model")
+        self._hook_locations = {
+            name: hook_location(hook)
+            for name, hook in (("preprocess", preprocess), ("postprocess", postprocess))
+            if hook
+        }
         self._aliasing_outputs = engine.outputs_alias_slot_memory
         self.profiles: tuple[Profile, ...] = profiles_for(self._spec, batching, max_batch_size, self._whole)
         #: non-batch shapes -> the profile that runs them (or the InputError saying none does)
@@ -97,6 +104,10 @@ class Runner:
         self._in_flight = 0
         self._idle = threading.Condition()
         self.out_of_service: EngineError | None = None
+        #: set by close: no new batch starts, the sequence expiry timer stops
+        self._closing = threading.Event()
+        if sequences is not None:
+            threading.Thread(target=self._expire_idle, name="ge-sequence-expiry", daemon=True).start()
 
     # -- submit: runs on Triton's execute thread ---------------------------------------------
 
@@ -128,7 +139,9 @@ class Runner:
         next step must start over rather than run on stale state)."""
         if self._sequences is None:
             return Tracked(request, self._observer, answers=answers)
-        return Tracked(request, self._observer, partial(self._sequences.forget, request.info.correlation_id), answers)
+        forget = self._sequences.forget
+        cid = request.info.correlation_id
+        return Tracked(request, self._observer, lambda error: forget(cid, str(error)), answers)
 
     def _submit(self, tracked: list[Tracked], answers: Answers | None, kept: bool, other_batches: bool) -> None:
         """Returns once every request is answered when ``answers`` counts them. ``kept``: answers
@@ -163,8 +176,12 @@ class Runner:
                     prepared.settings = self._engine.batch_settings(info.parameters, shapes, info.request_id)
                 items[index] = prepared
                 t.rows = prepared.rows
+                t.request_rows = prepared.request_rows
             except InputError as exc:
                 t.fail(exc, FailureKind.INPUT)
+            except ContractError as exc:  # the hook's bug, not the client's
+                self._log_contract(exc, "preprocess", info.request_id)
+                t.fail(exc, FailureKind.INTERNAL)
             except Exception as exc:  # a crash in the hook (or here) is the server's fault, not the client's
                 LOG.exception("preprocess failed for request %r", info.request_id)
                 t.fail(GEError(f"preprocess failed: {type(exc).__name__}: {exc}"), FailureKind.INTERNAL)
@@ -248,7 +265,10 @@ class Runner:
         if self.out_of_service is not None:  # an earlier chunk of this call lost the device
             self._fail_chunk(chunk, tracked, self.out_of_service)
             return
-        slot = self._free.get()
+        slot = self._take_slot()
+        if slot is None:
+            self._fail_chunk(chunk, tracked, EngineError("the model is shutting down"))
+            return
         started = time.perf_counter()
         try:
             self._stage(slot, chunk, items)
@@ -273,6 +293,17 @@ class Runner:
         except RuntimeError as exc:  # the pool is shut down (the model is being unloaded)
             self._release(slot)
             self._fail_chunk(chunk, tracked, EngineError(f"the model is shutting down: {exc}"))
+
+    def _take_slot(self) -> Slot | None:
+        """A free slot (waiting for one), or None once the runner is closing: the engine may be
+        closed by the time a slot is free."""
+        if self._closing.is_set():
+            return None
+        slot = self._free.get()
+        if self._closing.is_set():
+            self._free.put(slot)
+            return None
+        return slot
 
     def _bind_this_thread(self) -> None:
         if not getattr(self._bound, "done", False):
@@ -345,14 +376,22 @@ class Runner:
             if self._sequences is not None:
                 self._sequences.capture(info.correlation_id, info.flags, outputs)
             result = outputs if self._postprocess is None else self._postprocess(dict(outputs), info)
-            t.succeed(self._select(result, info))
+            t.succeed(self._outputs(result, info, t.request_rows))
         except InputError as exc:
+            t.fail(exc, FailureKind.POSTPROCESS)
+        except ContractError as exc:
+            self._log_contract(exc, "postprocess", info.request_id)
             t.fail(exc, FailureKind.POSTPROCESS)
         except GEError as exc:
             t.fail(exc, FailureKind.POSTPROCESS)
         except Exception as exc:
             LOG.exception("postprocess failed for request %r", info.request_id)
             t.fail(GEError(f"postprocess failed: {type(exc).__name__}: {exc}"), FailureKind.POSTPROCESS)
+
+    def _log_contract(self, error: ContractError, hook: str, request_id: str) -> None:
+        """Once per failure, with where the hook is (its frame is gone by the time its result is checked)."""
+        where = self._hook_locations.get(hook)
+        LOG.error("request %r: %s%s", request_id, error, f"\n  the hook: {where}" if where else "")
 
     def _stop_service(self, cause: EngineError) -> None:
         with self._idle:
@@ -374,15 +413,32 @@ class Runner:
 
     # -- lifecycle ------------------------------------------------------------------------
 
+    def _expire_idle(self) -> None:
+        """Drop each idle sequence's state when its timeout passes, without waiting for a request
+        (on a thread of its own; a request arriving first drops it too, in ``submit``)."""
+        states = self._sequences
+        assert states is not None
+        while True:
+            left = states.until_expiry()
+            delay = states.idle_timeout if left is None else left + _EXPIRY_SLACK
+            if self._closing.wait(delay):
+                return
+            if states.expire():
+                self._observer.sequences(len(states))
+
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until no batch is in flight; False on timeout."""
         with self._idle:
             return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
 
-    def close(self) -> None:
-        """Finish what is in flight and stop the workers."""
-        self.drain()
-        self._workers.shutdown(wait=True)
+    def close(self, timeout: float | None = None) -> bool:
+        """Refuse new batches, let those in flight finish (for at most ``timeout`` seconds) and stop
+        the workers. False when batches were still running at the timeout: the engine's slots are
+        still in use then, so it must not be closed. Idempotent."""
+        self._closing.set()
+        drained = self.drain(timeout)
+        self._workers.shutdown(wait=drained)
+        return drained
 
 
 def _waves(requests: Sequence[Request]) -> list[list[Request]]:

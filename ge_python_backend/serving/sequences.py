@@ -3,8 +3,8 @@
 A state pair ``input=output`` feeds a model input from the output of the same sequence's
 previous step. ``SequenceStates`` keeps one set of state tensors per correlation ID: the
 initial value (zeros by default) on a request flagged START, the stored value on later steps,
-dropped on END and after an idle timeout. Nothing here knows Triton: flags use Triton's bit
-values (START=1, END=2).
+dropped on END and after an idle timeout (``Runner`` runs a timer for it). Nothing here knows
+Triton: flags use Triton's bit values (START=1, END=2).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from ge_python_backend.errors import ConfigError, InputError
 
 SEQUENCE_START = 1
 SEQUENCE_END = 2
+#: failed sequences whose failure the next step's error names (the oldest are forgotten first)
+FAILURES_REMEMBERED = 4096
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class SequenceStates:
         self._idle_timeout = idle_timeout
         self._clock = clock
         self._states: dict[int | str, tuple[dict[str, np.ndarray], float]] = {}
+        #: why recent sequences lost their state (a failed step), for their next step's error
+        self._failed: dict[int | str, str] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -81,13 +85,22 @@ class SequenceStates:
             raise InputError("the request carries no sequence correlation ID; a stateful model needs one")
         if flags & SEQUENCE_START:
             state = self._initial  # read only: the runner copies it into the engine's buffers
+            if self._failed:
+                with self._lock:
+                    self._failed.pop(correlation_id, None)
         else:
             with self._lock:
                 entry = self._states.get(correlation_id)
                 if entry is None:
+                    failed = self._failed.get(correlation_id)
                     raise InputError(
-                        f"sequence {correlation_id!r} has no state: its first request must carry the START flag, "
-                        "or the sequence was ended or idle too long"
+                        f"sequence {correlation_id!r} has no state: "
+                        + (
+                            f"its previous step failed ({failed}); start it again with the START flag"
+                            if failed is not None
+                            else "its first request must carry the START flag, or the sequence was ended or idle "
+                            "too long"
+                        )
                     )
                 state = entry[0]
                 self._states[correlation_id] = (state, self._clock())
@@ -104,10 +117,28 @@ class SequenceStates:
                 self._clock(),
             )
 
-    def forget(self, correlation_id: int | str) -> None:
-        """Drop a sequence whose step failed: its next request must start over."""
+    def forget(self, correlation_id: int | str, reason: str) -> None:
+        """Drop a sequence whose step failed because of ``reason``: its next request must start over,
+        and its error says why (for the last ``FAILURES_REMEMBERED`` failed sequences)."""
         with self._lock:
             self._states.pop(correlation_id, None)
+            self._failed.pop(correlation_id, None)
+            self._failed[correlation_id] = reason
+            while len(self._failed) > FAILURES_REMEMBERED:
+                del self._failed[next(iter(self._failed))]
+
+    def until_expiry(self) -> float | None:
+        """Seconds until the longest-idle sequence's state expires (0 when it has), or None
+        without sequences."""
+        with self._lock:
+            if not self._states:
+                return None
+            oldest = min(seen for _, seen in self._states.values())
+        return max(oldest + self._idle_timeout - self._clock(), 0.0)
+
+    @property
+    def idle_timeout(self) -> float:
+        return self._idle_timeout
 
     def expire(self) -> int:
         """Drop sequences idle longer than the timeout; return how many were dropped."""

@@ -41,7 +41,7 @@ class Answers:
             pass
 
 
-def _nothing() -> None:
+def _nothing(error: GEError) -> None:
     pass
 
 
@@ -51,6 +51,7 @@ class Tracked:
     __slots__ = (
         "request",
         "rows",
+        "request_rows",
         "parts_left",
         "own_outputs",
         "outputs",
@@ -65,11 +66,13 @@ class Tracked:
         self,
         request: Request,
         observer: Observer,
-        on_failure: Callable[[], None] = _nothing,
+        on_failure: Callable[[GEError], None] = _nothing,
         answers: Answers | None = None,
     ) -> None:
         self.request = request
         self.rows = 0
+        #: the rows the client sent (its answer's rows; None when the model does not batch)
+        self.request_rows: int | None = None
         self.parts_left = 0
         #: copy outputs out of slot memory (the slot may run again before they are read)
         self.own_outputs = False
@@ -92,7 +95,7 @@ class Tracked:
 
     def fail(self, error: GEError, kind: FailureKind) -> None:
         if self._claim():
-            self._on_failure()
+            self._on_failure(error)
             self._observer.failure(kind)  # before the answer: a client that got it can read the metric
             self._send(None, error)
 

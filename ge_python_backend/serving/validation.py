@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from ge_python_backend.errors import InputError
+from ge_python_backend.errors import ContractError, InputError
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.serving.requests import Hook, RequestInfo
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.specs import (
     ModelSpec,
     TensorSpec,
-    dtype_name,
+    dtype_text,
     format_shape,
     range_problem,
     ranges_text,
@@ -35,16 +35,23 @@ from ge_python_backend.specs import (
 
 @dataclass
 class Prepared:
-    """A validated request: batch-first arrays of batched inputs, values of unbatched ones, and
-    the engine settings its parameters ask for (``Engine.batch_settings``)."""
+    """A validated request: batch-first arrays of batched inputs, values of unbatched ones, the
+    engine settings its parameters ask for (``Engine.batch_settings``), and the rows the client
+    sent (what its answer must have; None when the model does not batch)."""
 
     rows: int
     batched: dict[str, np.ndarray]
     shared: dict[str, np.ndarray]
     settings: Hashable = None
+    request_rows: int | None = None
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.batched[name]
+
+
+class TensorMismatch(InputError):
+    """An engine input is missing or has the wrong data type, shape or size: the client's fault
+    when its tensors go to the engine as they are; preprocess's (a ``ContractError``) when it made them."""
 
 
 #: distinct (input, dtype, shape) keys remembered as accepted (beyond it they are checked each time)
@@ -83,18 +90,31 @@ class Validator:
         self._accepted: set[tuple[str, np.dtype, tuple[int, ...]]] = set()
 
     def prepare(self, inputs: Mapping[str, np.ndarray], info: RequestInfo) -> Prepared:
-        """The request's engine inputs; InputError naming the tensor when one is wrong.
+        """The request's engine inputs; InputError naming the tensor when the client's is wrong,
+        ContractError when preprocess returned what the engine cannot take.
 
         ``preprocess`` None: the inputs as they are (GEModel's default hook, skipped)."""
+        request_rows = _request_rows(inputs) if self._batching else None
         if self._preprocess is None:
-            arrays: Mapping[str, Any] = inputs
-        else:
-            arrays = self._preprocess(dict(inputs), info)
-            if not isinstance(arrays, Mapping):
-                raise InputError(f"preprocess returned {type(arrays).__name__}; it must return a dict of arrays")
+            return self._prepared(inputs, info, request_rows)
+        arrays = self._preprocess(dict(inputs), info)
+        if not isinstance(arrays, Mapping):
+            raise ContractError(
+                f"preprocess returned {type(arrays).__name__}; it must return a dict of the engine's inputs "
+                f"({self._expected()})"
+            )
+        try:
+            return self._prepared(arrays, info, request_rows)
+        except TensorMismatch as exc:
+            raise ContractError(
+                f"preprocess returned {_summary(arrays)}, which the engine cannot take: {exc} (the engine's "
+                f"inputs: {self._expected()})"
+            ) from None
+
+    def _prepared(self, arrays: Mapping[str, Any], info: RequestInfo, request_rows: int | None) -> Prepared:
         if self._sequences is not None:
             arrays = self._sequences.inject(info.correlation_id, info.flags, dict(arrays))
-        prepared = Prepared(0, {}, {})
+        prepared = Prepared(0, {}, {}, request_rows=request_rows)
         batched = prepared.batched
         for tensor in self._inputs:
             array = self._validated(tensor, arrays)
@@ -108,16 +128,19 @@ class Validator:
             rows = [array.shape[0] for array in batched.values()]
             if rows.count(rows[0]) != len(rows):
                 listed = ", ".join(f"{n} {a.shape[0]}" for n, a in batched.items())
-                raise InputError(f"inputs disagree on the batch size: {listed}")
+                raise TensorMismatch(f"inputs disagree on the batch size: {listed}")
             prepared.rows = rows[0]
             if self._batching and prepared.rows > self._max_batch_size:
-                raise InputError(f"batch size {prepared.rows} is above max_batch_size {self._max_batch_size}")
+                raise TensorMismatch(f"batch size {prepared.rows} is above max_batch_size {self._max_batch_size}")
         return prepared
+
+    def _expected(self) -> str:
+        return ", ".join(f"{t.name} {t.dtype} {format_shape(self._client_shapes[t.name])}" for t in self._inputs)
 
     def _validated(self, tensor: TensorSpec, arrays: Mapping[str, Any]) -> np.ndarray:
         client_shape = self._client_shapes[tensor.name]
         if tensor.name not in arrays or arrays[tensor.name] is None:
-            raise InputError(f"missing input {tensor.name!r} ({tensor.dtype} {format_shape(client_shape)})")
+            raise TensorMismatch(f"missing input {tensor.name!r} ({tensor.dtype} {format_shape(client_shape)})")
         value = arrays[tensor.name]
         array = value if type(value) is np.ndarray else np.asarray(value)
         key = (tensor.name, array.dtype, array.shape)
@@ -136,24 +159,24 @@ class Validator:
         """Data type, shape and size (what depends only on those)."""
         expected = tensor.numpy_dtype
         if array.dtype != expected and not (tensor.dtype == "BYTES" and array.dtype.kind in "OSU"):
-            raise InputError(
-                f"input {tensor.name!r} has data type {dtype_name(array.dtype)}; the model expects {tensor.dtype}"
+            raise TensorMismatch(
+                f"input {tensor.name!r} has data type {dtype_text(array.dtype)}; the model expects {tensor.dtype}"
             )
         array = _unwrapped_scalar(tensor, array, client_shape)
         if not shape_fits(array.shape, client_shape):
-            raise InputError(
+            raise TensorMismatch(
                 f"input {tensor.name!r} has shape {format_shape(array.shape)}; "
                 f"the model expects {format_shape(client_shape)}"
             )
         if array.size == 0:
-            raise InputError(f"input {tensor.name!r} is empty (shape {format_shape(array.shape)})")
+            raise TensorMismatch(f"input {tensor.name!r} is empty (shape {format_shape(array.shape)})")
         if tensor.ranges:
             # a shape-range model runs only shapes within its ranges: outside, the engine would refuse
             # the batch (and with it every other request in it), so the client hears it here
             model_shape = array.shape[1:] if self._axes[tensor.name] is None and self._batching else array.shape
             problem = range_problem(tensor.name, tensor.ranges, model_shape)
             if problem:
-                raise InputError(
+                raise TensorMismatch(
                     f"input {problem}: the model runs {tensor.name} {ranges_text(tensor.ranges)} (its shape ranges)"
                 )
 
@@ -201,3 +224,20 @@ def _unwrapped_scalar(tensor: TensorSpec, array: np.ndarray, client_shape: tuple
     if not tensor.shape and array.ndim == len(client_shape) + 1 and array.shape[-1] == 1:
         return array.reshape(array.shape[:-1])
     return array
+
+
+def _request_rows(inputs: Mapping[str, np.ndarray]) -> int | None:
+    """The rows of a request to a batching model (Triton gives every input the same batch axis 0)."""
+    first = next(iter(inputs.values()), None)
+    return int(first.shape[0]) if first is not None and first.ndim else None
+
+
+def _summary(arrays: Mapping[str, Any]) -> str:
+    """{'x': FP64 [2,4]} style text of what a hook returned."""
+    parts = [
+        f"{name!r}: {dtype_text(v.dtype)} {format_shape(v.shape)}"
+        if isinstance(v, np.ndarray)
+        else f"{name!r}: {type(v).__name__}"
+        for name, v in arrays.items()
+    ]
+    return "{" + ", ".join(parts) + "}"

@@ -149,11 +149,18 @@ class InferenceRequest:
         self._parameters = json.dumps(parameters or {})
         self.sender = ResponseSender()
 
+    def sent(self) -> tuple[list[Tensor], list[str], str]:
+        """Not pb_utils: Triton's side of the request (its inputs, requested outputs and id), read
+        by ModelHarness without going through the methods a model calls."""
+        return self._inputs, self._requested, self._request_id
+
     def inputs(self) -> list[Tensor]:
         return self._inputs
 
-    def requested_output_names(self) -> list[str]:
-        return self._requested
+    def requested_output_names(self) -> set[str]:
+        """A set, as the stub's binding returns the C++ std::set (python_backend r24.10
+        ``pb_stub.cc:1844``, ``infer_request.cc:105-109``): in no particular order."""
+        return set(self._requested)
 
     def request_id(self) -> str:
         return self._request_id

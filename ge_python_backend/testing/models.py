@@ -97,13 +97,15 @@ def image_classifier(
     classes: int = 1000,
     batch: int | str = "batch",
     seed: int = 0,
+    image_channels: int = 3,
 ) -> Path:
-    """A small CNN on FP32 NCHW [batch, 3, size, size]: 3x3 stride-2 convolutions with ReLU,
-    global average pooling and a ``classes``-way Gemm; output ``logits`` [batch, classes]."""
+    """A small CNN on FP32 NCHW [batch, image_channels, size, size] (RGB by default): 3x3
+    stride-2 convolutions with ReLU, global average pooling and a ``classes``-way Gemm; output
+    ``logits`` [batch, classes]."""
     _, TensorProto, helper, numpy_helper = _onnx()
     rng = np.random.default_rng(seed)
     nodes, initializers = [], []
-    previous, width = "image", 3
+    previous, width = "image", image_channels
     for index, out_channels in enumerate(channels):
         fan_in = width * 9
         weight = (rng.standard_normal((out_channels, width, 3, 3)) * np.sqrt(2.0 / fan_in)).astype(np.float32)
@@ -136,7 +138,7 @@ def image_classifier(
     graph = helper.make_graph(
         nodes,
         "image_classifier",
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [batch, 3, size, size])],
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [batch, image_channels, size, size])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, classes])],
         initializers,
     )

@@ -13,6 +13,8 @@ import logging
 import threading
 from typing import Any
 
+from ge_python_backend.triton import lifeline
+
 PACKAGE_LOGGER = "ge_python_backend"
 
 _lock = threading.Lock()
@@ -31,6 +33,8 @@ class TritonLogHandler(logging.Handler):
         self.setFormatter(logging.Formatter(f"{prefix}%(name)s: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
+        if not lifeline.server_alive():  # the line would wait forever for a dead server to take it
+            return
         try:
             message = self.format(record)
             if record.levelno >= logging.ERROR:

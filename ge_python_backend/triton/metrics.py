@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ge_python_backend.serving.observers import FailureKind, Observer, Phase
+from ge_python_backend.triton import lifeline
 
 LOG = logging.getLogger(__name__)
 
@@ -208,14 +209,16 @@ class TritonMetrics(Observer):
                 gauges = {k: v for k, v in self._gauges.items() if self._sent_gauges.get(k) != v}
                 self._sent_gauges.update(gauges)
                 memory, self._memory = self._memory, None
-            for key, value in pending.items():
-                if value:
-                    self._metrics[key].increment(value)
-            for name, value in gauges.items():
-                self._metrics[(name, "")].set(value)
+            updates = [(self._metrics[key].increment, value) for key, value in pending.items() if value]
+            updates += [(self._metrics[(name, "")].set, value) for name, value in gauges.items()]
             if memory is not None:
-                self._metrics[(DEVICE_MEMORY, "free")].set(memory[0])
-                self._metrics[(DEVICE_MEMORY, "total")].set(memory[1])
+                updates += [(self._metrics[(DEVICE_MEMORY, kind)].set, v) for kind, v in zip(("free", "total"), memory)]
+            for send, value in updates:
+                # each update waits, holding a lock of the stub, for the server's answer: one sent to a
+                # dead server would wait forever (lifeline.py), so look before each one
+                if not lifeline.server_alive():
+                    return
+                send(value)
 
     def close(self) -> None:
         self._stop.set()

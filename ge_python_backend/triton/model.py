@@ -10,8 +10,10 @@ Triton 24.10: see ``engines.registry.DEFAULT_RESPONSE_MODE``). Subclasses overri
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import subprocess
 from collections.abc import Iterable, Mapping
 from functools import partial
 from pathlib import Path
@@ -32,9 +34,9 @@ from ge_python_backend.serving.requests import Arrays, Request, RequestInfo, Res
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.specs import ModelSpec, format_shape
-from ge_python_backend.triton import capabilities, logbridge
+from ge_python_backend.triton import capabilities, lifeline, logbridge
 from ge_python_backend.triton.metrics import TritonMetrics
-from ge_python_backend.triton.settings import ModelSettings, auto_complete, read_settings
+from ge_python_backend.triton.settings import ModelSettings, auto_complete, declared_outputs, read_settings
 
 LOG = logging.getLogger(__name__)
 
@@ -91,6 +93,8 @@ class GEModel:
         self._engine: Engine | None = None
         self._runner: Runner | None = None
         self.metrics: TritonMetrics | None = None
+        self._watch: lifeline.ServerWatch | None = None
+        self._lifeline: subprocess.Popen | None = None
         name = args.get("model_name", "?")
         try:
             capabilities.check_apis(pb_utils)  # before anything calls them
@@ -104,6 +108,9 @@ class GEModel:
             LOG.exception("loading model %r failed", name)
             self._release()
             raise pb_utils.TritonModelException(f"model {name!r}: {type(exc).__name__}: {exc}") from None
+        if lifeline.in_stub():  # never outlive the server (lifeline.py says why a stub could)
+            self._watch = lifeline.ServerWatch(self._abandon)
+            self._lifeline = lifeline.start_lifeline()
         self.log_info(
             f"{self.settings.instance_name}: {self.engine.describe()}, device {self.settings.device_id}, "
             f"max_batch_size {self.settings.max_batch_size}; answers "
@@ -142,6 +149,11 @@ class GEModel:
 
     def finalize(self) -> None:
         self._release()
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
+        lifeline.stop_lifeline(self._lifeline)
+        self._lifeline = None
 
     # -- hooks for subclasses -----------------------------------------------------------
 
@@ -198,7 +210,12 @@ class GEModel:
     def _open(self) -> None:
         settings = self.settings
         if settings.engine == AUTO:
-            info = resolve_auto(settings.version_dir, self.log_info, settings.model_file, settings.engine_options)
+            info = resolve_auto(
+                settings.version_dir,
+                lambda line: self.log_info(f"{settings.instance_name}: {line}"),
+                settings.model_file,
+                settings.engine_options,
+            )
         else:
             info = engine(settings.engine)
         path, compiled = info.load_plan(settings.version_dir, settings.model_file)
@@ -258,7 +275,7 @@ class GEModel:
             self.engine,
             batching=settings.batching,
             max_batch_size=settings.max_batch_size,
-            output_types={o.name: o.numpy_dtype for o in settings.outputs},
+            outputs=declared_outputs(settings.config),
             # the default hooks change nothing: the runner skips them (and the dict copies they get)
             preprocess=self.preprocess if self._hooked("preprocess") else None,
             postprocess=self.postprocess if self._hooked("postprocess") else None,
@@ -360,6 +377,17 @@ class GEModel:
             return True
         return info.correlation_id in (0, "")
 
+    def _abandon(self) -> None:
+        """The server is gone (on the server watch's thread): let the batches in flight finish,
+        close the engine and run the exit functions (pyACL's finalize); send nothing to the server,
+        so the metrics are left as they are. The engine stays open when a batch still runs."""
+        runner = self._runner
+        if runner is not None and not runner.close(timeout=lifeline.RELEASE_TIMEOUT / 2):
+            return
+        if self._engine is not None:
+            self._engine.close()
+        atexit._run_exitfuncs()  # what a normal interpreter exit runs: pyACL's finalize (engines/acl/runtime.py)
+
     def _release(self) -> None:
         if self._runner is not None:
             self._runner.close()
@@ -417,6 +445,9 @@ def _respond_into(responses: list, index: int, outputs: Arrays | None, error: GE
 
 def _through_sender(request: Any) -> Respond:
     sender = request.get_response_sender()
-    return lambda outputs, error: sender.send(
-        _response(outputs, error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-    )
+
+    def respond(outputs: Arrays | None, error: GEError | None) -> None:
+        if lifeline.server_alive():  # a send to a dead server would wait for it forever
+            sender.send(_response(outputs, error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    return respond

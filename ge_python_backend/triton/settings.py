@@ -40,6 +40,7 @@ from ge_python_backend.params import (
 )
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.serving.matching import refine_spec
+from ge_python_backend.serving.outputs import DeclaredTensor
 from ge_python_backend.serving.plan import PlanRequest, complete_config, plan_serving, wanted_batch
 from ge_python_backend.serving.sequences import StatePair, parse_initial_values, parse_state_pairs
 from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
@@ -218,6 +219,11 @@ def _io_specs(entries: Iterable[Mapping[str, Any]], kind: str) -> tuple[TensorSp
         dims = tuple(int(d) for d in source)
         specs.append(TensorSpec(name, dtype, dims, optional=bool(entry.get("optional", False))))
     return tuple(specs)
+
+
+def declared_outputs(config: Mapping[str, Any]) -> tuple[DeclaredTensor, ...]:
+    """The config's outputs as the request path checks answers against them."""
+    return tuple(DeclaredTensor.from_config(entry) for entry in config.get("output", []))
 
 
 def _ready_control(config: Mapping[str, Any]) -> ReadyControl | None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from ge_python_backend.ops.server import TritonServer
+from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.serving.sequences import parse_state_pairs
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
-from tests.support import repos
+from tests.support import parity, repos
 
 
 @pytest.fixture(scope="session")
@@ -26,8 +27,13 @@ def e2e_repo(tmp_path_factory):
     repos.generated(repo, files["linear"], "linear_ge", backend="ge")
     _, files["hooked"] = repos.hooked_classifier(repo)
     repos.fragile(repo, files["linear"])
+    files["breaker"] = parity.breaker(repo)
+    for channels, kind in ((3, "rgb"), (1, "grey")):
+        files[f"classifier_{kind}"] = repos.classifier(repo, sources, f"classifier_{kind}", image_channels=channels)
     sim_compile(files["linear"], sources / "linear_sim.om", batch_gears=(1, 2, 4, 8))
     repos.generated(repo, sources / "linear_sim.om", "linear_sim", streams=2)
+    timed = repos.generated(repo, sources / "linear_sim.om", "sim_timed", instance_count=2)
+    set_parameters(timed / "config.pbtxt", acl_sim_device_ms=str(repos.SIM_DEVICE_MS))
     files["cell"] = models.recurrent_cell(sources / "cell.onnx", layers_first=True, with_gain=True)
     for strategy in ("direct", "oldest"):
         repos.generated(
@@ -40,6 +46,16 @@ def e2e_repo(tmp_path_factory):
             state_batch_axis=1,
             unbatched_inputs=("gain",),
         )
+    idle = repos.generated(
+        repo,
+        files["cell"],
+        "cell_idle",
+        sequence=True,
+        states=parse_state_pairs("h_in=h_out"),
+        state_batch_axis=1,
+        unbatched_inputs=("gain",),
+    )
+    set_parameters(idle / "config.pbtxt", sequence_idle_timeout_ms=str(repos.IDLE_TIMEOUT_MS))
     files["linear_v2"] = models.linear(sources / "linear_v2.onnx", seed=1)
     repos.generated(repo, files["linear"], "versioned", version_policy="all")
     repos.generated(repo, files["linear_v2"], "versioned", version=2, add_version=True)

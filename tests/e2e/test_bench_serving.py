@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ge_python_backend.cli import main as ge_triton
 from ge_python_backend.ops.bench import Sweep, Target, random_inputs, run_sweep
+from ge_python_backend.testing import models
+from tests.support import images, repos
+from tests.support.repos import SIM_DEVICE_MS
 
 pytestmark = pytest.mark.e2e
 
@@ -69,3 +74,61 @@ def test_cli_writes_json_and_plot(server, tmp_path, capsys):
 def test_cli_names_an_unknown_model(server, capsys):
     assert ge_triton(["bench", "no_such_model", "-u", server.grpc_address, "--duration", "0.1"]) == 2
     assert "no_such_model" in capsys.readouterr().err
+
+
+def _bench(model: str, *args: str) -> list[str]:
+    return ["bench", model, "--concurrency", "4", "--duration", "1", "--warmup", "0.3", "--no-progress", *args]
+
+
+def test_durations_are_per_batch_of_each_instance(server, tmp_path, capsys):
+    """Finding: with 2 instances, each one's phase total was divided by both instances'
+    executions: half the truth. The simulator keeps each batch SIM_DEVICE_MS on its device."""
+    run = tmp_path / "run.json"
+    code = ge_triton(
+        _bench("sim_timed", "-u", server.grpc_address, "--metrics-url", server.metrics_url, "--json", str(run))
+    )
+    assert code == 0
+    (point,) = json.loads(run.read_text())["points"]
+    executes = {k: v for k, v in point["server"]["per_batch_us"].items() if "phase=execute" in k}
+    assert len(executes) == 2, executes  # one per instance
+    with capsys.disabled():
+        print("execute per batch, per instance:", {k: f"{v / 1000:.2f} ms" for k, v in executes.items()})
+    for series, us in executes.items():
+        assert SIM_DEVICE_MS * 1000 <= us <= SIM_DEVICE_MS * 1000 * 1.6, (series, us)
+    assert "ms per batch of this instance" in capsys.readouterr().out
+
+
+def test_string_inputs_are_sent_over_grpc_from_an_npz(server, tmp_path):
+    """Finding: over gRPC (the default) a TYPE_STRING input went out without Triton's length
+    prefixes, so every request failed; and .npz files with object arrays were refused."""
+    pytest.importorskip("PIL")
+    image = images.images()["PNG RGB"].data
+    data = tmp_path / "request.npz"
+    np.savez(data, IMAGE=np.array([[image], [image]], dtype=object))
+    run = tmp_path / "run.json"
+    code = ge_triton(
+        _bench("classifier_rgb", "-u", server.grpc_address, "--metrics-url", server.metrics_url, "--data", str(data))
+        + ["--json", str(run)]
+    )
+    (point,) = json.loads(run.read_text())["points"]
+    assert code == 0 and point["errors"] == 0 and point["requests"] > 0
+    assert point["server"]["inferences"] == 2 * point["requests"]
+
+
+def test_an_early_error_leaves_no_server_and_no_folder(tmp_path, monkeypatch, capsys):
+    """Finding: bench --repository left its temporary folder behind on an early error."""
+    repo = tmp_path / "repo"
+    repos.generated(repo, models.linear(tmp_path / "linear.onnx"), "linear")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    assert ge_triton(_bench("no_such_model", "--repository", str(repo))) == 2
+    assert "cannot read model 'no_such_model'" in capsys.readouterr().err
+    assert list((tmp_path / "tmp").iterdir()) == []  # the server's workspace is gone
+    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline") if str(repo).encode() in _read(p)]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""

@@ -12,6 +12,7 @@ import tritonclient.grpc as grpcclient
 
 from ge_python_backend.ops.bench import metrics
 from tests.support.clients import infer_many
+from tests.support.repos import IDLE_TIMEOUT_MS
 
 pytestmark = pytest.mark.e2e
 
@@ -115,6 +116,29 @@ def test_padding_slots_of_the_direct_batcher_are_skipped_not_counted_as_failures
         time.sleep(0.1)
     assert metric(server, "ge_batch_rows", model) - rows_before == answered
     assert metric(server, "ge_request_failures", model, kind="input") == failures_before
+
+
+def test_idle_sequences_are_dropped_after_the_timeout_without_another_request(server):
+    """3 sequences started and left open: their state goes IDLE_TIMEOUT_MS after their last step,
+    on GEModel's timer, with no request to the model after them."""
+    model = "cell_idle"
+    client = grpcclient.InferenceServerClient(server.grpc_address)
+    try:
+        for sid in (3001, 3002, 3003):
+            inputs = [grpcclient.InferInput("x", [1, 4], "FP32"), grpcclient.InferInput("gain", [1, 1], "FP32")]
+            inputs[0].set_data_from_numpy(np.ones((1, 4), np.float32))
+            inputs[1].set_data_from_numpy(np.ones((1, 1), np.float32))
+            client.infer(model, inputs, sequence_id=sid, sequence_start=True)
+    finally:
+        client.close()
+    started = time.monotonic()
+    assert metric(server, "ge_sequences_active", model) == 3
+    while metric(server, "ge_sequences_active", model) and time.monotonic() - started < IDLE_TIMEOUT_MS / 1000 + 3:
+        time.sleep(0.05)
+    dropped_after = time.monotonic() - started
+    assert metric(server, "ge_sequences_active", model) == 0, f"still held {dropped_after:.1f} s after the last step"
+    assert dropped_after >= IDLE_TIMEOUT_MS / 1000 - 0.1
+    print(f"3 idle sequences dropped {dropped_after:.2f} s after their last step (timeout {IDLE_TIMEOUT_MS} ms)")
 
 
 def test_two_versions_are_loaded_and_addressed_separately(server, sources):

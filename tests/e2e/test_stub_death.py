@@ -9,6 +9,7 @@ killed with SIGKILL, found through /proc by their parent (this tritonserver) and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -54,6 +55,13 @@ def server(built):
     # --exit-timeout-secs for it.
     with TritonServer(built[0], model_control_mode="explicit", extra_args=["--exit-timeout-secs=3"]) as running:
         yield running
+
+
+@pytest.fixture
+def client(server):
+    """An HTTP client, closed after the test (tritonclient's finalizer would complain otherwise)."""
+    with contextlib.closing(httpclient.InferenceServerClient(server.http_address)) as opened:
+        yield opened
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +111,12 @@ class Load:
             thread.join()
 
     def _run(self, seed: int) -> None:
-        client = httpclient.InferenceServerClient(self.server.http_address, network_timeout=CLIENT_TIMEOUT_S)
+        with contextlib.closing(
+            httpclient.InferenceServerClient(self.server.http_address, network_timeout=CLIENT_TIMEOUT_S)
+        ) as client:
+            self._send(client, seed)
+
+    def _send(self, client: httpclient.InferenceServerClient, seed: int) -> None:
         rng = np.random.default_rng(seed)
         while not self.stop.is_set():
             x = rng.standard_normal((int(rng.integers(1, 5)), 4)).astype(np.float32)
@@ -152,8 +165,7 @@ def heartbeat_ages(server, model: str) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("model", ["plain", "plain_s2", "npu"])
-def test_every_request_in_flight_when_the_stub_dies_is_answered_within_seconds(server, session, model):
-    client = httpclient.InferenceServerClient(server.http_address)
+def test_every_request_in_flight_when_the_stub_dies_is_answered_within_seconds(server, client, session, model):
     client.load_model(model)
     backend_failures = metrics.fetch(server.metrics_url).value("nv_inference_request_failure", model=model)
     with Load(server, model, session) as load:
@@ -185,8 +197,7 @@ def test_every_request_in_flight_when_the_stub_dies_is_answered_within_seconds(s
     client.unload_model(model)
 
 
-def test_kill_and_reload_cycles_under_load_leave_tritonserver_serving(server, session):
-    client = httpclient.InferenceServerClient(server.http_address)
+def test_kill_and_reload_cycles_under_load_leave_tritonserver_serving(server, client, session):
     model = "npu"
     client.load_model(model)
     with Load(server, model, session) as load:
@@ -205,8 +216,7 @@ def test_kill_and_reload_cycles_under_load_leave_tritonserver_serving(server, se
     client.unload_model(model)
 
 
-def test_an_in_place_reload_keeps_every_series_and_counts_on(server, built, session):
-    client = httpclient.InferenceServerClient(server.http_address)
+def test_an_in_place_reload_keeps_every_series_and_counts_on(server, client, built, session):
     model = "reloaded"
     client.load_model(model)
 

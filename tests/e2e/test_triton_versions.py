@@ -10,20 +10,17 @@ are served on that real 24.02 server too, where the probe finds no senders by it
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import onnxruntime as ort
 import pytest
 
-from ge_python_backend.ops.server import TritonServer, pytriton_install
+from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.triton.capabilities import NO_SENDER_ENV
 from tests.support import reliability_repos as rr
 from tests.support.clients import infer_many, url
+from tests.support.versions import install_2402
 
 pytestmark = pytest.mark.e2e
-TRITON_2402_ENV = "GE_TRITONSERVER_2402"
 MODELS = ("ort_sender", "npu_sender")
 FALLBACK = "response_mode sender needs Triton 24.06 or later"
 
@@ -38,16 +35,9 @@ def built(tmp_path_factory):
     return repo, sources
 
 
-def _r2402() -> dict:
-    root = os.environ.get(TRITON_2402_ENV)
-    if not root:
-        pytest.skip(f"{TRITON_2402_ENV} is not set (an unpacked nvidia-pytriton 0.5.3 wheel: tritonserver 2.43.0)")
-    return {"install": pytriton_install(Path(root))}
-
-
 @pytest.fixture(scope="module", params=["2.51 probe forced off", "2.43 (24.02)"])
 def server(request, built):
-    options = {"env": {NO_SENDER_ENV: "1"}} if request.param.startswith("2.51") else _r2402()
+    options = {"env": {NO_SENDER_ENV: "1"}} if request.param.startswith("2.51") else {"install": install_2402()}
     with TritonServer(built[0], **options) as running:
         yield running
 

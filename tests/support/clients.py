@@ -71,3 +71,30 @@ def infer_many(
 
 def url(server, protocol: str) -> str:
     return server.http_address if protocol == "http" else server.grpc_address
+
+
+def infer_one(
+    protocol: str,
+    address: str,
+    model: str,
+    arrays: Mapping[str, np.ndarray],
+    outputs: Sequence[str] = (),
+    parameters: Mapping[str, object] | None = None,
+    request_id: str = "",
+) -> dict[str, np.ndarray]:
+    """One request; its outputs by name (InferenceServerException for an error answer)."""
+    module = httpclient if protocol == "http" else grpcclient
+    client = module.InferenceServerClient(address)
+    try:
+        result = client.infer(
+            model,
+            _inputs(module, arrays),
+            outputs=[module.InferRequestedOutput(name) for name in outputs] or None,
+            parameters=dict(parameters) if parameters else None,
+            request_id=request_id,
+        )
+        response = result.get_response()
+        names = [o["name"] for o in response["outputs"]] if protocol == "http" else [o.name for o in response.outputs]
+        return {name: result.as_numpy(name) for name in names}
+    finally:
+        client.close()

@@ -12,6 +12,7 @@ import numpy as np
 
 from ge_python_backend.engines.base import Engine, PhaseTimes, Slot
 from ge_python_backend.errors import EngineError
+from ge_python_backend.serving.outputs import DeclaredTensor
 from ge_python_backend.specs import BatchSupport, ModelSpec, TensorSpec
 
 
@@ -65,3 +66,11 @@ class DoublingEngine(Engine):
 
     def close(self):
         self.closed = True
+
+
+def declared(spec: ModelSpec, batching: bool = True, **types: str) -> tuple[DeclaredTensor, ...]:
+    """A config's outputs for ``spec``'s outputs (batch axis removed when batching); ``types``
+    (output -> API data type) declare other types than the model's."""
+    return tuple(
+        DeclaredTensor(t.name, types.get(t.name, t.dtype), t.shape[1:] if batching else t.shape) for t in spec.outputs
+    )

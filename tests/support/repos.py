@@ -9,6 +9,10 @@ from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.testing import models
 
 MODELS = Path(__file__).parents[1] / "models"
+#: the idle timeout of the end-to-end model cell_idle (GEModel's parameter sequence_idle_timeout_ms)
+IDLE_TIMEOUT_MS = 1000
+#: the simulated device time per batch of the end-to-end model sim_timed (acl_sim_device_ms)
+SIM_DEVICE_MS = 5
 
 HOOKED_CONFIG = """
 name: "{name}"
@@ -51,3 +55,18 @@ def hooked_classifier(repo: Path, name: str = "hooked") -> tuple[Path, Path]:
     shutil.copyfile(MODELS / "hooked_classifier.py", folder / "1" / "model.py")
     (folder / "config.pbtxt").write_text(HOOKED_CONFIG.format(name=name))
     return folder, onnx_file
+
+
+def classifier(repo: Path, sources: Path, name: str, image_channels: int = 3, classes: int = 10) -> Path:
+    """A classification-template folder (8x8 images, labels "kind 0".., top_k 3, the other options
+    at their defaults) for a model on ``image_channels`` colours; returns the engine's ONNX file."""
+    onnx_file = models.image_classifier(
+        Path(sources) / f"{name}.onnx", size=8, channels=(4,), classes=classes, image_channels=image_channels
+    )
+    labels = Path(sources) / f"{name}_labels.txt"
+    labels.write_text("".join(f"kind {i}\n" for i in range(classes)), encoding="utf-8")
+    options = GenerateOptions(
+        name=name, template="classification", template_options={"labels": str(labels), "top_k": "3"}
+    )
+    generate(onnx_file, repo, options)
+    return onnx_file

@@ -27,6 +27,7 @@ from ge_python_backend.serving.runner import Runner
 from ge_python_backend.sim.dfx import DUMP_MARKER, PROFILING_MARKER
 from tests.support import acl_sim_nets as nets
 from tests.support.acl_sim_nets import open_sim
+from tests.support.fakes import declared
 
 #: hicann/runtime include/external/acl/error_codes/rt_error_codes.h: code -> (name, header comment)
 RT_ERROR_CODES = {
@@ -487,7 +488,7 @@ def runner_for(engine):
         engine,
         batching=True,
         max_batch_size=8,
-        output_types={"y": np.dtype(np.float32), "h": np.dtype(np.float16)},
+        outputs=declared(engine.spec),
         preprocess=lambda inputs, info: inputs,
         postprocess=lambda outputs, info: outputs,
     )

@@ -6,6 +6,7 @@ import io
 import json
 import math
 import os
+import re
 import struct
 
 import numpy as np
@@ -260,3 +261,115 @@ def test_infer_request_carries_raw_little_endian_tensors():
         ("ids", "INT64", [2, 1]),
     ]
     assert list(request.raw_input_contents) == [struct.pack("<4f", 0, 2, 3, 5), struct.pack("<2q", 7, -1)]
+
+
+def test_infer_request_lays_out_strings_with_their_length_prefixes():
+    """Finding: a TYPE_STRING input went out as the object array's pointers, so every gRPC request failed."""
+    import tritonclient.grpc as grpcclient
+
+    from ge_python_backend.ops.bench.grpc_infer import infer_request
+
+    blobs = np.array([[b"\x89PNG..."], [b""]], dtype=object)
+    (content,) = infer_request("m", {"IMAGE": blobs}).raw_input_contents
+    assert content == struct.pack("<I", 7) + b"\x89PNG..." + struct.pack("<I", 0)
+    reference = grpcclient.InferInput("IMAGE", [2, 1], "BYTES")
+    reference.set_data_from_numpy(blobs)
+    assert content == reference._raw_content  # tritonclient's own request carries the same bytes
+
+
+PER_INSTANCE_BEFORE = """
+# TYPE ge_batches counter
+ge_batches{instance="m_0_0",model="m",pid="11",version="1"} 10
+ge_batches{instance="m_0_1",model="m",pid="12",version="1"} 0
+# TYPE ge_phase_duration_us counter
+ge_phase_duration_us{instance="m_0_0",model="m",phase="execute",pid="11",version="1"} 1000
+ge_phase_duration_us{instance="m_0_1",model="m",phase="execute",pid="12",version="1"} 0
+# TYPE nv_inference_exec_count counter
+nv_inference_exec_count{model="m",version="1"} 10
+"""
+PER_INSTANCE_AFTER = """
+# TYPE ge_batches counter
+ge_batches{instance="m_0_0",model="m",pid="11",version="1"} 30
+ge_batches{instance="m_0_1",model="m",pid="12",version="1"} 20
+# TYPE ge_phase_duration_us counter
+ge_phase_duration_us{instance="m_0_0",model="m",phase="execute",pid="11",version="1"} 41000
+ge_phase_duration_us{instance="m_0_1",model="m",phase="execute",pid="12",version="1"} 42000
+# TYPE nv_inference_exec_count counter
+nv_inference_exec_count{model="m",version="1"} 50
+"""
+
+
+def test_durations_are_per_batch_of_each_instance():
+    """Finding: each instance's phase total was divided by the whole model's executions, so with 2
+    instances 'ms per execution' showed half the truth."""
+    server = metrics.breakdown(metrics.parse(PER_INSTANCE_BEFORE), metrics.parse(PER_INSTANCE_AFTER), "m")
+    assert server["per_batch_us"] == {
+        "ge_phase_duration_us{phase=execute,pid=11}": 2000.0,  # 40000 us over its 20 batches
+        "ge_phase_duration_us{phase=execute,pid=12}": 2100.0,  # 42000 us over its 20 batches
+    }
+    point = measured_point("concurrency", 1, 1.0, [0.001] * 3, [], 1, server)
+    table = report.model_metrics_table([point])
+    assert "ge_phase_duration_us{phase=execute,pid=11}: 40.0 ms, 2.000 ms per batch of this instance" in table
+    assert "ge_phase_duration_us{phase=execute,pid=12}: 42.0 ms, 2.100 ms per batch of this instance" in table
+
+
+def _npz(path, **arrays):
+    np.savez(path, **arrays)
+    return path
+
+
+def test_npz_requests_may_hold_string_tensors(tmp_path):
+    from ge_python_backend.ops.bench.npz import read_npz
+
+    blobs = np.array([[b"\x89PNG\x00\x00"], [b"raw\x00"]], dtype=object)
+    words = np.array(["été", "b"])
+    got = read_npz(_npz(tmp_path / "r.npz", IMAGE=blobs, WORDS=words, X=np.arange(6, dtype=np.float32).reshape(2, 3)))
+    assert got["IMAGE"].dtype == object and got["IMAGE"].tolist() == blobs.tolist()  # trailing zero bytes kept
+    assert got["WORDS"].tolist() == ["été".encode(), b"b"]
+    np.testing.assert_array_equal(got["X"], np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
+@pytest.mark.parametrize(
+    "arrays, message",
+    [
+        ({"X": np.array([b"ab\x00"])}, "numpy fixed-width bytes (|S3), whose trailing zero bytes numpy drops"),
+        ({"X": np.array([1, "a"], dtype=object)}, "array 'X' element 0 is int; string tensors hold bytes or str"),
+    ],
+)
+def test_npz_string_tensors_that_would_not_be_sent_as_saved_are_refused(tmp_path, arrays, message):
+    from ge_python_backend.ops.bench.npz import read_npz
+
+    with pytest.raises(BenchError, match=re.escape(message)):
+        read_npz(_npz(tmp_path / "r.npz", **arrays))
+
+
+class _Payload:
+    def __reduce__(self):
+        return (os.system, ("touch PWNED",))
+
+
+def test_an_npz_whose_pickle_would_run_code_is_refused_without_running_it(tmp_path, monkeypatch):
+    from ge_python_backend.ops.bench.npz import read_npz
+
+    monkeypatch.chdir(tmp_path)
+    path = _npz(tmp_path / "evil.npz", X=np.array([_Payload()], dtype=object))
+    with pytest.raises(BenchError, match="it names posix.system, which is not part of a numpy array"):
+        read_npz(path)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_bench_checks_its_arguments_before_it_starts_a_server(tmp_path, monkeypatch, capsys):
+    from ge_python_backend.cli import main as ge_triton
+    from ge_python_backend.ops import server
+
+    monkeypatch.setattr(server.TritonServer, "__init__", lambda *a, **k: pytest.fail("a server was created"))
+    (tmp_path / "repo").mkdir()
+    for extra, message in (
+        (["--data", str(tmp_path / "missing.npz")], "cannot read it as an .npz"),
+        (["--url", "127.0.0.1:1"], "--url and --repository"),
+        (["--duration", "0"], "expected a duration > 0"),
+    ):
+        assert ge_triton(["bench", "m", "--repository", str(tmp_path / "repo"), *extra]) == 2
+        assert message in capsys.readouterr().err
+    assert ge_triton(["bench", "m", "--repository", str(tmp_path / "nope")]) == 2
+    assert "is not a folder" in capsys.readouterr().err

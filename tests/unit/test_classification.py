@@ -321,3 +321,44 @@ def test_top_k_parameter_must_match_the_output_dims(tmp_path):
         ModelHarness(_model_class(folder), folder),
     ):
         pass
+
+
+def test_labels_split_at_line_feeds_only(tmp_path):
+    """Finding: str.splitlines() also split at U+2028, \\x0c and U+0085 inside a label."""
+    path = tmp_path / "labels.txt"
+    path.write_text("a\u2028b\r\nc\x0cd\ne\u0085f\n", encoding="utf-8")
+    assert load_labels(path, 3) == ("a\u2028b", "c\x0cd", "e\u0085f")
+
+
+def test_generate_names_the_labels_file_the_user_gave(tmp_path):
+    """Finding: the error named REPO/NAME/1/labels.txt, a copy in a folder that was never written."""
+    with pytest.raises(ConfigError) as raised:
+        _classifier(tmp_path, labels=b"")
+    message = str(raised.value)
+    assert f"labels file {tmp_path / 'clf_labels.txt'} is empty" in message
+    assert "1/labels.txt is empty" not in message
+
+
+def test_a_grey_model_gets_grey_defaults_for_mean_and_std(tmp_path):
+    """Finding: the template's defaults failed on a 1-channel model ("parameter 'mean' has 3 values")."""
+    onnx_file = models.image_classifier(tmp_path / "grey.onnx", size=8, channels=(4,), classes=10, image_channels=1)
+    labels = tmp_path / "labels.txt"
+    labels.write_text(TEN, encoding="utf-8")
+    options = GenerateOptions(name="grey", template="classification", template_options={"labels": str(labels)})
+    folder = generate(onnx_file, tmp_path / "repo", options).model_dir
+    parameters = read_config_file(folder / "config.pbtxt").parameters
+    assert parameters["mean"].string_value == "auto" and parameters["std"].string_value == "auto"
+    grey = np.random.default_rng(5).integers(0, 256, (8, 8), dtype=np.uint8)
+    with ModelHarness(_model_class(folder), folder) as model:
+        assert model.model.classifier.mean.tolist() == pytest.approx([0.299 * 0.485 + 0.587 * 0.456 + 0.114 * 0.406])
+        assert model.model.classifier.std.tolist() == pytest.approx([0.299 * 0.229 + 0.587 * 0.224 + 0.114 * 0.225])
+        (response,) = model.infer([_request([grey.tobytes()])])
+    assert not response.has_error(), response.error().message()
+    with pytest.raises(ConfigError, match="option 'mean' is 'grey'; expected comma-separated numbers or auto"):
+        generate(
+            onnx_file,
+            tmp_path / "repo2",
+            GenerateOptions(
+                name="g", template="classification", template_options={"labels": str(labels), "mean": "grey"}
+            ),
+        )

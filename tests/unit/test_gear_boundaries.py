@@ -41,6 +41,7 @@ from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
 from tests.support import acl_sim_nets as nets
 from tests.support import corpus, refusals
 from tests.support.acl_sim_nets import open_sim
+from tests.support.fakes import declared
 from tests.unit.test_generate_cli import one_line_error
 from tests.unit.test_model_kinds import RawAcl
 from tests.unit.test_served_shapes import outputs as response_outputs
@@ -133,7 +134,7 @@ def _run(engine: GearGateEngine, max_batch_size: int, arrays: list[np.ndarray]):
         engine,
         batching=max_batch_size > 0,
         max_batch_size=max_batch_size,
-        output_types={"y": np.dtype(np.float32)},
+        outputs=declared(engine.spec, batching=max_batch_size > 0),
         preprocess=None,
         postprocess=None,
         observers=[failures],
@@ -175,8 +176,9 @@ def test_no_request_is_ever_answered_from_a_padded_non_batch_axis(model, data):
     )
     arrays = []
     for index, shape in enumerate(shapes):
-        if batch_axis:
-            shape = (data.draw(st.integers(1, max_batch_size or 8)),) + shape[1:]
+        if batch_axis:  # without batching the config declares the model's own batch, which Triton enforces
+            rows = data.draw(st.integers(1, max_batch_size)) if max_batch_size else next(iter(compiled))[0]
+            shape = (rows,) + shape[1:]
         rng = np.random.default_rng(index)
         arrays.append(rng.integers(0, 9, shape).astype(np.float32))
     results, failure_kinds = _run(engine, max_batch_size, arrays)

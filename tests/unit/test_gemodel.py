@@ -60,7 +60,9 @@ def test_bad_request_in_a_batch_gets_invalid_arg_alone(tmp_path, onnx_dir):
         responses = model.infer([request(x=good), request(x=np.ones((1, 4), np.int32)), request(x=good)])
         assert [r.has_error() for r in responses] == [False, True, False]
         assert responses[1].error().code() == pb.TritonError.INVALID_ARG
-        assert responses[1].error().message() == "input 'x' has data type INT32; the model expects FP32"
+        assert responses[1].error().message() == (  # Triton's core refuses it, in the harness as on the server
+            "[request id: <id_unknown>] inference input 'x' data-type is 'INT32', but model 'linear' expects 'FP32'"
+        )
 
 
 def test_hooks_turn_bytes_into_tensors_and_logits_into_label_strings(tmp_path):
@@ -193,3 +195,19 @@ def test_hooks_see_every_request_field_and_a_plain_model_fetches_only_what_it_us
     # two outputs: which ones were asked for matters; correlation ID and flags serve only sequences and hooks
     assert plain.fetched == ["requested_output_names"]
     assert [t.name() for t in response.output_tensors()] == ["probs"]
+
+
+def test_the_engine_auto_line_names_the_instance_and_the_simulated_om_it_skipped(tmp_path, onnx_dir):
+    """Finding: "engine auto: chose onnxruntime" named no model or instance, and kept quiet about
+    the simulated model.om next to model.onnx."""
+    from ge_python_backend.sim import sim_compile
+
+    folder = repos.generated(tmp_path, onnx_dir / "linear.onnx", "picked")
+    set_parameters(folder / "config.pbtxt", engine="auto")
+    sim_compile(onnx_dir / "linear.onnx", folder / "1" / "model.om", batch_gears=(1, 2, 4, 8))
+    pb.Logger.lines.clear()
+    with ModelHarness(TritonPythonModel, folder):
+        pass
+    (line,) = [m for _, m in pb.Logger.lines if "engine auto:" in m]
+    assert line.startswith("picked_0_0: engine auto: chose onnxruntime (model.onnx present;")
+    assert "not picked: model.om is a simulated .om" in line and "set parameter engine to acl-sim" in line

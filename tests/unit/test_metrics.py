@@ -36,9 +36,10 @@ def test_batches_rows_padding_phases_and_failures_are_counted(tmp_path, onnx_dir
     sim_om = sim_compile(onnx_dir / "linear.onnx", tmp_path / "linear.om", batch_gears=(1, 2, 4, 8))
     assert sim_om.batch.sizes == (1, 2, 4, 8)
     folder = repos.generated(tmp_path / "repo", tmp_path / "linear.om", "metered")
+    set_parameters(folder / "config.pbtxt", reject_nonfinite="true")
     with ModelHarness(TritonPythonModel, folder) as model:
         good = [pb.InferenceRequest([pb.Tensor("x", np.ones((n, 4), np.float32))]) for n in (3, 2)]  # 5 -> gear 8
-        bad = pb.InferenceRequest([pb.Tensor("x", np.ones((1, 4), np.float64))])
+        bad = pb.InferenceRequest([pb.Tensor("x", np.full((1, 4), np.inf, np.float32))])  # refused by GEModel
         responses = model.infer(good + [bad])
         assert [r.has_error() for r in responses] == [False, False, True]
         model.model.runner.drain()

@@ -33,6 +33,7 @@ from ge_python_backend.errors import ConfigError, EngineError, InputError
 from ge_python_backend.serving.observers import Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
+from ge_python_backend.specs import dtype_name
 from ge_python_backend.testing.aipp_reference import (
     BIAS,
     MATRIX_RGB_TO_YUV,
@@ -44,6 +45,7 @@ from ge_python_backend.testing.aipp_reference import (
 )
 from tests.support import acl_sim_nets as nets
 from tests.support.acl_sim_nets import open_sim
+from tests.support.fakes import declared
 from tests.support.om_builder import Model, Tensor, standard_om
 
 #: ATC's aipp.cfg syntax (config_file_template.md): RGB888 crop of 8x6 at (3, 2) from 12x10, then
@@ -532,7 +534,7 @@ def submit(engine, requests, *, max_batch_size, outputs, observers=()):
         engine,
         batching=True,
         max_batch_size=max_batch_size,
-        output_types={n: np.dtype(t) for n, t in outputs.items()},
+        outputs=declared(engine.spec, **{n: dtype_name(t) for n, t in outputs.items()}),
         preprocess=lambda inputs, info: inputs,
         postprocess=lambda outputs, info: outputs,
         observers=observers,

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from ge_python_backend.engines.base import PhaseTimes
-from ge_python_backend.errors import EngineError, InputError
+from ge_python_backend.errors import ContractError, EngineError, InputError
 from ge_python_backend.serving.observers import Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.specs import BatchSupport
-from tests.support.fakes import DoublingEngine
+from tests.support.fakes import DoublingEngine, declared
 
 
 class Answers:
@@ -57,9 +57,9 @@ def make_runner(engine, *, batching=True, max_batch_size=8, preprocess=None, pos
         engine,
         batching=batching,
         max_batch_size=max_batch_size,
-        output_types={"y": np.dtype(np.float32)},
-        preprocess=preprocess or (lambda inputs, info: inputs),
-        postprocess=postprocess or (lambda outputs, info: outputs),
+        outputs=declared(engine.spec, batching),
+        preprocess=preprocess,
+        postprocess=postprocess,
         **kwargs,
     )
 
@@ -67,7 +67,10 @@ def make_runner(engine, *, batching=True, max_batch_size=8, preprocess=None, pos
 def run(engine, arrays, *, wait=False, **kwargs):
     runner = make_runner(engine, **kwargs)
     answers = Answers(len(arrays), copy=not wait)
-    requests = [Request(RequestInfo(request_id=str(i)), {"x": a}, answers.respond(i)) for i, a in enumerate(arrays)]
+    requests = [
+        Request(RequestInfo(request_id=str(i)), a if isinstance(a, dict) else {"x": a}, answers.respond(i))
+        for i, a in enumerate(arrays)
+    ]
     runner.submit(requests, wait=wait)
     results = answers.wait()
     runner.close()
@@ -119,16 +122,27 @@ def test_bad_requests_fail_alone_with_clear_messages():
     assert messages[2] == "input 'x' is empty (shape [0,2])"
 
 
-def test_missing_input_and_batch_above_max():
+def test_a_missing_input_and_a_batch_above_max_are_the_clients_fault_without_a_hook():
     engine = DoublingEngine(BatchSupport("dynamic"))
-    results = run(
-        engine,
-        [np.zeros((1, 2), np.float32), np.zeros((5, 2), np.float32)],
-        max_batch_size=4,
-        preprocess=lambda inputs, info: {} if info.request_id == "0" else inputs,
-    )
+    results = run(engine, [{"y": np.zeros((1, 2), np.float32)}, np.zeros((5, 2), np.float32)], max_batch_size=4)
+    assert isinstance(results[0][1], InputError) and isinstance(results[1][1], InputError)
     assert str(results[0][1]) == "missing input 'x' (FP32 [-1,2])"
     assert str(results[1][1]) == "batch size 5 is above max_batch_size 4"
+
+
+def test_a_preprocess_that_returns_what_the_engine_cannot_take_is_the_servers_fault():
+    engine = DoublingEngine(BatchSupport("dynamic"))
+    returned = {"0": {}, "1": {"x": np.zeros((5, 2), np.float32)}, "2": [np.zeros((1, 2), np.float32)]}
+    results = run(engine, rows(1, 1, 1), max_batch_size=4, preprocess=lambda inputs, info: returned[info.request_id])
+    assert all(type(error) is ContractError for _, error in results.values())
+    assert str(results[0][1]).startswith("preprocess returned {}, which the engine cannot take: missing input 'x'")
+    assert str(results[1][1]) == (
+        "preprocess returned {'x': FP32 [5,2]}, which the engine cannot take: batch size 5 is above max_batch_size 4 "
+        "(the engine's inputs: x FP32 [-1,2])"
+    )
+    assert str(results[2][1]) == (
+        "preprocess returned list; it must return a dict of the engine's inputs (x FP32 [-1,2])"
+    )
 
 
 def test_an_engine_failure_fails_only_the_chunk_that_was_running():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import onnxruntime as ort
@@ -44,12 +45,13 @@ def test_state_store_lifecycle():
     with pytest.raises(InputError, match="no sequence correlation ID"):
         store.inject(0, START, {})
     clock.now = 4
-    assert store.expire() == 0
+    assert store.expire() == 0 and store.until_expiry() == 1
     clock.now = 10
+    assert store.until_expiry() == 0
     assert store.expire() == 1 and len(store) == 0
     store.inject(9, START, {})
     store.capture(9, START | END, {"h_out": np.ones(3)})
-    assert len(store) == 0
+    assert len(store) == 0 and store.until_expiry() is None
 
 
 def test_state_pairs_parse_and_refuse_garbage():
@@ -120,7 +122,7 @@ def test_interleaved_sequences_keep_their_own_state(tmp_path, strategy):
             for cid in batch:
                 step = position[cid]
                 flags = (START if step == 0 else 0) | (END if step == lengths[cid] - 1 else 0)
-                gain = np.array([gains[cid]], np.float32)
+                gain = np.array([[gains[cid]]], np.float32)  # [rows, 1]: the config reshapes it to []
                 requests.append(
                     pb.InferenceRequest(
                         [pb.Tensor("x", steps[cid][step]), pb.Tensor("gain", gain)], correlation_id=cid, flags=flags
@@ -140,7 +142,7 @@ def test_a_step_without_start_fails_alone(tmp_path):
     folder = tmp_path / "cell"
     models.recurrent_cell(folder / "1" / "model.onnx", layers_first=True, with_gain=True)
     (folder / "config.pbtxt").write_text(CONFIG.format(strategy="direct"))
-    gain = pb.Tensor("gain", np.array([1.0], np.float32))
+    gain = pb.Tensor("gain", np.array([[1.0]], np.float32))
     with ModelHarness(TritonPythonModel, folder) as model:
         responses = model.infer(
             [
@@ -163,22 +165,33 @@ def test_state_parameters_need_sequence_batching(tmp_path):
         ModelHarness(TritonPythonModel, folder).__enter__()
 
 
-def test_a_failed_step_drops_the_sequence_so_nothing_runs_on_stale_state(tmp_path):
+def cell_with(tmp_path, key: str, value: str):
+    """The direct-strategy cell folder with one more parameter."""
     folder = tmp_path / "cell"
     models.recurrent_cell(folder / "1" / "model.onnx", layers_first=True, with_gain=True)
-    (folder / "config.pbtxt").write_text(CONFIG.format(strategy="direct"))
-    gain = pb.Tensor("gain", np.array([1.0], np.float32))
+    parameter = f'parameters [\n  {{ key: "{key}" value: {{ string_value: "{value}" }} }},'
+    (folder / "config.pbtxt").write_text(CONFIG.format(strategy="direct").replace("parameters [", parameter))
+    return folder
+
+
+def test_a_failed_step_drops_the_sequence_so_nothing_runs_on_stale_state(tmp_path):
+    folder = cell_with(tmp_path, "reject_nonfinite", "true")
+    gain = pb.Tensor("gain", np.array([[1.0]], np.float32))
 
     def step(x, flags=0):
         return pb.InferenceRequest([pb.Tensor("x", x), gain], correlation_id=5, flags=flags)
 
     with ModelHarness(TritonPythonModel, folder) as model:
         (first,) = model.infer([step(np.ones((1, 4), np.float32), START)])
-        (bad,) = model.infer([step(np.ones((1, 3), np.float32))])
+        (bad,) = model.infer([step(np.full((1, 4), np.nan, np.float32))])  # passes Triton, refused by GEModel
         (after,) = model.infer([step(np.ones((1, 4), np.float32))])
-    assert not first.has_error()
-    assert "has shape [1,3]" in bad.error().message()
-    assert "sequence 5 has no state" in after.error().message()
+        (again,) = model.infer([step(np.ones((1, 4), np.float32), START)])
+    assert not first.has_error() and not again.has_error()
+    assert "input 'x' contains NaN or Inf" in bad.error().message()
+    assert after.error().message() == (
+        "sequence 5 has no state: its previous step failed (input 'x' contains NaN or Inf, which parameter "
+        "reject_nonfinite forbids); start it again with the START flag"
+    )
 
 
 READY_CONTROL = """
@@ -196,7 +209,7 @@ def test_padding_slots_get_an_empty_answer_and_count_nowhere(tmp_path, signal):
     if signal == "ready":
         config = config.replace("  direct { }\n", "  direct { }\n" + READY_CONTROL.format())
     (folder / "config.pbtxt").write_text(config)
-    gain = pb.Tensor("gain", np.array([1.0], np.float32))
+    gain = pb.Tensor("gain", np.array([[1.0]], np.float32))
     x = pb.Tensor("x", np.ones((1, 4), np.float32))
     ready, not_ready = (pb.Tensor("READY", np.array([[v]], np.int32)) for v in (1, 0))
     controls = {"ready": ([ready], [not_ready]), "correlation id": ([], [])}[signal]
@@ -218,3 +231,21 @@ def test_padding_slots_get_an_empty_answer_and_count_nowhere(tmp_path, signal):
         }
     assert sum(v for labels, v in counted.items() if ("kind", "input") in labels) == 0
     assert sum(v for labels, v in counted.items() if not any(k == "kind" for k, _ in labels)) == 1
+
+
+def test_an_idle_sequence_is_dropped_on_a_timer_without_another_request(tmp_path):
+    folder = cell_with(tmp_path, "sequence_idle_timeout_ms", "200")
+    gain = pb.Tensor("gain", np.array([[1.0]], np.float32))
+    with ModelHarness(TritonPythonModel, folder) as model:
+        (first,) = model.infer(
+            [pb.InferenceRequest([pb.Tensor("x", np.ones((1, 4), np.float32)), gain], correlation_id=4, flags=START)]
+        )
+        assert not first.has_error()
+        states = model.model.runner._sequences
+        started = time.monotonic()
+        assert len(states) == 1
+        while len(states) and time.monotonic() - started < 3:
+            time.sleep(0.01)
+        assert len(states) == 0 and time.monotonic() - started >= 0.15
+        (active,) = [m for m in pb.MetricFamily.registry["ge_sequences_active"].metrics if m.labels["model"] == "cell"]
+        assert active.value() == 0

@@ -106,9 +106,9 @@ def test_rank0_tensors_travel_as_1(tmp_path):
 def test_onnxruntime_strings_keep_their_bytes(tmp_path):
     """Finding: b'ab\\xc3\\xa9' through an Identity came back as b"b'ab\\\\xc3\\\\xa9'"."""
     folder, _ = served(tmp_path, "strings")
-    words = np.array([b"ab\xc3\xa9", b"", "日本".encode()], np.object_)
+    words = np.array([[b"ab\xc3\xa9"], [b""], ["日本".encode()]], np.object_)  # dims [1] (reshape [])
     with ModelHarness(Model, folder) as model:
-        good, bad = model.infer([request(x=words), request(x=np.array([b"\xff"], np.object_))])
+        good, bad = model.infer([request(x=words), request(x=np.array([[b"\xff"]], np.object_))])
     assert outputs(good)["y"].tolist() == words.tolist()
     assert bad.error().code() == pb_utils.TritonError.INVALID_ARG
     assert "input 'x' element 0 is not UTF-8 text (byte 0xff at offset 0)" in bad.error().message()

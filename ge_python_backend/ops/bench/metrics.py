@@ -130,12 +130,33 @@ def model_families(before: Scrape, after: Scrape, model: str, prefix: str) -> di
     return dict(sorted(result.items()))
 
 
+def per_batch_us(before: Scrape, after: Scrape, model: str, prefix: str) -> dict[str, float]:
+    """Per series of a ``prefix``*``_us`` duration counter of ``model`` (as ``model_families``
+    names it): its increase over the window divided by the increase of ``prefix``batches of
+    the same instance (the same ``pid``), i.e. the time per engine batch of that instance. Series
+    without a ``pid``, or of an instance that ran no batch, are left out."""
+    batches: dict[str, float] = {}
+    for (name, labels), value in after.samples.items():
+        label_map = dict(labels)
+        if name == f"{prefix}batches" and label_map.get("model") == model and "pid" in label_map:
+            batches[label_map["pid"]] = value - before.samples.get((name, labels), 0.0)
+    result: dict[str, float] = {}
+    for (name, labels), value in after.samples.items():
+        label_map = dict(labels)
+        ran = batches.get(label_map.get("pid", ""), 0.0)
+        if name.startswith(prefix) and name.endswith("_us") and label_map.get("model") == model and ran:
+            key = _series_name(name, labels)
+            result[key] = result.get(key, 0.0) + (value - before.samples.get((name, labels), 0.0)) / ran
+    return dict(sorted(result.items()))
+
+
 def breakdown(before: Scrape, after: Scrape, model: str, prefix: str = "ge_") -> dict[str, Any]:
     """Where the window's time went on the server, for ``model``.
 
     ``per_request_us`` divides Triton's cumulative durations by the requests that succeeded in
     the window; ``avg_batch`` is inferences per model execution; ``model_metrics`` holds the
-    model's own families (``model_families``).
+    model's own families (``model_families``) and ``per_batch_us`` their durations per batch of
+    each instance (``per_batch_us``).
     """
 
     def delta(name: str) -> float:
@@ -152,4 +173,5 @@ def breakdown(before: Scrape, after: Scrape, model: str, prefix: str = "ge_") ->
         "avg_batch": delta("nv_inference_count") / executions if executions else 0.0,
         "per_request_us": per_request,
         "model_metrics": model_families(before, after, model, prefix),
+        "per_batch_us": per_batch_us(before, after, model, prefix),
     }

@@ -71,11 +71,14 @@ def format_rows(rows: Sequence[Sequence[str]]) -> str:
 
 def model_metrics_table(points: Sequence[Point]) -> str:
     """The model's own metric families per point, summed over instances: means of histograms
-    (in ms for ``seconds`` families), increases of counters (duration counters in ``_us`` also
-    per Triton model execution), gauges' last values. Counters that did not move are left out."""
+    (in ms for ``seconds`` families), increases of counters, gauges' last values. A duration
+    counter in ``_us`` also shows its time per batch of its own instance (GEModel's series carry
+    the instance's ``pid``), else per Triton execution of the model. Counters that did not move
+    are left out."""
     lines = []
     for p in points:
         families = p.server.get("model_metrics") or {}
+        per_batch = p.server.get("per_batch_us") or {}
         executions = p.server.get("executions", 0.0)
         shown = []
         for series, values in families.items():
@@ -84,7 +87,12 @@ def model_metrics_table(points: Sequence[Point]) -> str:
                 shown.append(f"  {series}: mean {values['mean'] * scale:.3f}{unit} over {values['count']:.0f}")
             elif "increase" in values and values["increase"]:
                 increase = values["increase"]
-                if series.split("{")[0].endswith("_us") and executions:
+                if series in per_batch:
+                    shown.append(
+                        f"  {series}: {increase / 1000:.1f} ms, {per_batch[series] / 1000:.3f} ms per batch of this "
+                        "instance"
+                    )
+                elif series.split("{")[0].endswith("_us") and executions:
                     shown.append(
                         f"  {series}: {increase / 1000:.1f} ms, {increase / executions / 1000:.3f} ms per execution"
                     )

@@ -1,0 +1,124 @@
+"""The server watch and the lifeline, without tritonserver: a stand-in "server" process starts a
+stand-in "stub" that starts its lifeline (the real one, ``triton/lifeline.py`` run as a script).
+The end-to-end proof with the real tritonserver is ``tests/e2e/test_server_crash.py``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+from ge_python_backend.triton import lifeline
+from ge_python_backend.triton.lifeline import ServerWatch
+
+# The stand-in stub starts its lifeline (grace 0.5 s), prints its pid and the lifeline's, then
+# hangs the way a real stub does once its server is gone: on a lock, deaf to SIGINT and SIGTERM.
+STUB = textwrap.dedent(
+    """
+    import signal, sys, threading
+    from ge_python_backend.triton import lifeline
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    process = lifeline.start_lifeline(grace=0.5, poll=0.05)
+    print(f"{__import__('os').getpid()} {process.pid}", flush=True)
+    if sys.argv[1] == "exit":
+        sys.exit(0)
+    lock = threading.Lock()
+    lock.acquire()
+    lock.acquire()
+    """
+)
+SERVER = (
+    "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]]); time.sleep(60)"
+)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids: list[int], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return [p for p in pids if alive(p)]
+
+
+def start(mode: str) -> tuple[subprocess.Popen, int, int]:
+    env = dict(os.environ, PYTHONPATH=str(Path(lifeline.__file__).parents[2]))
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER, STUB, mode], stdout=subprocess.PIPE, env=env, start_new_session=True
+    )
+    assert server.stdout is not None
+    stub, line = (int(v) for v in server.stdout.readline().split())
+    return server, stub, line
+
+
+def test_the_lifeline_kills_a_hung_stub_once_its_server_is_killed():
+    server, stub, line = start("hang")
+    try:
+        time.sleep(0.3)
+        assert alive(stub) and alive(line)
+        server.kill()
+        server.wait()
+        killed = time.monotonic()
+        assert not wait_gone([stub, line], 5.0), "the stub or its lifeline outlived the server"
+        assert time.monotonic() - killed >= 0.5  # the stub got its grace first
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+
+
+def test_the_lifeline_ends_with_its_stub_and_spares_the_server():
+    server, stub, line = start("exit")
+    try:
+        assert not wait_gone([stub, line], 5.0)
+        assert server.poll() is None
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def test_the_watch_releases_then_exits_once_the_server_is_gone():
+    server_alive = threading.Event()
+    server_alive.set()
+    done = threading.Event()
+    calls: list[str] = []
+    gone = threading.Event()
+    watch = ServerWatch(
+        lambda: calls.append("release"),
+        alive=server_alive.is_set,
+        gone=gone,
+        exit=lambda code: (calls.append(f"exit {code}"), done.set()),
+        poll_interval=0.01,
+    )
+    time.sleep(0.05)
+    assert calls == []
+    server_alive.clear()
+    assert done.wait(2)
+    assert calls == ["release", "exit 1"] and gone.is_set()
+    watch.stop()
+
+
+def test_a_release_that_hangs_does_not_keep_the_process_alive():
+    exited = threading.Event()
+    never = threading.Event()
+    ServerWatch(
+        never.wait,
+        alive=lambda: False,
+        gone=threading.Event(),
+        exit=lambda code: exited.set(),
+        poll_interval=0.01,
+        release_timeout=0.2,
+    )
+    started = time.monotonic()
+    assert exited.wait(2)
+    assert 0.2 <= time.monotonic() - started < 1.5
+    never.set()
