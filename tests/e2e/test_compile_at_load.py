@@ -111,7 +111,7 @@ def test_two_instances_compile_once(first, built):
     assert results["two_instances"].loaded, results["two_instances"].message
     log = server.log_text()
     ours = [line for line in log.splitlines() if "two_instances_0_" in line]
-    compiled = [line for line in ours if "with ATC" in line]
+    compiled = [line for line in ours if "compile at load: compiling" in line]
     reused = [line for line in ours if "while this one waited" in line or "cache hit" in line]
     assert len(compiled) == 1, "\n".join(ours)
     assert len(reused) == 1, "\n".join(ours)
