@@ -324,7 +324,8 @@ def soc_version(context: ProbeContext) -> None:
         context.expect(
             "the static model's soc_version (compiled --soc_version=<that name>)", facts.get("soc_version"), soc
         )
-    *version, ret = acl.get_version()
+    major, minor, patch, ret = acl.get_version()
+    version = [major, minor, patch]
     context.expect(
         "acl.get_version(): (major, minor, patch, 0)",
         [all(isinstance(v, int) and v >= 0 for v in version), ret],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 
@@ -121,7 +122,12 @@ def plog_folder(context: ProbeContext) -> None:
     }
     for name in ("ASCEND_WORK_PATH", "HOME"):
         roots[name].mkdir(parents=True, exist_ok=True)
-    environment = {**os.environ, **{k: str(v) for k, v in roots.items()}, "ASCEND_SLOG_PRINT_TO_STDOUT": "0"}
+    environment = {
+        **os.environ,
+        **{k: str(v) for k, v in roots.items()},
+        "ASCEND_SLOG_PRINT_TO_STDOUT": "0",
+        "PYTHONUSERBASE": os.environ.get("PYTHONUSERBASE", site.getuserbase()),  # HOME moves; user packages stay
+    }
     done = subprocess.run(
         [sys.executable, "-c", _LOGGING_CHILD, context.engine, str(context.device)],
         capture_output=True,
@@ -142,9 +148,10 @@ def plog_folder(context: ProbeContext) -> None:
         )
     }
     context.expect(
-        f"plog-{pid}_*.log under ASCEND_PROCESS_LOG_PATH (not there before)",
+        "plog-<pid>_*.log under ASCEND_PROCESS_LOG_PATH (not there before)",
         bool(found["ASCEND_PROCESS_LOG_PATH"]),
         True,
+        note=f"the child's pid: {pid}",
     )
     context.expect("... under ASCEND_WORK_PATH/log", found["ASCEND_WORK_PATH/log"], [])
     context.expect("... under $HOME/ascend/log", found["$HOME/ascend/log"], [])
