@@ -35,11 +35,22 @@ from ge_python_backend.errors import ConfigError
 from ge_python_backend.specs import TensorSpec, format_shape
 
 #: --precision values ATC takes as --precision_mode_v2 (newer CANN) ...
-PRECISION_MODE_V2 = ("fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16")
-#: ... and as the older --precision_mode.
+#: (api/atc/cmd_flag_info.cc:51-54 at parsing, compiler/api/aclgrph/option_utils.cc:1341-1357 again)
+PRECISION_MODE_V2 = (
+    "fp16",
+    "origin",
+    "cube_fp16in_fp32out",
+    "mixed_float16",
+    "mixed_bfloat16",
+    "cube_hif8",
+    "mixed_hif8",
+)
+#: ... and as the older --precision_mode (cmd_flag_info.cc:48-50, option_utils.cc:1316-1339); a
+#: value of both lists is given as --precision_mode_v2
 PRECISION_MODE = (
     "force_fp16",
     "force_fp32",
+    "cube_fp16in_fp32out",
     "allow_fp32_to_fp16",
     "must_keep_origin_dtype",
     "allow_mix_precision",
@@ -155,6 +166,7 @@ def apply_atc_flags(request: AtcRequest, text: str, base_dir: Path, where: str) 
     for what ATC does not define, what the builder derives, or a bad value."""
     changes: dict[str, Any] = {}
     extra: list[str] = []
+    precision_given = False
     for name, value in atcflags.split_atc_flags(text, where):
         if name in DERIVED_FLAGS or name in OTHER_MODES:
             why = f"set from {DERIVED_FLAGS[name]}" if name in DERIVED_FLAGS else "it makes ATC do something else"
@@ -170,13 +182,17 @@ def apply_atc_flags(request: AtcRequest, text: str, base_dir: Path, where: str) 
         elif name == "insert_op_conf":
             changes["insert_op_conf"] = Path(value)
         elif name in ("precision_mode", "precision_mode_v2"):
-            if "precision" in changes:
+            if precision_given:
                 # ATC: E10056, "Cannot config both" (compiler/api/aclgrph/option_utils.cc:1359-1371)
                 raise ConfigError(f"{where}: --precision_mode and --precision_mode_v2 together; ATC takes one")
+            precision_given = True
             accepted = PRECISION_MODE if name == "precision_mode" else PRECISION_MODE_V2
             if value not in accepted:
                 raise ConfigError(f"{where}: --{name}={value}: ATC accepts {', '.join(accepted)}")
-            changes["precision"] = value
+            if name == "precision_mode" and value in PRECISION_MODE_V2:
+                extra.append(f"--{name}={value}")  # a value of both flags stays on the one it was given for
+            else:
+                changes["precision"] = value
         else:
             if name == "aicore_num":
                 atcflags.parse_aicore_num(value, f"{where}: --aicore_num")

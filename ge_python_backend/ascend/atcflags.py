@@ -83,8 +83,9 @@ def parse_gear_list(text: str, flag: str) -> tuple[tuple[int, ...], ...]:
     return tuple(parse_int_list(part.strip(), flag) for part in text.split(";") if part.strip())
 
 
-#: Every flag ATC defines (hicann/ge api/atc/atc_flags.cc:13-282, one DEFINE_* each); ATC refuses
-#: any other with "ERROR: unknown command line flag" (api/atc/cmd_flag_info.cc:484-486).
+#: Every flag ATC defines (hicann/ge api/atc/atc_flags.cc:13-282, one DEFINE_* each, and the
+#: optimization options it registers at start); ATC refuses any other with "ERROR: unknown command
+#: line flag" (api/atc/cmd_flag_info.cc:484-486).
 ATC_FLAGS = frozenset(
     [
         "model",
@@ -172,6 +173,13 @@ ATC_FLAGS = frozenset(
         "is_weight_clip",
         "oo_level",
         "build_config",
+        # the optimization options ATC registers as flags at start (api/atc/main_impl.cc:1136-1151,
+        # those visible to kAtc in base/common/option_register.cc:40-95)
+        "oo_constant_folding",
+        "oo_dead_code_elimination",
+        "topo_sorting_mode",
+        "export_compile_stat",
+        "multi_stream_parallel_mode",
     ]
 )
 

@@ -43,10 +43,11 @@ EPILOG = """The printed command (run it where CANN's atc is installed) uses thes
                           with --dynamic_batch_size or --insert_op_conf (ATC refuses both)
   --insert_op_conf=FILE   from --insert-op-conf: an AIPP config in ATC's aipp_op { ... } syntax,
                           checked against its input first
-  --precision_mode_v2=M   for --precision fp16, origin, cube_fp16in_fp32out, mixed_float16 or
-                          mixed_bfloat16: the precision ATC compiles operators in. origin keeps
-                          the model's own types; fp16 uses float16 wherever an operator offers
-                          both float16 and float32. The flag of newer CANN toolkits.
+  --precision_mode_v2=M   for --precision fp16, origin, cube_fp16in_fp32out, mixed_float16,
+                          mixed_bfloat16, cube_hif8 or mixed_hif8: the precision ATC compiles
+                          operators in. origin keeps the model's own types; fp16 uses float16
+                          wherever an operator offers both float16 and float32. The flag of
+                          newer CANN toolkits.
   --precision_mode=M      for --precision force_fp16, force_fp32, allow_fp32_to_fp16,
                           must_keep_origin_dtype, allow_mix_precision(_fp16|_bf16) or
                           allow_fp32_to_bf16: the older flag, for toolkits without
@@ -87,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--precision",
-        choices=PRECISION_MODE_V2 + PRECISION_MODE,
+        choices=tuple(dict.fromkeys(PRECISION_MODE_V2 + PRECISION_MODE)),
         metavar="MODE",
         help=f"operator precision: {', '.join(PRECISION_MODE_V2)} (or the older --precision_mode values)",
     )

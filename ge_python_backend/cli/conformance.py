@@ -25,7 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine", choices=("acl", "acl-sim"), default="acl", help="CANN's pyACL (default) or the simulator's"
     )
     parser.add_argument(
-        "--atc", type=Path, metavar="PATH", help="the ATC to compile the models with (default: atc on PATH)"
+        "--atc",
+        type=Path,
+        metavar="PATH",
+        help="the ATC to compile the models with (default: atc on PATH) and to hold to fidelity.md's ATC rows; "
+        "with --engine acl-sim the models are compiled by the simulator's ATC, which also plays ATC without it",
     )
     parser.add_argument(
         "--json", type=Path, metavar="FILE", help="write the report (environment, every observed value)"

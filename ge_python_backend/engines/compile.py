@@ -285,17 +285,7 @@ def run_atc(
     ConfigError when it cannot start. ``label`` starts every message, ``limit`` names the time limit."""
     shell = " ".join(shlex.quote(a) for a in arguments)
     try:
-        process = subprocess.Popen(
-            list(arguments),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            cwd=cwd,
-            start_new_session=True,  # its own group: a timeout stops ATC and the compilers it starts
-            preexec_fn=_die_with_parent,
-        )
+        process = start_atc(arguments, cwd)
     except OSError as exc:
         raise ConfigError(
             f"{label}: cannot run {arguments[0]!r} ({exc.strerror or exc}): install CANN's toolkit and source "
@@ -313,7 +303,7 @@ def run_atc(
         except subprocess.TimeoutExpired:
             now = time.monotonic()
             if now >= deadline:
-                _stop(process)
+                stop_atc(process)
                 raise CompileError(
                     f"{label}: ATC did not finish {what} within {timeout_s:g} s ({limit}) "
                     f"and was stopped; command: {shell}"
@@ -339,7 +329,25 @@ def _read_lines(process: subprocess.Popen, lines: list[str], log: Callable[[str]
             log(f"atc: {line}")
 
 
-def _stop(process: subprocess.Popen) -> None:
+def start_atc(arguments: Sequence[str], cwd: Path, stderr: int = subprocess.STDOUT) -> subprocess.Popen:
+    """ATC (text output, ``stderr`` into stdout unless given) in its own process group, so that
+    ``stop_atc`` stops it and the compilers it starts, dying with this process; OSError when it
+    cannot start."""
+    return subprocess.Popen(
+        list(arguments),
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
+
+
+def stop_atc(process: subprocess.Popen) -> None:
+    """Kill ATC's process group and reap it."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()

@@ -48,7 +48,8 @@ def _switch(value: int, name: str) -> bool:
 
 
 def _within(name: str, value: float, low: float, high: float) -> None:
-    if not low <= value <= high:
+    # CANN's check, ACL_CHECK_RANGE_INT/FLOAT (api/acl/common/log_inner.h:309-316): a NaN passes it
+    if value < low or value > high:
         raise AclFail(INVALID_PARAM, f"{name} is {value}; accepted {low}..{high}")
 
 

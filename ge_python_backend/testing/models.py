@@ -291,6 +291,40 @@ def image_conv(path: Path, batch: int | str = 1, height: int | str = 6, width: i
     return _save(_model(graph, ir_version=8), path)
 
 
+def scale_shift(path: Path) -> Path:
+    """x FP32 [N,8] -> y = x * C + D FP32 [N,8]: element-wise operators every AI Core runs in FP32
+    and FP16, so the precision ATC compiles in shows in the values (C and D are not FP16 numbers)."""
+    _, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(5)
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "C"], ["xc"]), helper.make_node("Add", ["xc", "D"], ["y"])],
+        "scale_shift",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])],
+        [
+            numpy_helper.from_array((1 + rng.random(8) / 3).astype(np.float32), "C"),
+            numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "D"),
+        ],
+    )
+    return _save(_model(graph, ir_version=8), path)
+
+
+def custom_operator(path: Path) -> Path:
+    """``y = CustomOp(x)`` in a domain of its own: no ONNX parser is registered for it (ATC: E16002)."""
+    onnx, TensorProto, helper, _ = _onnx()
+    graph = helper.make_graph(
+        [helper.make_node("CustomOp", ["x"], ["y"], domain="com.example")],
+        "custom",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(helper.make_model(graph, opset_imports=opsets), str(path))  # no check_model: its op has no schema
+    return path
+
+
 def reference(onnx_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """What ONNX Runtime, called directly on the ONNX file, returns for ``feeds``."""
     import onnxruntime as ort

@@ -123,7 +123,7 @@ def test_a_model_atc_cannot_compile_fails_the_load_with_atcs_message_and_the_com
     _, results, _ = first
     result = results["uncompilable"]
     assert not result.loaded
-    assert "E16002: No ONNX parser is registered for optype CustomOp." in result.message
+    assert "E16002: No ONNX parser is registered for optype com.example::1::CustomOp." in result.message
     assert re.search(
         r"command: \S+ -m ge_python_backend\.sim\.atc --model=\S+/uncompilable/1/model\.onnx", result.message
     )

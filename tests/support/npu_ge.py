@@ -10,6 +10,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ge_python_backend.testing.models import custom_operator  # noqa: F401 - the model ATC cannot compile
+
 #: hicann/triton-inference-server-ge-backend example/resnet/config.pbtxt, read when this machine has it
 EXAMPLE_CONFIG = Path("/work/src/triton-inference-server-ge-backend/example/resnet/config.pbtxt")
 #: the same fields when it is absent (CI without the source mirror): name, backend, max_batch_size,
@@ -46,17 +48,4 @@ def tiny_resnet(path: Path, seed: int = 0) -> Path:
         initializer=[weight, bias],
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
-
-
-def custom_operator(path: Path) -> Path:
-    """``y = CustomOp(x)`` in a domain of its own: no ONNX parser is registered for it (ATC: E16002)."""
-    graph = helper.make_graph(
-        [helper.make_node("CustomOp", ["x"], ["y"], domain="com.example")],
-        "custom",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
-    )
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
-    onnx.save(helper.make_model(graph, opset_imports=opsets), str(path))
     return path

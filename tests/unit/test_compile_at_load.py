@@ -111,6 +111,22 @@ def test_atc_flags_are_checked_and_placed(linear):
 
 
 @pytest.mark.parametrize(
+    "flags",
+    [
+        "--oo_constant_folding=false",  # registered by ATC at start (option_register.cc:40-95)
+        "--multi_stream_parallel_mode=cv",
+        "--precision_mode=cube_fp16in_fp32out",  # both precision flags take it (cmd_flag_info.cc:48-54)
+        "--precision_mode_v2=mixed_hif8",
+    ],
+)
+def test_flags_and_values_atc_takes_are_taken(linear, flags):
+    """Finding (fidelity rows 125, 129, read against ATC's source): these were refused as not ATC's."""
+    base = AtcRequest(linear, "Ascend310P3", facts=ConfigFacts("c", 4))
+    request = apply_atc_flags(base, flags, linear.parent, "parameter 'atc_flags'")
+    assert flags in build_atc_command(request, models_inputs(linear)).arguments
+
+
+@pytest.mark.parametrize(
     "flags, message",
     [
         ("--aicore=2", "--aicore is not an ATC flag"),
@@ -274,7 +290,10 @@ def test_an_operator_without_an_onnx_parser_is_e16002(tmp_path):
     done = run_sim_atc(
         f"--model={npu_ge.custom_operator(tmp_path / 'c.onnx')}", "--framework=5", f"--output={tmp_path / 'm'}"
     )
-    assert done.stdout.splitlines()[1:] == [sim_atc.FAILED, "E16002: No ONNX parser is registered for optype CustomOp."]
+    assert done.stdout.splitlines()[1:] == [
+        sim_atc.FAILED,
+        "E16002: No ONNX parser is registered for optype com.example::1::CustomOp.",
+    ]
 
 
 # ----- engine auto, generate

@@ -456,7 +456,9 @@ def _without_network_format(om: Path) -> Path:
 @pytest.mark.parametrize("field, value", [("mean_chn_0", "300"), ("var_reci_chn_0", "nan"), ("min_chn_1", "-1")])
 def test_aipp_values_outside_their_ranges_are_input_errors_whatever_the_network_layout(tmp_path, field, value):
     """Finding (issue 22, 9): without an NCHW/NHWC network the engine checked nothing, so a mean of
-    300 or a NaN scale reached pyACL, whose setter refused it: the whole batch failed as an engine error."""
+    300 reached pyACL, whose setter refused it: the whole batch failed as an engine error. A NaN scale
+    passes CANN's setter (its check is val < min || val > max, log_inner.h:309-316) and would reach
+    the device: the engine refuses it as the request's error too."""
     om = _without_network_format(_dynamic_om(tmp_path, "x:-1,3,6,8", batch_gears="1,2,4"))
     engine = open_sim(om)
     try:

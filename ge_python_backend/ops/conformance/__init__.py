@@ -1,8 +1,8 @@
 """``ge-triton conformance``: docs/fidelity.md as code, on whatever pyACL is present.
 
 First the probes that need a fresh process (init, finalize, acl.json, acl.prof.init before any
-load), then the conformance models are compiled for the device's SoC (the host's ATC, or
-sim-compile for ``acl-sim``), then every other probe and the model kinds end to end through the
+load), then the conformance models are compiled for the device's SoC (the host's ATC, or the
+simulator's for ``acl-sim``), then every other probe and the model kinds end to end through the
 acl engine. Each outcome is pass, fail (observed against claimed) or skip (why); the report
 carries the CANN version, the SoC, the run mode and every observed value. The same run on
 ``acl-sim`` and on a device is the differential check between the simulator and CANN.
@@ -21,10 +21,12 @@ from ge_python_backend.ascend.constants import describe_ret
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.ops.conformance import kinds as _kinds  # noqa: F401 - registers the K-* probes
 from ge_python_backend.ops.conformance import probes_aipp as _aipp  # noqa: F401
+from ge_python_backend.ops.conformance import probes_atc as _atc  # noqa: F401
 from ge_python_backend.ops.conformance import probes_init as _init  # noqa: F401
 from ge_python_backend.ops.conformance import probes_model as _model  # noqa: F401
 from ge_python_backend.ops.conformance import probes_runtime as _runtime  # noqa: F401
 from ge_python_backend.ops.conformance import probes_tools as _tools  # noqa: F401
+from ge_python_backend.ops.conformance.atc import Atc
 from ge_python_backend.ops.conformance.build import BuiltModels, build_models
 from ge_python_backend.ops.conformance.probes import (
     PROBES,
@@ -96,16 +98,23 @@ def run_conformance(
     probes: Sequence[Probe] | None = None,
 ) -> ConformanceReport:
     """Run ``probes`` (default: all) on the pyACL module ``acl`` in a process where nothing else
-    initialised it; models are compiled into ``workdir`` with ``atc`` (None on acl-sim: sim-compile).
-    With ``exhaust`` the probes that use up a device's streams or events for a moment run too."""
+    initialised it. The models are compiled into ``workdir`` with ``atc`` (default: atc on PATH) or,
+    on acl-sim, the simulator's ATC; the probes of ATC's own rules run ``atc`` when there is one, else
+    on acl-sim the simulator's. With ``exhaust`` the probes that use up a device's streams or events
+    for a moment run too."""
     workdir.mkdir(parents=True, exist_ok=True)
     selected = ordered(list(probes if probes is not None else PROBES))
     started = time.time()
     results = []
     built = BuiltModels()
+    if atc is None and engine == "acl":
+        found = shutil.which("atc")
+        atc = Path(found) if found else None
+    host_atc = Atc(atc) if atc is not None else None
+    probe_atc = host_atc if host_atc is not None or engine == "acl" else Atc()
 
     def context() -> ProbeContext:
-        return ProbeContext(acl, engine, device, built, workdir, exhaust)
+        return ProbeContext(acl, engine, device, built, workdir, exhaust, probe_atc)
 
     first = [p for p in selected if p.phase == "first"]
     results += [run_probe(p, context()) for p in first]
@@ -113,19 +122,20 @@ def run_conformance(
     if ret not in (0, REPEAT_INITIALIZE):
         raise ConfigError(f"acl.init returned {describe_ret(ret)}: pyACL cannot be initialised for the probes")
     soc = acl.get_soc_name() or ""
-    if engine == "acl" and atc is None:
-        found = shutil.which("atc")
-        atc = Path(found) if found else None
-    if engine == "acl-sim" or atc is not None:
-        built = build_models(workdir / "models", soc, atc if engine == "acl" else None)
+    model_atc = Atc() if engine == "acl-sim" else host_atc
+    if model_atc is not None:
+        built = build_models(workdir / "models", soc, model_atc)
     else:
         built = BuiltModels(unbuilt="no atc on PATH (give --atc, e.g. $ASCEND_HOME_PATH/bin/atc)")
     results += [run_probe(p, context()) for p in selected if p.phase != "first"]
-    environment = _environment(acl, engine, device, soc, atc, host or HostView(), time.time() - started)
+    atcs = {"models": model_atc.name if model_atc else None, "probes": probe_atc.name if probe_atc else None}
+    environment = _environment(acl, engine, device, soc, atcs, host or HostView(), time.time() - started)
     return ConformanceReport(engine, device, environment, built, results)
 
 
-def _environment(acl: Any, engine: str, device: int, soc: str, atc: Path | None, host: HostView, seconds: float):
+def _environment(
+    acl: Any, engine: str, device: int, soc: str, atcs: dict[str, str | None], host: HostView, seconds: float
+):
     try:
         major, minor, patch, ret = acl.get_version()
         version = f"{major}.{minor}.{patch}" if ret == 0 else f"unknown (ret {ret})"
@@ -143,7 +153,7 @@ def _environment(acl: Any, engine: str, device: int, soc: str, atc: Path | None,
         "run_mode": run_mode,
         "pyacl_version": version,
         "cann": cann_versions(host),
-        "atc": str(atc) if atc is not None else ("sim-compile" if engine == "acl-sim" else None),
+        "atc": atcs,
         "ge_python_backend": __version__,
         "seconds": round(seconds, 1),
     }

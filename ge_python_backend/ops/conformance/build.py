@@ -1,30 +1,26 @@
 """The conformance models: tiny ONNX networks compiled with the host's ATC for the device's SoC,
-or with ``sim-compile`` and the same flags for ``acl-sim``.
+or with the simulator's ATC and the same command line for ``acl-sim``.
 
 Each model is one kind the acl engine serves (static shapes, batch / image-size / dims gears,
 static and dynamic AIPP, shape ranges) or one a probe needs (an unbounded range, a model for
-another SoC). Its ATC flags are written once, here, and both compilers get exactly them. The ATC
-call is the one function ``compile_model``, through the compile at load's runner
-(``engines.compile.run_atc``); nothing is cached (each run compiles afresh).
+another SoC). Its ATC flags are written once, here, and both ATCs (the host's and the
+simulator's, ``atc.py``) get exactly the same command line. The ATC call is the one function
+``compile_model``; each model gets a folder of its own, so what ATC wrote is all that is in it;
+nothing is cached (each run compiles afresh).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ge_python_backend.ascend.atc import FRAMEWORKS, AtcCommand
+from ge_python_backend.ascend.atc import FRAMEWORKS
+from ge_python_backend.ascend.atcflags import parse_input_shape
 from ge_python_backend.ascend.limits import platform_npu_arch
-from ge_python_backend.engines.compile import run_atc
-from ge_python_backend.errors import GEError
+from ge_python_backend.ops.conformance.atc import Atc, AtcRun, CompileError
 from ge_python_backend.testing import models as nets
 
-LOG = logging.getLogger(__name__)
-
-#: ATC on a real host takes tens of seconds per model; one that hangs is stopped after this
-ATC_TIMEOUT_S = 900.0
 #: rows of the static model's input x (FP32 [rows, 4]): 256 bytes, so a buffer 32 short stays non-empty
 STATIC_ROWS = 16
 
@@ -57,14 +53,6 @@ DYNAMIC_AIPP = """aipp_op {
 ODD_AIPP = STATIC_AIPP.replace("src_image_size_w: 8", "src_image_size_w: 7")
 
 
-class CompileError(GEError):
-    """ATC (or sim-compile) refused a model or could not run; ``command`` is what ran."""
-
-    def __init__(self, message: str, command: AtcCommand) -> None:
-        super().__init__(message)
-        self.command = command
-
-
 @dataclass(frozen=True)
 class AtcFlags:
     """The ATC flags of one model, in ATC's spelling (``--input_shape`` and the kind's own)."""
@@ -76,6 +64,15 @@ class AtcFlags:
     dynamic_dims: str = ""
     #: an AIPP config (ATC's aipp_op syntax), written next to the model as ``<name>.aipp.cfg``
     aipp: str = ""
+    #: further flags, as given (``--precision_mode_v2=origin``)
+    extra: tuple[str, ...] = ()
+
+    @property
+    def shape_ranges(self) -> bool:
+        """A shape-range model: an axis a~b, or -1 without gears (--input_shape.md)."""
+        dims = [d for shape in parse_input_shape(self.input_shape).values() for d in shape]
+        gears = self.dynamic_batch_size or self.dynamic_image_size or self.dynamic_dims
+        return any(isinstance(d, tuple) for d in dims) or (-1 in dims and not gears)
 
     def arguments(self, aipp_file: Path | None) -> list[str]:
         found = [f"--input_format={self.input_format}", f"--input_shape={self.input_shape}"]
@@ -88,7 +85,7 @@ class AtcFlags:
                 found.append(f"{flag}={value}")
         if aipp_file is not None:
             found.append(f"--insert_op_conf={aipp_file}")
-        return found
+        return [*found, *self.extra]
 
 
 @dataclass(frozen=True)
@@ -131,7 +128,26 @@ RECIPES: tuple[ModelRecipe, ...] = (
         AtcFlags("x:-1,3,6,8", "NCHW", dynamic_batch_size="1,2,4", aipp=DYNAMIC_AIPP),
         "dynamic AIPP with batch gears 1, 2, 4",
     ),
+    ModelRecipe(
+        "static_batch",
+        nets.three_inputs,
+        AtcFlags("s:2,3;b:-1,6;a:-1,4", dynamic_batch_size="1,2,4"),
+        "batch gears 1, 2, 4 beside a static input listed first",
+    ),
+    ModelRecipe("precision_default", nets.scale_shift, AtcFlags("x:4,8"), "FP32 element-wise, no precision flag"),
+    ModelRecipe(
+        "precision_origin",
+        nets.scale_shift,
+        AtcFlags("x:4,8", extra=("--precision_mode_v2=origin",)),
+        "FP32 element-wise, --precision_mode_v2=origin",
+    ),
     ModelRecipe("range", nets.matmul_add, AtcFlags("x:1~8,4"), "a shape range 1~8"),
+    ModelRecipe(
+        "range_aipp",
+        _image_conv_n,
+        AtcFlags("x:1~4,3,6,8", "NCHW", aipp=DYNAMIC_AIPP),
+        "dynamic AIPP on a shape range 1~4",
+    ),
     ModelRecipe("range_unbounded", nets.matmul_add, AtcFlags("x:-1,4"), "an unbounded shape range"),
     ModelRecipe("foreign", nets.matmul_add, AtcFlags("x:2,4"), "static shapes, for another SoC", foreign_soc=True),
     ModelRecipe(
@@ -153,6 +169,9 @@ class BuiltModel:
     soc: str
     command: str
     error: str = ""
+    #: the ATC run (None when none ran) and which ATC it was
+    run: AtcRun | None = None
+    atc: str = ""
 
     def to_json(self) -> dict[str, str]:
         return {"what": self.recipe.what, "soc_version": self.soc, "command": self.command, "error": self.error}
@@ -186,58 +205,45 @@ def foreign_soc(device_soc: str) -> str | None:
     return None
 
 
-def compile_model(
-    atc: Path | None, onnx: Path, om: Path, soc: str, flags: AtcFlags, aipp_file: Path | None
-) -> AtcCommand:
-    """``atc`` (or, with ``atc`` None, sim-compile) on ``onnx`` with ``flags`` for ``soc``, writing
-    ``om``; the command run. CompileError with the compiler's last words when it refuses."""
+def compile_model(atc: Atc, onnx: Path, om: Path, soc: str, flags: AtcFlags, aipp_file: Path | None) -> AtcRun:
+    """``atc`` on ``onnx`` with ``flags`` for ``soc``, writing ``om``'s folder: the run. A model with
+    dynamic shapes is written as ``<name>_<os>_<cpu>.om`` (fidelity.md row 127): the single .om of
+    the folder is the model. CompileError with ATC's error lines when it refuses."""
     om.parent.mkdir(parents=True, exist_ok=True)
-    output = om.with_suffix("")  # ATC appends .om
     arguments = [
-        *([str(atc)] if atc is not None else ["ge-triton", "sim-compile"]),
         f"--model={onnx}",
         f"--framework={FRAMEWORKS['.onnx']}",
-        f"--output={output if atc is not None else om}",
+        f"--output={om.with_suffix('')}",  # ATC appends .om
         f"--soc_version={soc}",
         *flags.arguments(aipp_file),
     ]
-    command = AtcCommand(tuple(arguments), ())
-    if atc is None:
-        from ge_python_backend.sim import sim_compile
+    run = atc.run(arguments, om.parent)
+    if run.exit_code != 0:
+        message = f"ATC failed to compile {onnx.name} (exit code {run.exit_code}): {run.summary()}"
+        raise CompileError(message, run.command, run)
+    if written_model(om) is None:
+        raise CompileError(f"{atc.name} exited 0 but wrote no {om.name} (nor one .om beside it)", run.command, run)
+    return run
 
-        try:
-            sim_compile(
-                onnx,
-                om,
-                batch_gears=flags.dynamic_batch_size,
-                input_shapes=flags.input_shape,
-                dynamic_image_size=flags.dynamic_image_size,
-                dynamic_dims=flags.dynamic_dims,
-                input_format=flags.input_format,
-                insert_op_conf=aipp_file,
-                soc_version=soc,
-            )
-        except GEError as exc:
-            raise CompileError(str(exc), command) from None
-        return command
-    try:  # the compile at load's runner: time limit, process group, ATC's error lines
-        run_atc(arguments, om.parent, ATC_TIMEOUT_S, onnx.name, LOG.debug, label="conformance", limit="ATC_TIMEOUT_S")
-    except GEError as exc:
-        raise CompileError(str(exc), command) from None
-    if not om.is_file():
-        raise CompileError(f"{atc} exited 0 but wrote no {om}", command)
-    return command
+
+def written_model(om: Path) -> Path | None:
+    """``om``, or the one .om ATC wrote in its folder instead."""
+    if om.is_file():
+        return om
+    found = sorted(om.parent.glob("*.om"))
+    return found[0] if len(found) == 1 else None
 
 
 def build_models(
-    folder: Path, device_soc: str, atc: Path | None, recipes: Mapping[str, ModelRecipe] | None = None
+    folder: Path, device_soc: str, atc: Atc, recipes: Mapping[str, ModelRecipe] | None = None
 ) -> BuiltModels:
-    """Compile every recipe into ``folder`` for ``device_soc``; a refusal is recorded, never raised."""
+    """Compile every recipe into a folder of its own under ``folder`` for ``device_soc``; a refusal
+    is recorded, never raised."""
     built = BuiltModels()
     for recipe in (recipes or {r.name: r for r in RECIPES}).values():
         onnx = recipe.network(folder / f"{recipe.name}.onnx")
         soc = foreign_soc(device_soc) if recipe.foreign_soc else device_soc
-        om = folder / f"{recipe.name}.om"
+        om = folder / recipe.name / f"{recipe.name}.om"
         aipp_file = None
         if recipe.flags.aipp:
             aipp_file = folder / f"{recipe.name}.aipp.cfg"
@@ -246,9 +252,12 @@ def build_models(
             built.models[recipe.name] = BuiltModel(recipe, onnx, None, "", "", "no SoC of another NpuArch is known")
             continue
         try:
-            command = compile_model(atc, onnx, om, soc, recipe.flags, aipp_file)
+            run = compile_model(atc, onnx, om, soc, recipe.flags, aipp_file)
         except CompileError as exc:
-            built.models[recipe.name] = BuiltModel(recipe, onnx, None, soc, exc.command.shell(), str(exc))
+            built.models[recipe.name] = BuiltModel(
+                recipe, onnx, None, soc, exc.command.shell(), str(exc), exc.run, atc.name
+            )
             continue
-        built.models[recipe.name] = BuiltModel(recipe, onnx, om, soc, command.shell())
+        written = written_model(om)
+        built.models[recipe.name] = BuiltModel(recipe, onnx, written, soc, run.command.shell(), "", run, atc.name)
     return built

@@ -6,17 +6,20 @@ engine's or the simulator's code.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
 import numpy as np
 
+from ge_python_backend.errors import GEError
 from ge_python_backend.ops.conformance.build import STATIC_ROWS
-from ge_python_backend.ops.conformance.probes import ProbeContext, close, probe
+from ge_python_backend.ops.conformance.probes import UNKNOWN, ProbeContext, close, probe
 from ge_python_backend.testing.aipp_reference import crop, normalise, nv12, yuv_to_bgr
 
 
-def engine(context: ProbeContext, name: str, **options: str):
-    """The acl engine (one slot) on model ``name``, on the run's pyACL, bound to this thread."""
+def engine(context: ProbeContext, name: str, **options: Any):
+    """The acl engine (one slot) on model ``name`` with ``options`` (parameter values as parsed), on the
+    run's pyACL, bound to this thread."""
     from ge_python_backend.engines.acl.engine import AclEngine, prepare_options
 
     path = context.model(name)
@@ -42,6 +45,15 @@ def compare(context: ProbeContext, label: str, outputs: Mapping[str, np.ndarray]
         got = outputs.get(name)
         ok = got is not None and close(got.astype(np.float32), want.astype(np.float32))
         context.expect(f"{label}: output {name} as ONNX Runtime", ok, True)
+
+
+def refusal(call: Callable[[], Any]) -> str:
+    """The message of the GEError ``call`` raised ("" when it returned)."""
+    try:
+        call()
+    except GEError as exc:
+        return str(exc)
+    return ""
 
 
 def floats(shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -136,3 +148,70 @@ def kind_dynamic_aipp(context: ProbeContext) -> None:
 @probe("K-range", "72, 75, 77", "a shape-range model at two batch sizes answers as ONNX Runtime", phase="last")
 def kind_range(context: ProbeContext) -> None:
     against_onnxruntime(context, "range", [(f"batch {b}", {"x": floats((b, 4), b + 20)}) for b in (3, 8)])
+
+
+@probe(
+    "K-static-beside-batch",
+    "136",
+    "batch gears beside a static input: every gear through the acl engine answers as ONNX Runtime",
+    phase="last",
+)
+def kind_static_beside_batch(context: ProbeContext) -> None:
+    static = floats((2, 3), 136)
+    cases = [(f"batch {g}", {"a": floats((g, 4), g), "b": floats((g, 6), g + 10), "s": static}) for g in (1, 4, 2)]
+    against_onnxruntime(context, "static_batch", cases)
+
+
+#: a relative error above this is not FP32 arithmetic; FP16 rounding of values near 1 is about 5e-4
+FP32_ERROR = 1e-5
+
+
+@probe(
+    "K-precision-default",
+    "130",
+    "without a precision flag ATC computes FP32 operators in FP16; with --precision_mode_v2=origin in FP32",
+    phase="last",
+)
+def kind_precision_default(context: ProbeContext) -> None:
+    feeds = {"x": floats((4, 8), 130)}
+    expected = context.reference("precision_default", feeds)["y"]
+    for name, rounded in (("precision_default", True), ("precision_origin", False)):
+        got = run(engine(context, name), feeds)["y"].astype(np.float32)
+        error = float(np.abs(got - expected).max()) / float(np.abs(expected).max())
+        context.expect(
+            f"{name}: off ONNX Runtime's FP32 by more than FP32 rounding",
+            error > FP32_ERROR,
+            rounded,
+            simulated=False,
+            note="the simulator computes in the model's own types",
+        )
+        context.expect(f"{name}: within FP16 accuracy of ONNX Runtime", close(got, expected), True)
+        context.expect(f"{name}: the largest error relative to the largest output", error, UNKNOWN)
+
+
+@probe(
+    "K-range-bounds",
+    "138",
+    "the acl engine plans a range model's batches up to its bound, refuses a request beyond it, and sizes "
+    "an unbounded one only from acl_max_shapes",
+    phase="last",
+)
+def kind_range_bounds(context: ProbeContext) -> None:
+    opened = engine(context, "range")
+    batch = opened.spec.batch
+    context.expect("the batch the engine plans with (x:1~8,4)", [batch.kind, batch.limit], ["dynamic", 8])
+    refused = refusal(lambda: opened.slots[0].inputs({"x": (9, 4)}))
+    context.expect("a batch of 9: refused naming the range", "range is 1..8" in refused, True, note=refused)
+    feeds = {"x": floats((8, 4), 138)}
+    compare(context, "batch 8", run(opened, feeds), context.reference("range", feeds))
+    refused = refusal(lambda: engine(context, "range_unbounded"))
+    context.expect("x:-1,4 without acl_max_shapes: refused naming it", "acl_max_shapes" in refused, True, note=refused)
+    largest = {"x": (16, 4), "y": (16, 3), "h": (16, 3)}
+    bounded = engine(context, "range_unbounded", acl_max_shapes=largest)
+    feeds = {"x": floats((16, 4), 16)}
+    compare(
+        context,
+        "x:-1,4 with acl_max_shapes of batch 16, batch 16",
+        run(bounded, feeds),
+        context.reference("range_unbounded", feeds),
+    )

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPolicy, MemcpyKind, describe_ret
+from ge_python_backend.ops.conformance.atc import Atc
 from ge_python_backend.ops.conformance.build import BuiltModels
 
 Outcome = Literal["pass", "fail", "skip"]
@@ -200,7 +201,14 @@ class ProbeContext:
     due when it ends."""
 
     def __init__(
-        self, acl: Any, engine: EngineName, device: int, models: BuiltModels, workdir: Path, exhaust: bool
+        self,
+        acl: Any,
+        engine: EngineName,
+        device: int,
+        models: BuiltModels,
+        workdir: Path,
+        exhaust: bool,
+        atc: Atc | None = None,
     ) -> None:
         self.acl = acl
         self.engine = engine
@@ -208,6 +216,8 @@ class ProbeContext:
         self.models = models
         self.workdir = workdir
         self.exhaust = exhaust
+        #: the ATC the probes of ATC's own rules run (None: there is none here)
+        self.atc = atc
         self.checks: list[Check] = []
         self._device_mode: bool | None = None
         self._releases: list[tuple[str, Callable[[], Any]]] = []

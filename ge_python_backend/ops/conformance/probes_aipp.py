@@ -6,6 +6,9 @@ takes up to 4 RGB888 images (batch gears 1, 2, 4, max_src_image_size 1440): ``bu
 
 from __future__ import annotations
 
+import math
+
+from ge_python_backend.ascend.aipp import DYNAMIC_AIPP_INPUT
 from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME
 from ge_python_backend.ops.conformance.probes import UNKNOWN, Loaded, ProbeContext, ProbeFailure, probe
 
@@ -176,6 +179,54 @@ def aipp_unset(context: ProbeContext) -> None:
     context.need(acl.mdl.set_dynamic_batch_size(loaded.model_id, inputs.handle, index, 4), "set_dynamic_batch_size")
     ret = acl.mdl.execute(loaded.model_id, inputs.handle, outputs.handle)
     context.expect("execute", ret, UNKNOWN, simulated=MODEL_EXECUTE, note="the docs require set_input_aipp first")
+
+
+def cropped(context: ProbeContext, batch: int, start_w: int) -> int:
+    """An RGB888 set of ``batch`` 12 x 10 images, each cropped to the network's 8 x 6 at (start_w, 0)."""
+    acl = context.acl
+    aipp = aipp_set(context, batch, 12, 10)
+    for index in range(batch):
+        ret = acl.mdl.set_aipp_crop_params(aipp, 1, start_w if index == 0 else 0, 0, 8, 6, index)
+        context.need(ret, "acl.mdl.set_aipp_crop_params")
+    return aipp
+
+
+@probe(
+    "P-aipp-value-ranges",
+    "137",
+    "the AIPP setters refuse a value outside its range (a NaN passes them); set_input_aipp checks the set on "
+    "every model, a shape-range one too",
+)
+def aipp_value_ranges(context: ProbeContext) -> None:
+    acl = context.acl
+    aipp = aipp_set(context, 1)
+    context.expect(
+        "set_aipp_dtc_pixel_mean(300, 0, 0, 0)", acl.mdl.set_aipp_dtc_pixel_mean(aipp, 300, 0, 0, 0, 0), INVALID_PARAM
+    )
+    context.expect(
+        "set_aipp_dtc_pixel_min(-1, 0, 0, 0)",
+        acl.mdl.set_aipp_dtc_pixel_min(aipp, -1.0, 0.0, 0.0, 0.0, 0),
+        INVALID_PARAM,
+    )
+    context.expect(
+        "set_aipp_pixel_var_reci(70000, 1, 1, 1)",
+        acl.mdl.set_aipp_pixel_var_reci(aipp, 70000.0, 1.0, 1.0, 1.0, 0),
+        INVALID_PARAM,
+    )
+    context.expect(
+        "set_aipp_pixel_var_reci(NaN, 1, 1, 1)",
+        acl.mdl.set_aipp_pixel_var_reci(aipp, math.nan, 1.0, 1.0, 1.0, 0),
+        0,
+        note="the range check is val < min || val > max (log_inner.h:309-316): false for a NaN",
+    )
+    # AippParamsCheck after the model's checks, which a shape-range input skips (acl_aipp.cpp:184-188, 254-262)
+    for name, batch in (("dynamic_aipp", 4), ("range_aipp", 3)):
+        loaded = dynamic(context) if name == "dynamic_aipp" else context.load(name)
+        inputs, _ = context.io(loaded)
+        index = context.input_index(loaded, DYNAMIC_AIPP_INPUT)
+        for what, start_w, code in (("inside", 4, 0), ("leaving", 6, INVALID_PARAM)):
+            ret = acl.mdl.set_input_aipp(loaded.model_id, inputs.handle, index, cropped(context, batch, start_w))
+            context.expect(f"{name}, {batch} images: a crop {what} the 12 x 10 image", ret, code)
 
 
 def _refused(context: ProbeContext, name: str) -> None:

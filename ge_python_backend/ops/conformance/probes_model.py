@@ -229,6 +229,17 @@ def gear_lookups(context: ProbeContext) -> None:
     context.expect("get_input_dynamic_gear_count(desc, 0)", [count, ret], [0, INVALID_PARAM])
 
 
+@probe("P-static-beside-batch", "136", "batch gears beside a static input: its dims stay [2, 3]; the gears are 1, 2, 4")
+def static_beside_batch(context: ProbeContext) -> None:
+    context.open_device()
+    loaded = context.load("static_batch")
+    for name, dims in (("s", [2, 3]), ("b", [-1, 6]), ("a", [-1, 4])):
+        v1, _ = context.input_dims(loaded, context.input_index(loaded, name))
+        context.expect(f"V1 dims of {name}", v1, dims)
+    found, ret = context.acl.mdl.get_dynamic_batch(loaded.desc)
+    context.expect("get_dynamic_batch", [found.get("batch"), ret], [[1, 2, 4], 0])
+
+
 @probe("P-dims-layout", "58, 59", "get_input_dynamic_dims lists each gear as the full dims in --input_shape order")
 def dims_layout(context: ProbeContext) -> None:
     acl = context.acl

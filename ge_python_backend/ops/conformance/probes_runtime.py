@@ -299,6 +299,41 @@ def soc_name(context: ProbeContext) -> None:
     context.expect("SoC, short version, NpuArch", [soc, SOC_VERSIONS.get(soc), platform_npu_arch(soc)], UNKNOWN)
 
 
+@probe("P-soc-version", "134", "acl.get_soc_name: device 0's SoC, as --soc_version spells it; acl.get_version")
+def soc_version(context: ProbeContext) -> None:
+    acl = context.acl
+    soc = acl.get_soc_name()
+    context.expect("acl.get_soc_name() is a name", isinstance(soc, str) and bool(soc), True, note=repr(soc))
+    count, ret = acl.rt.get_device_count()
+    context.need(ret, "acl.rt.get_device_count")
+    if count > 1:  # with several devices it names device 0's, whichever device the thread is on
+        last = count - 1
+        context.need(acl.rt.set_device(last), f"acl.rt.set_device({last})")
+        context.at_exit("acl.rt.reset_device", acl.rt.reset_device, last)
+        other, ret = acl.rt.create_context(last)
+        context.need(ret, f"acl.rt.create_context({last})")
+        context.at_exit("acl.rt.destroy_context", acl.rt.destroy_context, other)
+        context.expect(f"acl.get_soc_name() on device {last}", acl.get_soc_name(), soc)
+    model = context.models.om("static")
+    if model is not None:  # ATC took the name as --soc_version and recorded it
+        from ge_python_backend.engines.offline import read_model_spec
+        from ge_python_backend.engines.registry import detect_kind
+
+        kind = detect_kind(model)
+        facts = read_model_spec(model, kind).facts if kind is not None else {}
+        context.expect(
+            "the static model's soc_version (compiled --soc_version=<that name>)", facts.get("soc_version"), soc
+        )
+    major, minor, patch, ret = acl.get_version()
+    version = [major, minor, patch]
+    context.expect(
+        "acl.get_version(): (major, minor, patch, 0)",
+        [all(isinstance(v, int) and v >= 0 for v in version), ret],
+        [True, 0],
+    )
+    context.expect("the ACL version", version, UNKNOWN)
+
+
 @probe("P-event-timing", "37", "events recorded around an execute give (ms, 0) after synchronize")
 def event_timing(context: ProbeContext) -> None:
     acl = context.acl

@@ -1,15 +1,20 @@
-"""The dump and profiling APIs (fidelity.md sections 12-13) and the binding's Python signatures
-(section 14). The profiling probe runs before any model loads (aclprofInit must precede loads,
-19-01_data_profiling_apis.md 19-24)."""
+"""The dump and profiling APIs (fidelity.md sections 12-13), the binding's Python signatures
+(section 14) and where CANN writes its logs (row 139). The profiling probe runs before any model
+loads (aclprofInit must precede loads, 19-01_data_profiling_apis.md 19-24)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import site
+import subprocess
+import sys
 
 import numpy as np
 
 from ge_python_backend.ascend.constants import ACL_SUCCESS
-from ge_python_backend.ops.conformance.probes import ProbeContext, probe, raised
+from ge_python_backend.ops.conformance.probes import UNKNOWN, ProbeContext, ProbeFailure, Skip, probe, raised
 
 INVALID_PARAM, REPEAT_INITIALIZE, INVALID_FILE, DUMP_NOT_RUN = 100000, 100002, 100003, 100045
 
@@ -81,3 +86,73 @@ def binding(context: ProbeContext) -> None:
     context.expect(
         "acl.create_tensor_desc(0, [np.int64(1)], 2)", raised(lambda: create_tensor_desc(0, one, 2)), "TypeError"
     )
+
+
+#: the child of P-plog-folder: its pid, then a first init, a device and a call CANN logs as an error
+_LOGGING_CHILD = """
+import os, sys
+from ge_python_backend.engines.registry import engine
+acl = engine(sys.argv[1]).load_pyacl()
+device = int(sys.argv[2])
+print(os.getpid(), flush=True)
+if acl.init() == 0 and acl.rt.set_device(device) == 0:
+    acl.rt.malloc(0, 0)
+    acl.rt.reset_device(device)
+acl.finalize()
+"""
+
+
+@probe(
+    "P-plog-folder", "139", "CANN's plog goes to ASCEND_PROCESS_LOG_PATH (created), before ASCEND_WORK_PATH and $HOME"
+)
+def plog_folder(context: ProbeContext) -> None:
+    # CANN's log module reads the variables when it starts, in the process that loads it: a child
+    if context.simulator:
+        raise Skip("the simulator writes no plog (CANN's log module is not simulated)")
+    if context.device_run_mode:
+        raise Skip(
+            "device run mode: ASCEND_PROCESS_LOG_PATH applies in EP mode only (ASCEND_PROCESS_LOG_PATH.md:22-24)"
+        )
+    folder = context.workdir / "plog"
+    shutil.rmtree(folder, ignore_errors=True)  # a kept --workdir: the log folder must not exist yet
+    roots = {
+        "ASCEND_PROCESS_LOG_PATH": folder / "process" / "new",
+        "ASCEND_WORK_PATH": folder / "work",
+        "HOME": folder / "home",
+    }
+    for name in ("ASCEND_WORK_PATH", "HOME"):
+        roots[name].mkdir(parents=True, exist_ok=True)
+    environment = {
+        **os.environ,
+        **{k: str(v) for k, v in roots.items()},
+        "ASCEND_SLOG_PRINT_TO_STDOUT": "0",
+        "PYTHONUSERBASE": os.environ.get("PYTHONUSERBASE", site.getuserbase()),  # HOME moves; user packages stay
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _LOGGING_CHILD, context.engine, str(context.device)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=environment,
+    )
+    if not done.stdout.split():
+        raise ProbeFailure(f"the child process gave no pid: {done.stderr.strip()[-300:]}")
+    pid = done.stdout.split()[0]
+    found = {
+        name: sorted(str(p.relative_to(folder)) for p in root.rglob(f"plog-{pid}_*.log"))
+        for name, root in (
+            ("ASCEND_PROCESS_LOG_PATH", roots["ASCEND_PROCESS_LOG_PATH"]),
+            ("ASCEND_WORK_PATH/log", roots["ASCEND_WORK_PATH"] / "log"),
+            ("$HOME/ascend/log", roots["HOME"] / "ascend" / "log"),
+        )
+    }
+    context.expect(
+        "plog-<pid>_*.log under ASCEND_PROCESS_LOG_PATH (not there before)",
+        bool(found["ASCEND_PROCESS_LOG_PATH"]),
+        True,
+        note=f"the child's pid: {pid}",
+    )
+    context.expect("... under ASCEND_WORK_PATH/log", found["ASCEND_WORK_PATH/log"], [])
+    context.expect("... under $HOME/ascend/log", found["$HOME/ascend/log"], [])
+    context.expect("the files", found["ASCEND_PROCESS_LOG_PATH"], UNKNOWN)
