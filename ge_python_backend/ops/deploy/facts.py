@@ -42,6 +42,7 @@ class ModelFacts:
     multi_copy: bool  # each slot loads its own model copy (the acl engines)
     queue_delay_us: int = 0  # how long the batcher holds a request to fill a batch (by design)
     model_path: Path | None = None  # the model file of the newest version
+    compiled: bool = False  # model_path is an .onnx or .pb the engine compiles with ATC at load
     #: the config's parameters as given (engine parameters included)
     parameters: Mapping[str, str] = field(default_factory=dict)
 
@@ -105,6 +106,7 @@ def model_facts(folder: Path) -> ModelFacts:
     versions = sorted(int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit())
     newest = folder / str(versions[-1])
     info = _engine(newest, values)
+    model_path, compiled = info.load_plan(newest, values["model_file"])
     providers = raw.get("onnxruntime_providers", "")
     npu = (info.npu and not info.stands_in_for) or CANN_PROVIDER in providers
     device_ids = tuple(values["device_ids"] or (values["device_id"] or 0,))
@@ -125,7 +127,8 @@ def model_facts(folder: Path) -> ModelFacts:
             config.dynamic_batching.max_queue_delay_microseconds,
             config.sequence_batching.oldest.max_queue_delay_microseconds,
         ),
-        model_path=info.model_path(newest, values["model_file"]),
+        model_path=model_path,
+        compiled=compiled,
         parameters=raw,
     )
 

@@ -5,7 +5,9 @@ and events its instances will take on each device against what the device has, a
 
 from __future__ import annotations
 
+import shutil
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from ge_python_backend.ascend.limits import SOC_VERSIONS, arch_compatible, platf
 from ge_python_backend.ascend.resources import ModelResources, model_resources
 from ge_python_backend.engines.acl.engine import copy_events, instance_streams, size_text
 from ge_python_backend.engines.offline import read_model_spec
-from ge_python_backend.engines.registry import detect_kind
+from ge_python_backend.engines.registry import detect_kind, engine, stand_in
 from ge_python_backend.errors import GEError
 from ge_python_backend.ops.deploy.facts import ModelFacts, model_facts
 from ge_python_backend.ops.doctor.devices import DeviceFacts, RuntimeFacts
@@ -60,12 +62,20 @@ def read_models(repository: Path) -> tuple[list[Finding], list[ModelFacts]]:
 
 
 def model_findings(
-    models: list[ModelFacts], runtime: RuntimeFacts | None, acl: Any, device_filter: int | None
+    models: list[ModelFacts],
+    runtime: RuntimeFacts | None,
+    acl: Any,
+    device_filter: int | None,
+    which: Callable[[str], str | None] = shutil.which,
 ) -> list[Finding]:
-    """Per model: file, kinds and SoC; per device: memory, streams and events of every acl model on it."""
+    """Per model: file, kinds and SoC; per device: memory, streams and events of every acl model on it.
+    A model compiled with ATC at load has no .om yet: its ATC is looked up (``which``) instead."""
     findings: list[Finding] = []
     costs: dict[int, list[ModelCost]] = defaultdict(list)
     for model in models:
+        if model.compiled:
+            findings.append(_compiled(model, which))
+            continue
         spec = _spec(model, findings)
         if spec is None or model.engine not in ("acl", "acl-sim"):
             continue
@@ -102,6 +112,30 @@ def _spec(model: ModelFacts, findings: list[Finding]) -> ModelSpec | None:
         )
     )
     return spec
+
+
+def _compiled(model: ModelFacts, which: Callable[[str], str | None]) -> Finding:
+    """An .onnx or .pb the engine compiles at load (engines/compile.py): the load fails when the
+    engine's ATC cannot run; the .om it writes is for the device's SoC, and what it costs on the
+    device is known only once it exists."""
+    check = f"model:{model.name}"
+    name = model.model_path.name if model.model_path is not None else "the model"
+    program = stand_in(engine(model.engine)).atc[0]
+    found = which(program)
+    if found is None:
+        return error(
+            check,
+            f"{name} is compiled with ATC at load (engine {model.engine}), and {program!r} is not on PATH: the "
+            "load will fail",
+            "install CANN's toolkit and source its set_env.sh where tritonserver starts, or put a compiled "
+            "model.om in the version folder",
+        )
+    return ok(
+        check,
+        f"{name} is compiled with ATC at load ({found}) for the device's SoC; its device memory, streams and "
+        "events are not predicted (no .om yet)",
+        atc=found,
+    )
 
 
 def _kinds(model: ModelFacts, spec: ModelSpec) -> Finding:
