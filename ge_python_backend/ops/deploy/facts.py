@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.engines import EngineInfo, auto_candidates, engine
+from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.repository.check import Problem, check_repository
@@ -21,7 +21,6 @@ from ge_python_backend.repository.config import mc, read_config_file
 from ge_python_backend.specs import NUMPY_DTYPES, api_type
 from ge_python_backend.triton.settings import CORE_PARAMETERS
 
-_PARAMETERS = {p.name: p for p in CORE_PARAMETERS}
 #: ONNX Runtime's execution provider that runs on an Ascend NPU.
 CANN_PROVIDER = "CANNExecutionProvider"
 
@@ -43,8 +42,8 @@ class ModelFacts:
     queue_delay_us: int = 0  # how long the batcher holds a request to fill a batch (by design)
     model_path: Path | None = None  # the model file of the newest version
     compiled: bool = False  # model_path is an .onnx or .pb the engine compiles with ATC at load
-    #: the config's parameters as given (engine parameters included)
-    parameters: Mapping[str, str] = field(default_factory=dict)
+    #: every parameter GEModel and the engines declare, as they read it (the config's value, else the default)
+    values: Mapping[str, Any] = field(default_factory=dict)
 
     def instances_on(self, device: int) -> int:
         """Instances on ``device``: instance i takes device_ids[i % len] (triton/settings.py)."""
@@ -102,7 +101,8 @@ def model_facts(folder: Path) -> ModelFacts:
     """One model folder (its config known to parse) as its instances load it."""
     config = read_config_file(folder / "config.pbtxt")
     raw = {name: value.string_value for name, value in config.parameters.items()}
-    values = {name: _PARAMETERS[name].read(raw[name]) if name in raw else p.default for name, p in _PARAMETERS.items()}
+    declared = CORE_PARAMETERS + engine_parameters()  # model.py's own extra_parameters are left out
+    values = {p.name: p.read(raw[p.name]) if p.name in raw else p.default for p in declared}
     versions = sorted(int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit())
     newest = folder / str(versions[-1])
     info = _engine(newest, values)
@@ -129,7 +129,7 @@ def model_facts(folder: Path) -> ModelFacts:
         ),
         model_path=model_path,
         compiled=compiled,
-        parameters=raw,
+        values=values,
     )
 
 

@@ -21,7 +21,6 @@ from ge_python_backend.errors import GEError
 from ge_python_backend.ops.deploy.facts import ModelFacts, model_facts
 from ge_python_backend.ops.doctor.devices import DeviceFacts, RuntimeFacts
 from ge_python_backend.ops.doctor.findings import Finding, error, ok, warn
-from ge_python_backend.params import parse_bool
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.specs import ModelSpec
 
@@ -209,7 +208,7 @@ def _cost(model: ModelFacts, device: int, acl: Any, runtime: RuntimeFacts | None
     instances = model.instances_on(device) * model.versions
     resources: ModelResources = model_resources(model.model_path) if model.model_path else ModelResources()
     sizes = _sizes(model, acl)
-    share = _flag(model, "acl_share_weights", True) and not resources.dynamic
+    share = model.values["acl_share_weights"] and not resources.dynamic
     io = model.io_bytes
     memory = None
     breakdown = f"{instances} instance(s) x {model.streams} copies"
@@ -225,17 +224,11 @@ def _cost(model: ModelFacts, device: int, acl: Any, runtime: RuntimeFacts | None
     limits = runtime.devices[device].limits if runtime is not None and device in runtime.devices else None
     device_mode = runtime.device_mode if runtime is not None else False
     streams = instances * instance_streams(limits, resources, model.streams, device_mode) if limits else None
-    timing = _flag(model, "acl_timing_events", _flag(model, "metrics", True))
+    timing = model.values["acl_timing_events"]
+    if timing is None:  # GEModel's default: timing events when its metrics report them
+        timing = model.values["metrics"]
     events = instances * model.streams * copy_events(resources, timing)
     return ModelCost(model.name, device, memory, streams, events, breakdown)
-
-
-def _flag(model: ModelFacts, name: str, default: bool) -> bool:
-    raw = model.parameters.get(name)
-    try:
-        return parse_bool(raw) if raw else default
-    except ValueError:
-        return default
 
 
 def _memory(device: int, costs: list[ModelCost], facts: DeviceFacts | None) -> Finding:
