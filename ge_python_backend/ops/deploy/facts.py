@@ -19,7 +19,7 @@ from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.repository.check import Problem, check_repository
 from ge_python_backend.repository.config import mc, read_config_file
 from ge_python_backend.specs import NUMPY_DTYPES, api_type
-from ge_python_backend.triton.settings import CORE_PARAMETERS
+from ge_python_backend.triton.settings import CORE_PARAMETERS, instance_device, instances_on
 
 #: ONNX Runtime's execution provider that runs on an Ascend NPU.
 CANN_PROVIDER = "CANNExecutionProvider"
@@ -46,8 +46,8 @@ class ModelFacts:
     values: Mapping[str, Any] = field(default_factory=dict)
 
     def instances_on(self, device: int) -> int:
-        """Instances on ``device``: instance i takes device_ids[i % len] (triton/settings.py)."""
-        return sum(self.device_ids[i % len(self.device_ids)] == device for i in range(self.instances))
+        """Instances on ``device``, as GEModel spreads them (``triton.settings.instance_device``)."""
+        return instances_on(self.device_ids, self.instances, device)
 
     @property
     def copies(self) -> int:
@@ -111,7 +111,7 @@ def model_facts(folder: Path) -> ModelFacts:
     npu = (info.npu and not info.stands_in_for) or CANN_PROVIDER in providers
     device_ids = tuple(values["device_ids"] or (values["device_id"] or 0,))
     instances = sum(group.count or 1 for group in config.instance_group) or 1
-    used = tuple(sorted({device_ids[i % len(device_ids)] for i in range(instances)}))
+    used = tuple(sorted({instance_device(device_ids, i) for i in range(instances)}))
     return ModelFacts(
         name=folder.name,
         engine=info.name,
