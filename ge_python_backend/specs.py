@@ -185,6 +185,11 @@ class TensorSpec:
     def is_dynamic(self) -> bool:
         return self.dynamic_rank or any(d < 0 for d in self.shape)
 
+    @property
+    def dynamic_aipp(self) -> bool:
+        """A dynamic-AIPP image: its AIPP values and image size come with each request, never from a gear."""
+        return self.preprocessing is not None and self.preprocessing.kind == "aipp-dynamic"
+
     def dim_name(self, axis: int) -> str:
         """The symbolic name of ``axis`` ("" when it has none)."""
         return self.dim_names[axis] if self.dim_names else ""

@@ -430,7 +430,7 @@ def build_atc_command(request: AtcRequest, inputs: Sequence[TensorSpec]) -> AtcC
     arguments = _common_arguments(request, shapes, notes)
     if len(gears) > 1:
         arguments.append(f"--dynamic_batch_size={','.join(map(str, gears))}")
-    arguments += _aipp_arguments(request, aipp, inputs, shapes, arguments)
+    arguments += _aipp_arguments(request, aipp, shapes, arguments)
     arguments += _precision(request.precision)
     return AtcCommand(tuple(arguments) + request.extra_flags, tuple(notes))
 
@@ -579,7 +579,6 @@ def _aipp_configs(request: AtcRequest, inputs: Sequence[TensorSpec]) -> dict[str
 def _aipp_arguments(
     request: AtcRequest,
     aipp: Mapping[str, AippConfig],
-    inputs: Sequence[TensorSpec],
     shapes: Mapping[str, tuple[int, ...]],
     arguments: list[str],
 ) -> list[str]:

@@ -540,6 +540,10 @@ class MallocPolicy(IntEnum):
 #: OR-able flags that may accompany a malloc policy (acl_rt.h:186-187).
 MALLOC_FLAGS = {0x0100: "ACL_MEM_TYPE_LOW_BAND_WIDTH", 0x1000: "ACL_MEM_TYPE_HIGH_BAND_WIDTH"}
 
+#: aclrtMemAttr ACL_HBM_MEM (acl_rt.h:227-229), what get_mem_info is asked about: it falls back to
+#: DDR on devices without HBM (docs/zh/api_ref/11-01_device_memory_malloc_and_free.md 687-737)
+ACL_HBM_MEM = 1
+
 #: aclrtRunMode (acl_rt.h 105-108): the application runs on the device (ACL_DEVICE) or on a host
 #: with a PCIe card (ACL_HOST)
 ACL_DEVICE, ACL_HOST = 0, 1

@@ -25,6 +25,7 @@ from google.protobuf import json_format
 
 from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, build_atc_command, config_gears
 from ge_python_backend.engines import ModelKind, engine, engine_parameters
+from ge_python_backend.engines.compile import CACHE_ENV
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.check import check_repository
@@ -369,8 +370,9 @@ def _compile_note(config, version: int, engine_name: str, spec: ModelSpec) -> st
     command = build_atc_command(request, spec.inputs).shell()
     command = command.replace(f"--soc_version={placeholder}", "--soc_version=<the device's SoC>")
     return (
-        f"engine {engine_name}: the load compiles {version}/model.onnx with ATC once (cached in $GE_TRITON_ATC_CACHE "
-        f"or ~/.cache/ge-python-backend/atc; more ATC flags in parameter atc_flags): {command}"
+        f"engine {engine_name}: the load compiles {version}/model.onnx with ATC once (cached in parameter "
+        f"atc_cache_dir, else ${CACHE_ENV}, else ~/.cache/ge-python-backend/atc; more ATC flags in parameter "
+        f"atc_flags): {command}"
     )
 
 

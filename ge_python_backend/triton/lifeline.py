@@ -145,7 +145,9 @@ def stop_lifeline(process: subprocess.Popen | None) -> None:
         process.wait()
 
 
-def _parent_of(pid: int) -> int | None:
+def parent_of(pid: int) -> int | None:
+    """The parent of process ``pid`` (field 4 of /proc/<pid>/stat, after the command in parentheses);
+    None when it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -163,7 +165,7 @@ def lifeline(stub: int, server: int, grace: float, poll: float) -> None:
     handle = _pidfd(stub)  # opened before the check below, so it is the stub's if that passes
     if os.getppid() != stub:
         return
-    while _parent_of(stub) == server:
+    while parent_of(stub) == server:
         time.sleep(poll)
         if os.getppid() != stub:
             return

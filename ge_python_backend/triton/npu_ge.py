@@ -28,6 +28,7 @@ from ge_python_backend.ascend.atcflags import GE_OPTION_FLAGS
 from ge_python_backend.engines import engine_parameters
 from ge_python_backend.engines.registry import COMPILE_SOURCES
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.triton.lifeline import parent_of
 from ge_python_backend.triton.settings import CORE_PARAMETERS, TRITON_PARAMETERS
 
 BACKEND_NAME = "npu_ge"
@@ -206,12 +207,14 @@ def server_backend_config(backend: str = BACKEND_NAME) -> dict[str, str]:
     for _ in range(3):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-            status = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             return {}
         if Path(argv[0]).name == "tritonserver" or any(a.startswith("--model-repository") for a in argv):
             return _backend_settings(argv, backend)
-        pid = int(status.rsplit(")", 1)[1].split()[1])  # field 4, after the command in parentheses
+        parent = parent_of(pid)
+        if parent is None:
+            return {}
+        pid = parent
     return {}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,12 +243,21 @@ def instance_index(instance_name: str) -> int:
     return int(match.group(1)) if match else 0
 
 
+def instance_device(device_ids: Sequence[int], index: int) -> int:
+    """The device of the model's instance ``index``: the instances take ``device_ids`` round-robin."""
+    return device_ids[index % len(device_ids)]
+
+
+def instances_on(device_ids: Sequence[int], instances: int, device: int) -> int:
+    """How many of a model's ``instances`` run on ``device``."""
+    return sum(instance_device(device_ids, i) == device for i in range(instances))
+
+
 def _instances_on(device_ids: tuple[int, ...], index: int, config: Mapping[str, Any]) -> int:
     """How many of the model's instances (every instance_group's count) share this instance's device."""
     groups: list[Mapping[str, Any]] = list(config.get("instance_group") or ()) or [{}]
     total = sum(int(group.get("count", 1)) for group in groups)
-    mine = device_ids[index % len(device_ids)]
-    return max(1, sum(1 for i in range(total) if device_ids[i % len(device_ids)] == mine))
+    return max(1, instances_on(device_ids, total, instance_device(device_ids, index)))
 
 
 def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter] = ()) -> ModelSettings:
@@ -297,7 +306,7 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         outputs=_io_specs(config.get("output", ()), "output"),
         engine=values["engine"],
         model_file=values["model_file"],
-        device_id=device_ids[index % len(device_ids)],
+        device_id=instance_device(device_ids, index),
         slots=values["streams"],
         instances_on_device=_instances_on(device_ids, index, config),
         response_mode=values["response_mode"],

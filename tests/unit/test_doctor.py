@@ -285,6 +285,22 @@ def test_stream_limits_sum_every_model_on_the_device(repository, tmp_path):
     assert found["streams-device-0"].level is Level.ERROR and "of 1024 streams" in found["streams-device-0"].message
 
 
+def test_a_model_compiled_at_load_needs_its_atc_not_an_om(tmp_path):
+    """Finding (review): doctor reported "no model file" for a folder that holds model.onnx for an acl
+    engine, which check accepts and the load compiles with ATC."""
+    onnx = matmul_add(tmp_path / "m.onnx")
+    assert main(["generate", str(onnx), "-o", str(tmp_path / "repo"), "-n", "onnx", "--engine", "acl-sim"]) == 0
+    found, models = read_models(tmp_path / "repo")
+    assert [f.level for f in found] == [Level.OK] and models[0].model_path.name == "model.onnx"
+    there = {f.check: f for f in model_findings(models, None, None, None, which=lambda name: f"/opt/bin/{name}")}
+    assert (
+        there["model:onnx"].level is Level.OK and "compiled with ATC at load (/opt/bin/" in there["model:onnx"].message
+    )
+    assert not any(check.startswith(("memory-", "streams-")) for check in there)  # no .om to size yet
+    (missing,) = model_findings(models, None, None, None, which=lambda name: None)
+    assert missing.level is Level.ERROR and "is not on PATH: the load will fail" in missing.message
+
+
 def test_check_errors_are_doctor_errors(tmp_path):
     broken = write(tmp_path / "repo" / "bad" / "config.pbtxt", "name: 'bad'\nbackend: 'python'\nnonsense: 1\n")
     found, models = read_models(broken.parent.parent)

@@ -211,3 +211,16 @@ def test_the_engine_auto_line_names_the_instance_and_the_simulated_om_it_skipped
     (line,) = [m for _, m in pb.Logger.lines if "engine auto:" in m]
     assert line.startswith("picked_0_0: engine auto: chose onnxruntime (model.onnx present;")
     assert "not picked: model.om is a simulated .om" in line and "set parameter engine to acl-sim" in line
+
+
+def test_instances_take_device_ids_round_robin_and_know_their_peers():
+    """Three instances over device_ids 4,5: 4, 5, 4; the two on device 4 share it (parameter peers)."""
+    import json
+
+    from ge_python_backend.triton.settings import read_settings
+
+    config = {"name": "m", "instance_group": [{"count": 3}], "parameters": {"device_ids": {"string_value": "4,5"}}}
+    seen = [
+        read_settings({"model_config": json.dumps(config), "model_instance_name": f"m_0_{index}"}) for index in range(3)
+    ]
+    assert [(s.device_id, s.instances_on_device) for s in seen] == [(4, 2), (5, 1), (4, 2)]

@@ -5,6 +5,8 @@ them: honoured, mapped to ours or to ATC flags, or refused naming the key and wh
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -97,6 +99,16 @@ def test_backend_config_is_read_from_a_tritonserver_command_line():
         "--backend-config=python,shm-default-byte-size=1",
     ]
     assert npu_ge._backend_settings(argv, "npu_ge") == {"ge.aicoreNum": "12|10", "static_model": "1"}
+
+
+def test_backend_config_is_read_from_the_server_that_started_a_grandchild():
+    """The stub may sit below a process of its own: the server is looked up through the parents."""
+    stub = "from ge_python_backend.triton import npu_ge; print(npu_ge.server_backend_config())"
+    between = "import subprocess, sys; subprocess.run([sys.executable, '-c', sys.argv[1]], check=True)"
+    server = "import subprocess, sys; subprocess.run([sys.executable, '-c', sys.argv[1], sys.argv[2]], check=True)"
+    argv = [sys.executable, "-c", server, between, stub, "--model-repository=/m", "--backend-config=npu_ge,a=1|2"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.strip() == "{'a': '1|2'}"
 
 
 def test_install_backend_npu_ge(tmp_path, capsys):

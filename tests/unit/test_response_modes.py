@@ -53,7 +53,7 @@ def test_auto_returns_answers_from_execute_for_every_engine_and_any_streams(fold
 
 
 def test_generate_writes_several_instances_for_npu_engines_and_one_otherwise(folders, tmp_path, onnx_dir):
-    # linear.om is a few KB: host-bound, where 2 instances beat 4 (BENCHMARKS.md, "Host path")
+    # linear.om is a few KB: host-bound, where 2 instances beat 4 (BENCHMARKS.md, "host-path")
     assert (folders["om"] / "1" / "model.om").stat().st_size < HOST_BOUND_MODEL_BYTES
     assert read_config_file(folders["om"] / "config.pbtxt").instance_group[0].count == HOST_BOUND_NPU_INSTANCES
     assert read_config_file(folders["onnx"] / "config.pbtxt").instance_group[0].count == 1

@@ -78,16 +78,11 @@ def dims_order(inputs: tuple[TensorSpec, ...], gears: Gears) -> tuple[str, ...]:
     inputs with -1 axes in model order."""
     if gears.kind != DIMS:
         return ()
-    return gears.order or tuple(t.name for t in inputs if t.is_dynamic and not _per_request(t))
-
-
-def _per_request(tensor: TensorSpec) -> bool:
-    """A dynamic-AIPP image: its size is set per request, never by a gear."""
-    return tensor.preprocessing is not None and tensor.preprocessing.kind == "aipp-dynamic"
+    return gears.order or tuple(t.name for t in inputs if t.is_dynamic and not t.dynamic_aipp)
 
 
 def _hw_gears(inputs: tuple[TensorSpec, ...], gears: Gears) -> tuple[ShapeGear, ...]:
-    dynamic = [(t, axes) for t in inputs if not _per_request(t) and (axes := _hw_axes(t)) is not None]
+    dynamic = [(t, axes) for t in inputs if not t.dynamic_aipp and (axes := _hw_axes(t)) is not None]
     if not dynamic:
         raise OmFormatError("the model has dynamic image size gears but no input with dynamic H and W axes")
     result = []
@@ -121,7 +116,7 @@ def _dims_gears(inputs: tuple[TensorSpec, ...], gears: Gears, order: tuple[str, 
     if len(set(order)) != len(order):
         raise OmFormatError(f"the designated shape order {list(order)} names an input twice")
     ordered = [_input(inputs, name) for name in order]
-    missing = [t.name for t in inputs if t.is_dynamic and t.name not in order and not _per_request(t)]
+    missing = [t.name for t in inputs if t.is_dynamic and t.name not in order and not t.dynamic_aipp]
     if missing:
         # ATC refuses this ("All dynamic nodes must be set in --input_shape", multi_batch_clone_pass.cc:300-307)
         raise OmFormatError(

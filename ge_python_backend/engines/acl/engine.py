@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, request_overrides
-from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, MallocPolicy
+from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_HBM_MEM, ACL_SUCCESS, MallocPolicy
 from ge_python_backend.ascend.layout import Shape
 from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, DeviceLimits, device_limits
 from ge_python_backend.ascend.resources import ModelResources, model_resources
@@ -59,8 +59,6 @@ __all__ = [
 #: row 132); the cores are ATC's --aicore_num, through atc_flags.
 PARAMETERS = ACL_PARAMETERS + compile_at_load.PARAMETERS
 
-#: aclrtMemAttr ACL_HBM_MEM: falls back to DDR on devices without HBM (11-01_device_memory_malloc_and_free.md 687-737)
-ACL_HBM_MEM = 1
 #: streams and events a slot uses besides the model's own (stream_num / event_num of the file,
 #: ascend/resources.py): its stream, and four timing events
 SLOT_STREAMS, SLOT_EVENTS = 1, 4

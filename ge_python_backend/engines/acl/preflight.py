@@ -82,7 +82,7 @@ def aipp_config_problem(configs: tuple[AippConfig, ...], spec: ModelSpec) -> str
     """Why a block of the aipp_config file names no dynamic-AIPP image: related_input_rank counts
     the model's own inputs, as in ATC's --insert_op_conf (config_file_template.md 93-96)."""
     inputs = spec.inputs
-    images = [i for i, t in enumerate(inputs) if t.preprocessing is not None and t.preprocessing.kind == "aipp-dynamic"]
+    images = [i for i, t in enumerate(inputs) if t.dynamic_aipp]
     for config in configs:
         if config.related_input_rank not in images:
             listed = ", ".join(f"{i} ({inputs[i].name})" for i in images) or "none"
@@ -134,12 +134,7 @@ def unbounded_tensors(spec: ModelSpec) -> list[tuple[str, TensorSpec]]:
     a range input with an axis without upper bound, and then each output with a -1 axis (its range
     follows the unbounded input; the simulator reports 0 for it). A dynamic-AIPP image is not one:
     its buffer is max_src_image_size."""
-    inputs = [
-        t
-        for t in spec.inputs
-        if any(high == UNBOUNDED for _, high in t.ranges)
-        and not (t.preprocessing is not None and t.preprocessing.kind == "aipp-dynamic")
-    ]
+    inputs = [t for t in spec.inputs if any(high == UNBOUNDED for _, high in t.ranges) and not t.dynamic_aipp]
     if not inputs:
         return []
     return [("input", t) for t in inputs] + [("output", t) for t in spec.outputs if -1 in t.shape]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ge_python_backend.ascend.constants import describe_ret
+from ge_python_backend.engines.acl.runtime import REPEAT_INITIALIZE
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.ops.conformance import kinds as _kinds  # noqa: F401 - registers the K-* probes
 from ge_python_backend.ops.conformance import probes_aipp as _aipp  # noqa: F401
@@ -41,8 +42,6 @@ from ge_python_backend.ops.doctor.host import HostView, cann_versions
 from ge_python_backend.version import __version__
 
 __all__ = ["PROBES", "ConformanceReport", "run_conformance"]
-
-REPEAT_INITIALIZE = 100002
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ge_python_backend.ascend.constants import ACL_SUCCESS, MallocPolicy, MemcpyKind
+from ge_python_backend.ascend.constants import ACL_HBM_MEM, ACL_SUCCESS, MallocPolicy, MemcpyKind
 from ge_python_backend.ascend.limits import SOC_VERSIONS, device_limits, platform_npu_arch
 from ge_python_backend.ascend.resources import model_resources
 from ge_python_backend.engines.acl.runtime import log_failure
@@ -23,7 +23,6 @@ MODEL_CONTEXT = 107004
 ADDRESS_UNALIGNED = 107008
 NO_EVENT, NO_STREAM = 207007, 207008
 EVENT_NOT_RECORDED = 507000
-ACL_HBM_MEM = 1
 
 
 def in_thread(function: Callable[[], Any]) -> Any:

@@ -13,15 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.engines import EngineInfo, auto_candidates, engine
+from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.repository.check import Problem, check_repository
 from ge_python_backend.repository.config import mc, read_config_file
 from ge_python_backend.specs import NUMPY_DTYPES, api_type
-from ge_python_backend.triton.settings import CORE_PARAMETERS
+from ge_python_backend.triton.settings import CORE_PARAMETERS, instance_device, instances_on
 
-_PARAMETERS = {p.name: p for p in CORE_PARAMETERS}
 #: ONNX Runtime's execution provider that runs on an Ascend NPU.
 CANN_PROVIDER = "CANNExecutionProvider"
 
@@ -42,12 +41,13 @@ class ModelFacts:
     multi_copy: bool  # each slot loads its own model copy (the acl engines)
     queue_delay_us: int = 0  # how long the batcher holds a request to fill a batch (by design)
     model_path: Path | None = None  # the model file of the newest version
-    #: the config's parameters as given (engine parameters included)
-    parameters: Mapping[str, str] = field(default_factory=dict)
+    compiled: bool = False  # model_path is an .onnx or .pb the engine compiles with ATC at load
+    #: every parameter GEModel and the engines declare, as they read it (the config's value, else the default)
+    values: Mapping[str, Any] = field(default_factory=dict)
 
     def instances_on(self, device: int) -> int:
-        """Instances on ``device``: instance i takes device_ids[i % len] (triton/settings.py)."""
-        return sum(self.device_ids[i % len(self.device_ids)] == device for i in range(self.instances))
+        """Instances on ``device``, as GEModel spreads them (``triton.settings.instance_device``)."""
+        return instances_on(self.device_ids, self.instances, device)
 
     @property
     def copies(self) -> int:
@@ -101,15 +101,17 @@ def model_facts(folder: Path) -> ModelFacts:
     """One model folder (its config known to parse) as its instances load it."""
     config = read_config_file(folder / "config.pbtxt")
     raw = {name: value.string_value for name, value in config.parameters.items()}
-    values = {name: _PARAMETERS[name].read(raw[name]) if name in raw else p.default for name, p in _PARAMETERS.items()}
+    declared = CORE_PARAMETERS + engine_parameters()  # model.py's own extra_parameters are left out
+    values = {p.name: p.read(raw[p.name]) if p.name in raw else p.default for p in declared}
     versions = sorted(int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit())
     newest = folder / str(versions[-1])
     info = _engine(newest, values)
+    model_path, compiled = info.load_plan(newest, values["model_file"])
     providers = raw.get("onnxruntime_providers", "")
     npu = (info.npu and not info.stands_in_for) or CANN_PROVIDER in providers
     device_ids = tuple(values["device_ids"] or (values["device_id"] or 0,))
     instances = sum(group.count or 1 for group in config.instance_group) or 1
-    used = tuple(sorted({device_ids[i % len(device_ids)] for i in range(instances)}))
+    used = tuple(sorted({instance_device(device_ids, i) for i in range(instances)}))
     return ModelFacts(
         name=folder.name,
         engine=info.name,
@@ -125,8 +127,9 @@ def model_facts(folder: Path) -> ModelFacts:
             config.dynamic_batching.max_queue_delay_microseconds,
             config.sequence_batching.oldest.max_queue_delay_microseconds,
         ),
-        model_path=info.model_path(newest, values["model_file"]),
-        parameters=raw,
+        model_path=model_path,
+        compiled=compiled,
+        values=values,
     )
 
 

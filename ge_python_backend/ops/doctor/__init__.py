@@ -53,14 +53,14 @@ def run_doctor(
         if problem is not None:
             report.findings.append(problem)
     if acl is None:
-        report.findings += repo_findings + model_findings(models, None, None, device)
+        report.findings += repo_findings + model_findings(models, None, None, device, host.which)
         return report
     with initialised(acl) as problem:
         if problem is not None:
-            report.findings += [problem, *repo_findings, *model_findings(models, None, None, device)]
+            report.findings += [problem, *repo_findings, *model_findings(models, None, None, device, host.which)]
             return report
         found, runtime = pyacl_devices(acl, engine_name, [device] if device is not None else None)
-        report.findings += found + repo_findings + model_findings(models, runtime, acl, device)
+        report.findings += found + repo_findings + model_findings(models, runtime, acl, device, host.which)
     return report
 
 

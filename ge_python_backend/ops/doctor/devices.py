@@ -13,15 +13,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_SUCCESS, describe_ret
+from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_HBM_MEM, ACL_SUCCESS, describe_ret
 from ge_python_backend.ascend.limits import DeviceLimits, device_limits, platform_npu_arch
 from ge_python_backend.engines.acl.engine import size_text
-from ge_python_backend.engines.acl.runtime import log_failure
+from ge_python_backend.engines.acl.runtime import REPEAT_INITIALIZE, log_failure
 from ge_python_backend.ops.doctor.findings import Finding, error, ok, warn
-
-REPEAT_INITIALIZE = 100002
-#: aclrtMemAttr ACL_HBM_MEM (falls back to DDR where there is no HBM: 11-01 687-737)
-ACL_HBM_MEM = 1
 
 
 @dataclass(frozen=True)

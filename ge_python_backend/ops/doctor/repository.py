@@ -5,7 +5,9 @@ and events its instances will take on each device against what the device has, a
 
 from __future__ import annotations
 
+import shutil
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,12 +16,11 @@ from ge_python_backend.ascend.limits import SOC_VERSIONS, arch_compatible, platf
 from ge_python_backend.ascend.resources import ModelResources, model_resources
 from ge_python_backend.engines.acl.engine import copy_events, instance_streams, size_text
 from ge_python_backend.engines.offline import read_model_spec
-from ge_python_backend.engines.registry import detect_kind
+from ge_python_backend.engines.registry import detect_kind, engine, stand_in
 from ge_python_backend.errors import GEError
 from ge_python_backend.ops.deploy.facts import ModelFacts, model_facts
 from ge_python_backend.ops.doctor.devices import DeviceFacts, RuntimeFacts
 from ge_python_backend.ops.doctor.findings import Finding, error, ok, warn
-from ge_python_backend.params import parse_bool
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.specs import ModelSpec
 
@@ -60,12 +61,20 @@ def read_models(repository: Path) -> tuple[list[Finding], list[ModelFacts]]:
 
 
 def model_findings(
-    models: list[ModelFacts], runtime: RuntimeFacts | None, acl: Any, device_filter: int | None
+    models: list[ModelFacts],
+    runtime: RuntimeFacts | None,
+    acl: Any,
+    device_filter: int | None,
+    which: Callable[[str], str | None] = shutil.which,
 ) -> list[Finding]:
-    """Per model: file, kinds and SoC; per device: memory, streams and events of every acl model on it."""
+    """Per model: file, kinds and SoC; per device: memory, streams and events of every acl model on it.
+    A model compiled with ATC at load has no .om yet: its ATC is looked up (``which``) instead."""
     findings: list[Finding] = []
     costs: dict[int, list[ModelCost]] = defaultdict(list)
     for model in models:
+        if model.compiled:
+            findings.append(_compiled(model, which))
+            continue
         spec = _spec(model, findings)
         if spec is None or model.engine not in ("acl", "acl-sim"):
             continue
@@ -102,6 +111,30 @@ def _spec(model: ModelFacts, findings: list[Finding]) -> ModelSpec | None:
         )
     )
     return spec
+
+
+def _compiled(model: ModelFacts, which: Callable[[str], str | None]) -> Finding:
+    """An .onnx or .pb the engine compiles at load (engines/compile.py): the load fails when the
+    engine's ATC cannot run; the .om it writes is for the device's SoC, and what it costs on the
+    device is known only once it exists."""
+    check = f"model:{model.name}"
+    name = model.model_path.name if model.model_path is not None else "the model"
+    program = stand_in(engine(model.engine)).atc[0]
+    found = which(program)
+    if found is None:
+        return error(
+            check,
+            f"{name} is compiled with ATC at load (engine {model.engine}), and {program!r} is not on PATH: the "
+            "load will fail",
+            "install CANN's toolkit and source its set_env.sh where tritonserver starts, or put a compiled "
+            "model.om in the version folder",
+        )
+    return ok(
+        check,
+        f"{name} is compiled with ATC at load ({found}) for the device's SoC; its device memory, streams and "
+        "events are not predicted (no .om yet)",
+        atc=found,
+    )
 
 
 def _kinds(model: ModelFacts, spec: ModelSpec) -> Finding:
@@ -175,7 +208,7 @@ def _cost(model: ModelFacts, device: int, acl: Any, runtime: RuntimeFacts | None
     instances = model.instances_on(device) * model.versions
     resources: ModelResources = model_resources(model.model_path) if model.model_path else ModelResources()
     sizes = _sizes(model, acl)
-    share = _flag(model, "acl_share_weights", True) and not resources.dynamic
+    share = model.values["acl_share_weights"] and not resources.dynamic
     io = model.io_bytes
     memory = None
     breakdown = f"{instances} instance(s) x {model.streams} copies"
@@ -191,17 +224,11 @@ def _cost(model: ModelFacts, device: int, acl: Any, runtime: RuntimeFacts | None
     limits = runtime.devices[device].limits if runtime is not None and device in runtime.devices else None
     device_mode = runtime.device_mode if runtime is not None else False
     streams = instances * instance_streams(limits, resources, model.streams, device_mode) if limits else None
-    timing = _flag(model, "acl_timing_events", _flag(model, "metrics", True))
+    timing = model.values["acl_timing_events"]
+    if timing is None:  # GEModel's default: timing events when its metrics report them
+        timing = model.values["metrics"]
     events = instances * model.streams * copy_events(resources, timing)
     return ModelCost(model.name, device, memory, streams, events, breakdown)
-
-
-def _flag(model: ModelFacts, name: str, default: bool) -> bool:
-    raw = model.parameters.get(name)
-    try:
-        return parse_bool(raw) if raw else default
-    except ValueError:
-        return default
 
 
 def _memory(device: int, costs: list[ModelCost], facts: DeviceFacts | None) -> Finding:
