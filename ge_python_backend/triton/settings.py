@@ -237,10 +237,20 @@ def _ready_control(config: Mapping[str, Any]) -> ReadyControl | None:
     return None
 
 
-def instance_index(instance_name: str) -> int:
-    """The index Triton appends to an instance name (``<group>_<index>``); 0 if absent."""
-    match = re.search(r"_(\d+)$", instance_name)
-    return int(match.group(1)) if match else 0
+def instance_index(instance_name: str, groups: Sequence[Mapping[str, Any]] = ()) -> int:
+    """The instance's place among all the model's instances: Triton names each ``<group>_<index>``
+    with the index counted within its instance group (the default group names are ``<model>_<n>``),
+    so an instance of the second group of 1 follows the first group's instances; 0 if unnamed."""
+    match = re.search(r"^(.*)_(\d+)$", instance_name)
+    if match is None:
+        return 0
+    group_name, index = match.group(1), int(match.group(2))
+    before = 0
+    for group in groups:
+        if group.get("name") == group_name:
+            return before + index
+        before += int(group.get("count", 1))
+    return index
 
 
 def instance_device(device_ids: Sequence[int], index: int) -> int:
@@ -274,7 +284,7 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
     if values["device_id"] is not None and values["device_ids"] is not None:
         raise ConfigError("parameters 'device_id' and 'device_ids' are both set; set one of them")
     name = args.get("model_instance_name", config.get("name", ""))
-    index = instance_index(name)
+    index = instance_index(name, config.get("instance_group") or ())
     device_ids = values["device_ids"] or (values["device_id"] or 0,)
     engine_names = {p.name for p in engine_declared}
     model_dir = Path(args.get("model_repository", "."))

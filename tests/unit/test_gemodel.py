@@ -224,3 +224,17 @@ def test_instances_take_device_ids_round_robin_and_know_their_peers():
         read_settings({"model_config": json.dumps(config), "model_instance_name": f"m_0_{index}"}) for index in range(3)
     ]
     assert [(s.device_id, s.instances_on_device) for s in seen] == [(4, 2), (5, 1), (4, 2)]
+
+
+def test_instances_of_several_instance_groups_take_device_ids_in_turn():
+    """Triton counts an instance's index within its group: two groups of one instance each are
+    m_0_0 and m_1_0, and over device_ids 4,5 they take 4 and 5 (not 4 twice)."""
+    import json
+
+    from ge_python_backend.triton.settings import read_settings
+
+    groups = [{"name": "m_0", "count": 1, "kind": "KIND_CPU"}, {"name": "m_1", "count": 2, "kind": "KIND_CPU"}]
+    config = {"name": "m", "instance_group": groups, "parameters": {"device_ids": {"string_value": "4,5"}}}
+    names = ["m_0_0", "m_1_0", "m_1_1"]
+    seen = [read_settings({"model_config": json.dumps(config), "model_instance_name": n}) for n in names]
+    assert [(s.instance_index, s.device_id, s.instances_on_device) for s in seen] == [(0, 4, 2), (1, 5, 1), (2, 4, 2)]
