@@ -590,6 +590,16 @@ def test_idle_npus_and_npus_without_npu_models_are_warned_about(repos, tmp_path,
     assert code == 0 and "no model needs an NPU" in err
 
 
+def test_a_model_compiled_at_load_is_warned_about(tmp_path, capsys):
+    """An .onnx under engine acl is compiled by ATC in every pod at start: deploy says so and what to do."""
+    onnx = models.linear(tmp_path / "src" / "linear.onnx")
+    generate(onnx, tmp_path / "repo", GenerateOptions(name="linear_atc", engine="acl"))
+    code, _, err = run_deploy([str(tmp_path / "repo"), "-o", str(tmp_path / "out"), "--image", IMAGE], capsys)
+    assert code == 0, err
+    assert "model(s) linear_atc hold an .onnx or .pb that every pod compiles with ATC when it starts" in err
+    assert "atc_cache_dir" in err and "ge-triton atc-cmd" in err
+
+
 # -- errors: one line on stderr, exit 2 ------------------------------------------------------------------
 
 ERRORS = [

@@ -97,6 +97,7 @@ def make_plan(options: DeployOptions, facts: RepositoryFacts) -> DeployPlan:
     if options.model_source is ModelSource.IMAGE and options.kserve:
         warnings.append("--kserve with --model-source image: the InferenceService has no storageUri")
     warnings += _open_api_warnings(options)
+    warnings += _compile_at_load_warnings(facts)
     node_selector = options.node_selector
     if node_selector is None:
         node_selector = (options.device_type.node_label,) if npus else ()
@@ -116,6 +117,21 @@ def make_plan(options: DeployOptions, facts: RepositoryFacts) -> DeployPlan:
         node_selector=node_selector,
         warnings=tuple(warnings),
     )
+
+
+def _compile_at_load_warnings(facts: RepositoryFacts) -> list[str]:
+    """A model shipped as .onnx/.pb is compiled with ATC when each pod starts (engines.compile): the
+    image needs atc, every replica pays the compile, and the startup budget does not count it."""
+    compiled = [m.name for m in facts.models if m.compiled]
+    if not compiled:
+        return []
+    return [
+        f"model(s) {', '.join(compiled)} hold an .onnx or .pb that every pod compiles with ATC when it starts "
+        "(minutes for a large model, into the pod's own cache, and the startup probe allows "
+        "--startup-seconds-per-copy for each model copy): the image needs CANN's toolkit with atc on PATH; "
+        "ship the compiled model.om instead (ge-triton atc-cmd prints the command the load runs), or point "
+        "parameter atc_cache_dir at a volume the pods share"
+    ]
 
 
 def _open_api_warnings(options: DeployOptions) -> list[str]:
