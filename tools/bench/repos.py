@@ -186,15 +186,16 @@ def config_named(label: str) -> Config:
         raise ValueError(f"unknown configuration {label!r} (default or MODE_sS_iI, e.g. return_s1_i2)") from None
 
 
-def relu_model(path: Path) -> Path:
+def relu_model(path: Path, shape: Sequence[int] = SHAPE) -> Path:
+    """FP32 [N, *shape] -> Relu -> y (the host-path model; ``images`` gives its own shapes)."""
     import onnx
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])],
         "relu",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *SHAPE])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", *SHAPE])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *shape])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", *shape])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tools.bench")
     onnx.checker.check_model(model)
