@@ -158,32 +158,68 @@ instance_group [ {{ kind: KIND_CPU count: 1 }} ]
 """
 
 
+#: the pyACL a configuration's acl-family folder runs on: the simulator (engine acl-sim) or the
+#: null pyACL (engine acl over tools/bench/nullacl.py: the acl engine's host cost without the simulator's)
+PYACLS = ("sim", "null")
+NULLACL = Path(__file__).resolve().parent / "nullacl.py"
+
+
 @dataclass(frozen=True)
 class Config:
-    """One acl-sim configuration; ``None`` fields: what ``ge-triton generate`` writes."""
+    """One configuration; ``None`` fields: what ``ge-triton generate`` writes.
+
+    ``engine``: ``acl-sim`` (the simulator), ``null`` (engine acl over the null pyACL) or
+    ``onnxruntime``; ``parameters``: more config parameters to set (``LABEL+key=value``)."""
 
     label: str
     mode: str | None = None
     streams: int | None = None
     instances: int | None = None
+    engine: str = "acl-sim"
+    parameters: tuple[tuple[str, str], ...] = ()
 
     def folder(self, device_ms: float) -> str:
-        return f"{self.label}_d{device_ms:g}".replace(".", "p")
+        """The model folder's name at ``device_ms`` (a folder name, also in URLs: no ``+``/``=``)."""
+        name = self.label.replace("+", "__").replace("=", "-")
+        return name if self.engine == "onnxruntime" else f"{name}_d{device_ms:g}".replace(".", "p")
 
 
-def grid(modes: Sequence[str], streams: Sequence[int], instances: Sequence[int]) -> list[Config]:
-    return [Config(f"{m}_s{s}_i{i}", m, s, i) for m in modes for s in streams for i in instances]
+def grid(modes: Sequence[str], streams: Sequence[int], instances: Sequence[int], engine: str = "acl-sim") -> list[Config]:
+    prefix = "null_" if engine == "null" else ""
+    return [Config(f"{prefix}{m}_s{s}_i{i}", m, s, i, engine) for m in modes for s in streams for i in instances]
+
+
+LABELS_HELP = (
+    "ort (GEModel on onnxruntime), default (generate's folder on acl-sim), null (the same on engine acl over the "
+    "null pyACL), MODE_sS_iI or null_MODE_sS_iI (e.g. return_s1_i2); any of them +key=value[+key=value] sets "
+    "more config parameters (e.g. default+fast_lane=false)"
+)
 
 
 def config_named(label: str) -> Config:
-    """The Config behind a label: ``default`` or one of ``grid``'s ``MODE_sS_iI``."""
-    if label == "default":
-        return Config("default")
+    """The Config behind a label: ``ort``, ``default``, ``null``, ``[null_]MODE_sS_iI``, each
+    optionally followed by ``+key=value`` config parameters (``default+fast_lane=false``)."""
+    base, *extras = label.split("+")
+    parameters = []
+    for extra in extras:
+        key, equals, value = extra.partition("=")
+        if not key or not equals:
+            raise ValueError(f"configuration {label!r}: {extra!r} is not key=value ({LABELS_HELP})")
+        parameters.append((key, value))
+    engine = "acl-sim"
+    if base == "ort":
+        return Config(label, engine="onnxruntime", parameters=tuple(parameters))
+    if base in ("default", "null"):
+        return Config(label, engine="null" if base == "null" else engine, parameters=tuple(parameters))
+    if base.startswith("null_"):
+        engine, base = "null", base.removeprefix("null_")
     try:
-        mode, streams, instances = label.split("_")
-        return Config(label, mode, int(streams.removeprefix("s")), int(instances.removeprefix("i")))
+        mode, streams, instances = base.split("_")
+        return Config(
+            label, mode, int(streams.removeprefix("s")), int(instances.removeprefix("i")), engine, tuple(parameters)
+        )
     except ValueError:
-        raise ValueError(f"unknown configuration {label!r} (default or MODE_sS_iI, e.g. return_s1_i2)") from None
+        raise ValueError(f"unknown configuration {label!r} ({LABELS_HELP})") from None
 
 
 def relu_model(path: Path, shape: Sequence[int] = SHAPE) -> Path:
@@ -221,13 +257,64 @@ def describe(written: Mapping[str, str]) -> str:
     return f"instances {written['instances']}, streams {written['streams']}, response_mode {written['response_mode']}"
 
 
+def null_prelude(device_ms: float) -> str:
+    """What a null-pyACL folder's model.py runs first: ``import acl`` becomes the null pyACL (loaded
+    from this checkout's tools/bench/nullacl.py by path, so a ``code`` checkout's package stays first)."""
+    return (
+        "import importlib.util as _util\n"
+        f"_spec = _util.spec_from_file_location('ge_bench_nullacl', {str(NULLACL)!r})\n"
+        "_nullacl = _util.module_from_spec(_spec)\n"
+        "_spec.loader.exec_module(_nullacl)\n"
+        f"_nullacl.install(device_ms={device_ms!r})\n"
+    )
+
+
+def prepend(model_py: Path, text: str) -> None:
+    model_py.write_text(text + model_py.read_text())
+
+
+def config_folder(
+    model_file: Path, repo: Path, config: Config, device_ms: float, *, max_batch_size: int | None = None
+) -> Path:
+    """``config``'s folder at ``device_ms`` for ``model_file`` (an .om; an .onnx for onnxruntime),
+    as ``ge-triton generate`` writes it, then the configuration's changes: response mode, device
+    time (acl-sim's parameter, or the null pyACL's in model.py), engine acl for the null pyACL and
+    the extra parameters."""
+    from ge_python_backend.repository.config import read_config_file, set_parameters
+    from ge_python_backend.repository.generate import GenerateOptions, generate
+
+    options = GenerateOptions(
+        name=config.folder(device_ms),
+        max_queue_delay_us=QUEUE_DELAY_US,
+        **({"max_batch_size": max_batch_size} if max_batch_size is not None else {}),
+        **({"streams": config.streams} if config.streams is not None else {}),
+        **({"instance_count": config.instances} if config.instances is not None else {}),
+    )
+    folder = generate(model_file, repo, options).model_dir
+    parameters: dict[str, str] = {}
+    if config.engine == "acl-sim":
+        parameters["acl_sim_device_ms"] = f"{device_ms:g}"
+    elif config.engine == "null":
+        parameters["engine"] = "acl"
+        prepend(folder / "1" / "model.py", null_prelude(device_ms))
+    if config.mode is not None:
+        parameters["response_mode"] = config.mode
+    parameters.update(config.parameters)
+    set_parameters(folder / "config.pbtxt", **parameters)
+    if config.engine == "null":  # generate's acl-sim only parameters would be refused by engine acl
+        written = read_config_file(folder / "config.pbtxt")
+        stray = [key for key in written.parameters if key.startswith("acl_sim_")]
+        if stray:
+            raise ValueError(f"{config.label}: engine acl over the null pyACL takes no {', '.join(stray)}")
+    return folder
+
+
 def build_host_repository(
     workdir: Path, configs: Sequence[Config], device_times: Sequence[float], code: Path | None = None
 ) -> tuple[Path, Path]:
     """(repository, .om file): identity, ``ort`` and each configuration's folder per device time
-    (0 and ``device_times``); ``code``: a checkout whose ge_python_backend the GEModel folders
-    import instead of the installed one (to measure a "before")."""
-    from ge_python_backend.repository.config import set_parameters
+    (0 and ``device_times``; an onnxruntime configuration once); ``code``: a checkout whose
+    ge_python_backend the GEModel folders import instead of the installed one (to measure a "before")."""
     from ge_python_backend.repository.generate import GenerateOptions, generate
     from ge_python_backend.sim import sim_compile
 
@@ -247,21 +334,17 @@ def build_host_repository(
         ).model_dir
     ]
     for config in configs:
-        for device_ms in (0.0, *device_times):
-            options = GenerateOptions(
-                name=config.folder(device_ms),
-                max_queue_delay_us=QUEUE_DELAY_US,
-                **({"streams": config.streams} if config.streams is not None else {}),
-                **({"instance_count": config.instances} if config.instances is not None else {}),
-            )
-            folder = generate(om_file, repo, options).model_dir
-            folders.append(folder)
-            parameters = {"acl_sim_device_ms": f"{device_ms:g}"}
-            if config.mode is not None:
-                parameters["response_mode"] = config.mode
-            set_parameters(folder / "config.pbtxt", **parameters)
-    if code is not None:  # the stub ignores PYTHONPATH: the model file itself puts the checkout first
-        for folder in folders:
-            model_py = folder / "1" / "model.py"
-            model_py.write_text(f"import sys\nsys.path.insert(0, {str(code.resolve())!r})\n" + model_py.read_text())
+        if config.engine == "onnxruntime":
+            if config.label != "ort":
+                folders.append(config_folder(onnx_file, repo, config, 0.0, max_batch_size=ROWS))
+            continue
+        folders += [config_folder(om_file, repo, config, device_ms) for device_ms in (0.0, *device_times)]
+    if code is not None:
+        use_code(folders, code)
     return repo, om_file
+
+
+def use_code(folders: Sequence[Path], code: Path) -> None:
+    """The stub ignores PYTHONPATH: each folder's model.py itself puts the checkout first."""
+    for folder in folders:
+        prepend(folder / "1" / "model.py", f"import sys\nsys.path.insert(0, {str(code.resolve())!r})\n")
