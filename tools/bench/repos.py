@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 BASELINES = Path(__file__).resolve().parent / "baselines"
@@ -184,7 +184,9 @@ class Config:
         return name if self.engine == "onnxruntime" else f"{name}_d{device_ms:g}".replace(".", "p")
 
 
-def grid(modes: Sequence[str], streams: Sequence[int], instances: Sequence[int], engine: str = "acl-sim") -> list[Config]:
+def grid(
+    modes: Sequence[str], streams: Sequence[int], instances: Sequence[int], engine: str = "acl-sim"
+) -> list[Config]:
     prefix = "null_" if engine == "null" else ""
     return [Config(f"{prefix}{m}_s{s}_i{i}", m, s, i, engine) for m in modes for s in streams for i in instances]
 
@@ -348,3 +350,103 @@ def use_code(folders: Sequence[Path], code: Path) -> None:
     """The stub ignores PYTHONPATH: each folder's model.py itself puts the checkout first."""
     for folder in folders:
         prepend(folder / "1" / "model.py", f"import sys\nsys.path.insert(0, {str(code.resolve())!r})\n")
+
+
+# --- the images repository ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """One request kind of ``images``: UINT8 NHWC through static AIPP (RGB888_U8) or FP32 NCHW."""
+
+    kind: str  # "uint8" or "fp32"
+    size: int  # height = width
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}_{self.size}"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """One request's shape without the batch axis."""
+        return (self.size, self.size, 3) if self.kind == "uint8" else (3, self.size, self.size)
+
+    @property
+    def dtype(self) -> str:
+        return "uint8" if self.kind == "uint8" else "float32"
+
+    @property
+    def title(self) -> str:
+        return (
+            f"UINT8 NHWC 1x{self.size}x{self.size}x3 (static AIPP)"
+            if self.kind == "uint8"
+            else f"FP32 NCHW 1x3x{self.size}x{self.size}"
+        )
+
+    @property
+    def request_bytes(self) -> int:
+        return 3 * self.size * self.size * (1 if self.kind == "uint8" else 4)
+
+
+def pooled_model(path: Path, size: int) -> Path:
+    """FP32 [N,3,size,size] -> ReduceMean over H, W -> [N,3]: an image model with a small answer,
+    so what is measured is the input's path."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=0)],
+        "pooled",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tools.bench")
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def image_om(workdir: Path, image: ImageInput) -> Path:
+    """The .om of ``image``, sim-compiled with gears 1,2,4,8 (UINT8: with a static AIPP config
+    converting RGB888_U8 NHWC into the model's FP32 NCHW, as ATC's --insert_op_conf does)."""
+    from ge_python_backend.sim import sim_compile
+
+    onnx_file = pooled_model(workdir / f"pooled_{image.size}.onnx", image.size)
+    om_file = workdir / f"{image.label}.om"
+    aipp = None
+    if image.kind == "uint8":
+        aipp = workdir / f"aipp_{image.size}.cfg"
+        aipp.write_text(
+            "aipp_op {\n aipp_mode: static\n input_format: RGB888_U8\n"
+            f" src_image_size_w: {image.size}\n src_image_size_h: {image.size}\n}}\n"
+        )
+    sim_compile(onnx_file, om_file, batch_gears=GEARS, insert_op_conf=aipp)
+    return om_file
+
+
+def build_images_repository(
+    workdir: Path, images: Sequence[ImageInput], configs: Sequence[Config], queue_delay_us: int = QUEUE_DELAY_US
+) -> tuple[Path, dict[tuple[str, str], str]]:
+    """(repository, (image label, config label) -> folder): generate's folder of every image
+    model for each configuration (``null``, ``default``) at device time 0, its dynamic batching
+    set to gather batches of 8 (preferred size 8 only, ``queue_delay_us``; the gears stay 1,2,4,8
+    for the batches the delay cuts short)."""
+    from ge_python_backend.repository.config import format_config, read_config_file
+
+    repo = workdir / "repo"
+    if repo.exists():
+        shutil.rmtree(repo)
+    folders: dict[tuple[str, str], str] = {}
+    for image in images:
+        om_file = image_om(workdir, image)
+        for config in configs:
+            named = replace(config, label=f"{image.label}_{config.label}")
+            folder = config_folder(om_file, repo, named, 0.0)
+            written = read_config_file(folder / "config.pbtxt")
+            del written.dynamic_batching.preferred_batch_size[:]
+            written.dynamic_batching.preferred_batch_size.append(ROWS)
+            written.dynamic_batching.max_queue_delay_microseconds = queue_delay_us
+            (folder / "config.pbtxt").write_text(format_config(written))
+            folders[(image.label, config.label)] = folder.name
+    return repo, folders

@@ -112,7 +112,9 @@ def run(bench: Bench) -> Report:
     repo = build(bench.workdir, labels, configs, checkouts)
     names = ["identity"] + [f"{folder_of(label)}_{side}" for label in labels for side in sides]
     points: dict[str, list[dict]] = collections.defaultdict(list)
-    print("".join(f"{side.upper()} = {code}\n" for side, code in checkouts.items()) + f"{args.rounds} rounds", flush=True)
+    print(
+        "".join(f"{side.upper()} = {code}\n" for side, code in checkouts.items()) + f"{args.rounds} rounds", flush=True
+    )
     with TritonServer(repo, model_control_mode="explicit", load_models=tuple(names)) as server:
 
         def point(name: str) -> dict:

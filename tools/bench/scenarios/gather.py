@@ -41,20 +41,31 @@ def paired_medians(first, second, seconds: float, inner: int = 20) -> tuple[floa
     return float(np.median(blocks[0])), float(np.median(blocks[1]))
 
 
-def case(requests: int, gears: tuple[int, ...], seconds: float) -> dict[str, float]:
+def case(
+    requests: int,
+    gears: tuple[int, ...],
+    seconds: float,
+    shape: tuple[int, ...] = SHAPE,
+    dtype: str = "float32",
+    scatter_outputs: bool = True,
+) -> dict[str, float]:
+    """``requests`` batch-1 requests of ``shape`` planned into one engine batch and gathered into
+    a reused slot buffer (and, with ``scatter_outputs``, a 1000-class output scattered back),
+    against one memcpy of the requests' bytes; also the bandwidths of both (GB/s of request bytes)."""
     from ge_python_backend.serving.batching import Profile, gather, plan_group, scatter
 
     rng = np.random.default_rng(requests)
-    items = [{"image": rng.standard_normal((1,) + SHAPE).astype(np.float32)} for _ in range(requests)]
-    profile = Profile(gears, max(gears), {"image": SHAPE})
-    (chunk,) = plan_group(list(range(requests)), [1] * requests, {"image": SHAPE}, profile)
-    buffer = {"image": np.empty(chunk.shapes["image"], np.float32)}
+    items = [{"image": (rng.random((1,) + shape) * 200).astype(dtype)} for _ in range(requests)]
+    profile = Profile(gears, max(gears), {"image": shape})
+    (chunk,) = plan_group(list(range(requests)), [1] * requests, {"image": shape}, profile)
+    buffer = {"image": np.empty(chunk.shapes["image"], dtype)}
     outputs = {"logits": rng.standard_normal((chunk.shapes["image"][0], CLASSES)).astype(np.float32)}
 
     def gather_pad_scatter() -> None:
-        (planned,) = plan_group(list(range(requests)), [1] * requests, {"image": SHAPE}, profile)
+        (planned,) = plan_group(list(range(requests)), [1] * requests, {"image": shape}, profile)
         gather(planned, items, buffer)
-        scatter(planned, outputs)
+        if scatter_outputs:
+            scatter(planned, outputs)
 
     source = np.concatenate([item["image"] for item in items])
     target = np.empty_like(source)
@@ -70,6 +81,7 @@ def case(requests: int, gears: tuple[int, ...], seconds: float) -> dict[str, flo
         "gather_pad_scatter_ms": ours * 1000,
         "ratio": ours / memcpy,
         "memcpy_gb_per_s": source.nbytes / memcpy / 1e9,
+        "gather_gb_per_s": source.nbytes / ours / 1e9,
     }
 
 

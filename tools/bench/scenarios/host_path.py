@@ -350,7 +350,9 @@ def targets_table(args, host, efficiency, cost) -> Table:
         _target("GEModel onnxruntime / identity", host["onnxruntime"], _ratio(host["onnxruntime"]), 0.90),
     ]
     if "null" in host:
-        rows.append(_target("default NPU folder over the null pyACL / identity", host["null"], _ratio(host["null"]), 0.85))
+        rows.append(
+            _target("default NPU folder over the null pyACL / identity", host["null"], _ratio(host["null"]), 0.85)
+        )
     for label, what in (("default", "acl-sim"), ("null", "null pyACL")):
         if label in efficiency and target_ms in efficiency[label]:
             point = efficiency[label][target_ms]
