@@ -93,7 +93,7 @@ def add_arguments(parser) -> None:
         "--target-ms",
         type=float,
         default=8.0,
-        help="the device time of the device-bound efficiency target (one of --device-ms; the issue: 8 ms per batch of 8)",
+        help="device time of the device-bound efficiency target (one of --device-ms; the issue: 8 ms per batch of 8)",
     )
     parser.add_argument("--sim-seconds", type=float, default=1.5, help="seconds per batch size for (c)")
     parser.add_argument(

@@ -59,7 +59,7 @@ def add_arguments(parser) -> None:
         "--configs",
         type=configurations,
         default=["null", "default"],
-        help="configurations per request kind (default: null, the acl engine over the null pyACL, and default on acl-sim)",
+        help="configurations per request kind (default: null, engine acl over the null pyACL, and default on acl-sim)",
     )
     parser.add_argument(
         "--sizes",
