@@ -201,13 +201,14 @@ LABELS_HELP = (
 def config_named(label: str) -> Config:
     """The Config behind a label: ``ort``, ``default``, ``null``, ``[null_]MODE_sS_iI``, each
     optionally followed by ``+key=value`` config parameters (``default+fast_lane=false``)."""
+    from ge_python_backend.errors import ConfigError
+    from ge_python_backend.ops.deploy.options import pairs
+
     base, *extras = label.split("+")
-    parameters = []
-    for extra in extras:
-        key, equals, value = extra.partition("=")
-        if not key or not equals:
-            raise ValueError(f"configuration {label!r}: {extra!r} is not key=value ({LABELS_HELP})")
-        parameters.append((key, value))
+    try:
+        parameters = pairs(f"configuration {label!r}:", extras)
+    except ConfigError as exc:
+        raise ValueError(f"{exc} ({LABELS_HELP})") from None
     engine = "acl-sim"
     if base == "ort":
         return Config(label, engine="onnxruntime", parameters=tuple(parameters))

@@ -85,25 +85,31 @@ def case(
     }
 
 
+def case_header(what: str) -> tuple[str, ...]:
+    """The columns of ``case_cells``; ``what``: what was timed against the memcpy."""
+    return ("MB", "memcpy ms", f"{what} ms", "ratio", "memcpy GB/s", f"{what} GB/s")
+
+
+def case_cells(c: dict[str, float]) -> list[str]:
+    """A case's bytes, times, ratio and bandwidths, as table cells."""
+    return [
+        f"{c['bytes'] / 1e6:.2f}",
+        f"{c['memcpy_ms']:.3f}",
+        f"{c['gather_pad_scatter_ms']:.3f}",
+        f"{c['ratio']:.2f}",
+        f"{c['memcpy_gb_per_s']:.1f}",
+        f"{c['gather_gb_per_s']:.1f}",
+    ]
+
+
 def run(bench: Bench) -> Report:
     seconds = bench.args.seconds
     cases = []
     for requests, gears in ((8, (1, 2, 4, 8)), (7, (1, 2, 4, 8)), (5, (8,))):
         bench.quiet(f"{requests} requests")
         cases.append(case(requests, gears, seconds))
-    rows = [
-        [
-            str(c["requests"]),
-            str(c["batch"]),
-            f"{c['bytes'] / 1e6:.2f}",
-            f"{c['memcpy_ms']:.3f}",
-            f"{c['gather_pad_scatter_ms']:.3f}",
-            f"{c['ratio']:.2f}",
-            f"{c['memcpy_gb_per_s']:.1f}",
-        ]
-        for c in cases
-    ]
-    header = ("requests", "engine batch", "MB", "memcpy ms", "gather+pad+scatter ms", "ratio", "memcpy GB/s")
+    rows = [[str(c["requests"]), str(c["batch"]), *case_cells(c)] for c in cases]
+    header = ("requests", "engine batch", *case_header("gather+pad+scatter"))
     ratios = [
         Ratio("gather+pad+scatter / memcpy, 8 requests -> batch 8", [cases[0]["ratio"]], 1.5, False),
         Ratio("gather+pad+scatter / memcpy, 7 requests -> batch 8 (1 row padded)", [cases[1]["ratio"]]),

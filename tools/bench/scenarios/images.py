@@ -37,6 +37,7 @@ from tools.bench.repos import GEARS, ROWS, ImageInput, build_images_repository, 
 from tools.bench.runner import Bench, Ratio, Report, Table, ratio_table
 from tools.bench.scenarios.ab import configurations
 from tools.bench.scenarios.gather import case as gather_case
+from tools.bench.scenarios.gather import case_cells, case_header
 
 SUMMARY = (
     "server CPU per image for UINT8 (AIPP) and FP32 images of 224 and 640, the gather's GB/s, host cores per 310P3"
@@ -75,12 +76,8 @@ def add_arguments(parser) -> None:
         "client's sending does not starve the batches on a 2-core host; none sends them over gRPC (the receive "
         "counts in tritonserver's CPU, as with a remote client)",
     )
-    parser.add_argument(
-        "--queue-delay-us",
-        type=int,
-        default=4000,
-        help="dynamic batching's max_queue_delay_microseconds (preferred batch size 8): how long a batch waits to fill",
-    )
+    delay = "dynamic batching's max_queue_delay_microseconds (preferred batch size 8): how long a batch waits to fill"
+    parser.add_argument("--queue-delay-us", type=int, default=4000, help=delay)
     parser.add_argument("--gather-seconds", type=float, default=1.5, help="seconds per request kind for the gather")
 
 
@@ -178,20 +175,10 @@ def served_table(images: list[ImageInput], labels: list[str], points: dict[str, 
 
 
 def gather_table(images: list[ImageInput], gathers: dict[str, dict]) -> Table:
-    rows = [
-        [
-            image.title,
-            f"{gathers[image.label]['bytes'] / 1e6:.2f}",
-            f"{gathers[image.label]['gather_pad_scatter_ms']:.3f}",
-            f"{gathers[image.label]['memcpy_ms']:.3f}",
-            f"{gathers[image.label]['gather_gb_per_s']:.1f}",
-            f"{gathers[image.label]['memcpy_gb_per_s']:.1f}",
-            f"{gathers[image.label]['ratio']:.2f}",
-        ]
-        for image in images
-    ]
-    header = ("8 requests of", "MB", "gather ms", "memcpy ms", "gather GB/s", "memcpy GB/s", "gather / memcpy")
-    return Table("the gather of 8 requests into a slot buffer against one memcpy (in process, medians)", header, rows)
+    rows = [[image.title, *case_cells(gathers[image.label])] for image in images]
+    header = ("8 requests of", *case_header("gather"))
+    title = "the gather of 8 requests into a slot buffer against one memcpy of their bytes (in process, medians)"
+    return Table(title, header, rows)
 
 
 def summary(images: list[ImageInput], labels: list[str], points: dict[str, list[dict]]) -> Table:
