@@ -187,12 +187,14 @@ def perf_window(
     window: float,
     pids: Sequence[int] = (),
     quiet: bool = True,
+    extra: Sequence[str] = (),
 ) -> dict:
     """perf_analyzer loads ``model`` at ``concurrency`` (after a quiet-host wait unless
     ``quiet`` is false); after ``warmup`` s a window of ``window`` s is measured between two
     scrapes of the server's metrics: Triton's counts, CPU of the server's process tree, of
     perf_analyzer and of everything else ("others"). ``pids``: processes whose own CPU per
-    request over the same window is reported too (``pid_cpu_ms``)."""
+    request over the same window is reported too (``pid_cpu_ms``); ``extra``: more perf_analyzer
+    options (e.g. ``--shared-memory system``)."""
     from ge_python_backend.ops.bench import metrics
     from ge_python_backend.ops.bench.host import busy_cpu_seconds, process_cpu, process_tree_cpu
 
@@ -208,6 +210,7 @@ def perf_window(
         "600000",  # one long window: the load runs until it is stopped
         "--max-trials",
         "1",
+        *extra,
     )
     log = server.workspace / f"perf_analyzer_{model}_c{concurrency}.log"
     with log.open("wb") as output:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 BASELINES = Path(__file__).resolve().parent / "baselines"
@@ -158,43 +158,83 @@ instance_group [ {{ kind: KIND_CPU count: 1 }} ]
 """
 
 
+#: the pyACL a configuration's acl-family folder runs on: the simulator (engine acl-sim) or the
+#: null pyACL (engine acl over tools/bench/nullacl.py: the acl engine's host cost without the simulator's)
+PYACLS = ("sim", "null")
+NULLACL = Path(__file__).resolve().parent / "nullacl.py"
+
+
 @dataclass(frozen=True)
 class Config:
-    """One acl-sim configuration; ``None`` fields: what ``ge-triton generate`` writes."""
+    """One configuration; ``None`` fields: what ``ge-triton generate`` writes.
+
+    ``engine``: ``acl-sim`` (the simulator), ``null`` (engine acl over the null pyACL) or
+    ``onnxruntime``; ``parameters``: more config parameters to set (``LABEL+key=value``)."""
 
     label: str
     mode: str | None = None
     streams: int | None = None
     instances: int | None = None
+    engine: str = "acl-sim"
+    parameters: tuple[tuple[str, str], ...] = ()
 
     def folder(self, device_ms: float) -> str:
-        return f"{self.label}_d{device_ms:g}".replace(".", "p")
+        """The model folder's name at ``device_ms`` (a folder name, also in URLs: no ``+``/``=``)."""
+        name = self.label.replace("+", "__").replace("=", "-")
+        return name if self.engine == "onnxruntime" else f"{name}_d{device_ms:g}".replace(".", "p")
 
 
-def grid(modes: Sequence[str], streams: Sequence[int], instances: Sequence[int]) -> list[Config]:
-    return [Config(f"{m}_s{s}_i{i}", m, s, i) for m in modes for s in streams for i in instances]
+def grid(
+    modes: Sequence[str], streams: Sequence[int], instances: Sequence[int], engine: str = "acl-sim"
+) -> list[Config]:
+    prefix = "null_" if engine == "null" else ""
+    return [Config(f"{prefix}{m}_s{s}_i{i}", m, s, i, engine) for m in modes for s in streams for i in instances]
+
+
+LABELS_HELP = (
+    "ort (GEModel on onnxruntime), default (generate's folder on acl-sim), null (the same on engine acl over the "
+    "null pyACL), MODE_sS_iI or null_MODE_sS_iI (e.g. return_s1_i2); any of them +key=value[+key=value] sets "
+    "more config parameters (e.g. default+fast_lane=false)"
+)
 
 
 def config_named(label: str) -> Config:
-    """The Config behind a label: ``default`` or one of ``grid``'s ``MODE_sS_iI``."""
-    if label == "default":
-        return Config("default")
+    """The Config behind a label: ``ort``, ``default``, ``null``, ``[null_]MODE_sS_iI``, each
+    optionally followed by ``+key=value`` config parameters (``default+fast_lane=false``)."""
+    from ge_python_backend.errors import ConfigError
+    from ge_python_backend.ops.deploy.options import pairs
+
+    base, *extras = label.split("+")
     try:
-        mode, streams, instances = label.split("_")
-        return Config(label, mode, int(streams.removeprefix("s")), int(instances.removeprefix("i")))
+        parameters = pairs(f"configuration {label!r}:", extras)
+    except ConfigError as exc:
+        raise ValueError(f"{exc} ({LABELS_HELP})") from None
+    engine = "acl-sim"
+    if base == "ort":
+        return Config(label, engine="onnxruntime", parameters=tuple(parameters))
+    if base in ("default", "null"):
+        return Config(label, engine="null" if base == "null" else engine, parameters=tuple(parameters))
+    if base.startswith("null_"):
+        engine, base = "null", base.removeprefix("null_")
+    try:
+        mode, streams, instances = base.split("_")
+        return Config(
+            label, mode, int(streams.removeprefix("s")), int(instances.removeprefix("i")), engine, tuple(parameters)
+        )
     except ValueError:
-        raise ValueError(f"unknown configuration {label!r} (default or MODE_sS_iI, e.g. return_s1_i2)") from None
+        raise ValueError(f"unknown configuration {label!r} ({LABELS_HELP})") from None
 
 
-def relu_model(path: Path) -> Path:
+def relu_model(path: Path, shape: Sequence[int] = SHAPE) -> Path:
+    """FP32 [N, *shape] -> Relu -> y (the host-path model; ``images`` gives its own shapes)."""
     import onnx
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])],
         "relu",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *SHAPE])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", *SHAPE])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *shape])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", *shape])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tools.bench")
     onnx.checker.check_model(model)
@@ -220,13 +260,64 @@ def describe(written: Mapping[str, str]) -> str:
     return f"instances {written['instances']}, streams {written['streams']}, response_mode {written['response_mode']}"
 
 
+def null_prelude(device_ms: float) -> str:
+    """What a null-pyACL folder's model.py runs first: ``import acl`` becomes the null pyACL (loaded
+    from this checkout's tools/bench/nullacl.py by path, so a ``code`` checkout's package stays first)."""
+    return (
+        "import importlib.util as _util\n"
+        f"_spec = _util.spec_from_file_location('ge_bench_nullacl', {str(NULLACL)!r})\n"
+        "_nullacl = _util.module_from_spec(_spec)\n"
+        "_spec.loader.exec_module(_nullacl)\n"
+        f"_nullacl.install(device_ms={device_ms!r})\n"
+    )
+
+
+def prepend(model_py: Path, text: str) -> None:
+    model_py.write_text(text + model_py.read_text())
+
+
+def config_folder(
+    model_file: Path, repo: Path, config: Config, device_ms: float, *, max_batch_size: int | None = None
+) -> Path:
+    """``config``'s folder at ``device_ms`` for ``model_file`` (an .om; an .onnx for onnxruntime),
+    as ``ge-triton generate`` writes it, then the configuration's changes: response mode, device
+    time (acl-sim's parameter, or the null pyACL's in model.py), engine acl for the null pyACL and
+    the extra parameters."""
+    from ge_python_backend.repository.config import read_config_file, set_parameters
+    from ge_python_backend.repository.generate import GenerateOptions, generate
+
+    options = GenerateOptions(
+        name=config.folder(device_ms),
+        max_queue_delay_us=QUEUE_DELAY_US,
+        **({"max_batch_size": max_batch_size} if max_batch_size is not None else {}),
+        **({"streams": config.streams} if config.streams is not None else {}),
+        **({"instance_count": config.instances} if config.instances is not None else {}),
+    )
+    folder = generate(model_file, repo, options).model_dir
+    parameters: dict[str, str] = {}
+    if config.engine == "acl-sim":
+        parameters["acl_sim_device_ms"] = f"{device_ms:g}"
+    elif config.engine == "null":
+        parameters["engine"] = "acl"
+        prepend(folder / "1" / "model.py", null_prelude(device_ms))
+    if config.mode is not None:
+        parameters["response_mode"] = config.mode
+    parameters.update(config.parameters)
+    set_parameters(folder / "config.pbtxt", **parameters)
+    if config.engine == "null":  # generate's acl-sim only parameters would be refused by engine acl
+        written = read_config_file(folder / "config.pbtxt")
+        stray = [key for key in written.parameters if key.startswith("acl_sim_")]
+        if stray:
+            raise ValueError(f"{config.label}: engine acl over the null pyACL takes no {', '.join(stray)}")
+    return folder
+
+
 def build_host_repository(
     workdir: Path, configs: Sequence[Config], device_times: Sequence[float], code: Path | None = None
 ) -> tuple[Path, Path]:
     """(repository, .om file): identity, ``ort`` and each configuration's folder per device time
-    (0 and ``device_times``); ``code``: a checkout whose ge_python_backend the GEModel folders
-    import instead of the installed one (to measure a "before")."""
-    from ge_python_backend.repository.config import set_parameters
+    (0 and ``device_times``; an onnxruntime configuration once); ``code``: a checkout whose
+    ge_python_backend the GEModel folders import instead of the installed one (to measure a "before")."""
     from ge_python_backend.repository.generate import GenerateOptions, generate
     from ge_python_backend.sim import sim_compile
 
@@ -246,21 +337,117 @@ def build_host_repository(
         ).model_dir
     ]
     for config in configs:
-        for device_ms in (0.0, *device_times):
-            options = GenerateOptions(
-                name=config.folder(device_ms),
-                max_queue_delay_us=QUEUE_DELAY_US,
-                **({"streams": config.streams} if config.streams is not None else {}),
-                **({"instance_count": config.instances} if config.instances is not None else {}),
-            )
-            folder = generate(om_file, repo, options).model_dir
-            folders.append(folder)
-            parameters = {"acl_sim_device_ms": f"{device_ms:g}"}
-            if config.mode is not None:
-                parameters["response_mode"] = config.mode
-            set_parameters(folder / "config.pbtxt", **parameters)
-    if code is not None:  # the stub ignores PYTHONPATH: the model file itself puts the checkout first
-        for folder in folders:
-            model_py = folder / "1" / "model.py"
-            model_py.write_text(f"import sys\nsys.path.insert(0, {str(code.resolve())!r})\n" + model_py.read_text())
+        if config.engine == "onnxruntime":
+            if config.label != "ort":
+                folders.append(config_folder(onnx_file, repo, config, 0.0, max_batch_size=ROWS))
+            continue
+        folders += [config_folder(om_file, repo, config, device_ms) for device_ms in (0.0, *device_times)]
+    if code is not None:
+        use_code(folders, code)
     return repo, om_file
+
+
+def use_code(folders: Sequence[Path], code: Path) -> None:
+    """The stub ignores PYTHONPATH: each folder's model.py itself puts the checkout first."""
+    for folder in folders:
+        prepend(folder / "1" / "model.py", f"import sys\nsys.path.insert(0, {str(code.resolve())!r})\n")
+
+
+# --- the images repository ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """One request kind of ``images``: UINT8 NHWC through static AIPP (RGB888_U8) or FP32 NCHW."""
+
+    kind: str  # "uint8" or "fp32"
+    size: int  # height = width
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}_{self.size}"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """One request's shape without the batch axis."""
+        return (self.size, self.size, 3) if self.kind == "uint8" else (3, self.size, self.size)
+
+    @property
+    def dtype(self) -> str:
+        return "uint8" if self.kind == "uint8" else "float32"
+
+    @property
+    def title(self) -> str:
+        return (
+            f"UINT8 NHWC 1x{self.size}x{self.size}x3 (static AIPP)"
+            if self.kind == "uint8"
+            else f"FP32 NCHW 1x3x{self.size}x{self.size}"
+        )
+
+    @property
+    def request_bytes(self) -> int:
+        return 3 * self.size * self.size * (1 if self.kind == "uint8" else 4)
+
+
+def pooled_model(path: Path, size: int) -> Path:
+    """FP32 [N,3,size,size] -> ReduceMean over H, W -> [N,3]: an image model with a small answer,
+    so what is measured is the input's path."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=0)],
+        "pooled",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tools.bench")
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def image_om(workdir: Path, image: ImageInput) -> Path:
+    """The .om of ``image``, sim-compiled with gears 1,2,4,8 (UINT8: with a static AIPP config
+    converting RGB888_U8 NHWC into the model's FP32 NCHW, as ATC's --insert_op_conf does)."""
+    from ge_python_backend.sim import sim_compile
+
+    onnx_file = pooled_model(workdir / f"pooled_{image.size}.onnx", image.size)
+    om_file = workdir / f"{image.label}.om"
+    aipp = None
+    if image.kind == "uint8":
+        aipp = workdir / f"aipp_{image.size}.cfg"
+        aipp.write_text(
+            "aipp_op {\n aipp_mode: static\n input_format: RGB888_U8\n"
+            f" src_image_size_w: {image.size}\n src_image_size_h: {image.size}\n}}\n"
+        )
+    sim_compile(onnx_file, om_file, batch_gears=GEARS, insert_op_conf=aipp)
+    return om_file
+
+
+def build_images_repository(
+    workdir: Path, images: Sequence[ImageInput], configs: Sequence[Config], queue_delay_us: int = QUEUE_DELAY_US
+) -> tuple[Path, dict[tuple[str, str], str]]:
+    """(repository, (image label, config label) -> folder): generate's folder of every image
+    model for each configuration (``null``, ``default``) at device time 0, its dynamic batching
+    set to gather batches of 8 (preferred size 8 only, ``queue_delay_us``; the gears stay 1,2,4,8
+    for the batches the delay cuts short)."""
+    from ge_python_backend.repository.config import format_config, read_config_file
+
+    repo = workdir / "repo"
+    if repo.exists():
+        shutil.rmtree(repo)
+    folders: dict[tuple[str, str], str] = {}
+    for image in images:
+        om_file = image_om(workdir, image)
+        for config in configs:
+            named = replace(config, label=f"{image.label}_{config.label}")
+            folder = config_folder(om_file, repo, named, 0.0)
+            written = read_config_file(folder / "config.pbtxt")
+            del written.dynamic_batching.preferred_batch_size[:]
+            written.dynamic_batching.preferred_batch_size.append(ROWS)
+            written.dynamic_batching.max_queue_delay_microseconds = queue_delay_us
+            (folder / "config.pbtxt").write_text(format_config(written))
+            folders[(image.label, config.label)] = folder.name
+    return repo, folders

@@ -40,6 +40,7 @@ SCENARIOS: dict[str, str] = {
     "gather": "gather",
     "variants": "variants",
     "profile": "profile",
+    "images": "images",
 }
 
 #: a host busier than this before a measurement is reported (the measurement runs anyway)

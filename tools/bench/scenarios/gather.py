@@ -41,20 +41,31 @@ def paired_medians(first, second, seconds: float, inner: int = 20) -> tuple[floa
     return float(np.median(blocks[0])), float(np.median(blocks[1]))
 
 
-def case(requests: int, gears: tuple[int, ...], seconds: float) -> dict[str, float]:
+def case(
+    requests: int,
+    gears: tuple[int, ...],
+    seconds: float,
+    shape: tuple[int, ...] = SHAPE,
+    dtype: str = "float32",
+    scatter_outputs: bool = True,
+) -> dict[str, float]:
+    """``requests`` batch-1 requests of ``shape`` planned into one engine batch and gathered into
+    a reused slot buffer (and, with ``scatter_outputs``, a 1000-class output scattered back),
+    against one memcpy of the requests' bytes; also the bandwidths of both (GB/s of request bytes)."""
     from ge_python_backend.serving.batching import Profile, gather, plan_group, scatter
 
     rng = np.random.default_rng(requests)
-    items = [{"image": rng.standard_normal((1,) + SHAPE).astype(np.float32)} for _ in range(requests)]
-    profile = Profile(gears, max(gears), {"image": SHAPE})
-    (chunk,) = plan_group(list(range(requests)), [1] * requests, {"image": SHAPE}, profile)
-    buffer = {"image": np.empty(chunk.shapes["image"], np.float32)}
+    items = [{"image": (rng.random((1,) + shape) * 200).astype(dtype)} for _ in range(requests)]
+    profile = Profile(gears, max(gears), {"image": shape})
+    (chunk,) = plan_group(list(range(requests)), [1] * requests, {"image": shape}, profile)
+    buffer = {"image": np.empty(chunk.shapes["image"], dtype)}
     outputs = {"logits": rng.standard_normal((chunk.shapes["image"][0], CLASSES)).astype(np.float32)}
 
     def gather_pad_scatter() -> None:
-        (planned,) = plan_group(list(range(requests)), [1] * requests, {"image": SHAPE}, profile)
+        (planned,) = plan_group(list(range(requests)), [1] * requests, {"image": shape}, profile)
         gather(planned, items, buffer)
-        scatter(planned, outputs)
+        if scatter_outputs:
+            scatter(planned, outputs)
 
     source = np.concatenate([item["image"] for item in items])
     target = np.empty_like(source)
@@ -70,7 +81,25 @@ def case(requests: int, gears: tuple[int, ...], seconds: float) -> dict[str, flo
         "gather_pad_scatter_ms": ours * 1000,
         "ratio": ours / memcpy,
         "memcpy_gb_per_s": source.nbytes / memcpy / 1e9,
+        "gather_gb_per_s": source.nbytes / ours / 1e9,
     }
+
+
+def case_header(what: str) -> tuple[str, ...]:
+    """The columns of ``case_cells``; ``what``: what was timed against the memcpy."""
+    return ("MB", "memcpy ms", f"{what} ms", "ratio", "memcpy GB/s", f"{what} GB/s")
+
+
+def case_cells(c: dict[str, float]) -> list[str]:
+    """A case's bytes, times, ratio and bandwidths, as table cells."""
+    return [
+        f"{c['bytes'] / 1e6:.2f}",
+        f"{c['memcpy_ms']:.3f}",
+        f"{c['gather_pad_scatter_ms']:.3f}",
+        f"{c['ratio']:.2f}",
+        f"{c['memcpy_gb_per_s']:.1f}",
+        f"{c['gather_gb_per_s']:.1f}",
+    ]
 
 
 def run(bench: Bench) -> Report:
@@ -79,19 +108,8 @@ def run(bench: Bench) -> Report:
     for requests, gears in ((8, (1, 2, 4, 8)), (7, (1, 2, 4, 8)), (5, (8,))):
         bench.quiet(f"{requests} requests")
         cases.append(case(requests, gears, seconds))
-    rows = [
-        [
-            str(c["requests"]),
-            str(c["batch"]),
-            f"{c['bytes'] / 1e6:.2f}",
-            f"{c['memcpy_ms']:.3f}",
-            f"{c['gather_pad_scatter_ms']:.3f}",
-            f"{c['ratio']:.2f}",
-            f"{c['memcpy_gb_per_s']:.1f}",
-        ]
-        for c in cases
-    ]
-    header = ("requests", "engine batch", "MB", "memcpy ms", "gather+pad+scatter ms", "ratio", "memcpy GB/s")
+    rows = [[str(c["requests"]), str(c["batch"]), *case_cells(c)] for c in cases]
+    header = ("requests", "engine batch", *case_header("gather+pad+scatter"))
     ratios = [
         Ratio("gather+pad+scatter / memcpy, 8 requests -> batch 8", [cases[0]["ratio"]], 1.5, False),
         Ratio("gather+pad+scatter / memcpy, 7 requests -> batch 8 (1 row padded)", [cases[1]["ratio"]]),

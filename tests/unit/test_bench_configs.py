@@ -1,0 +1,160 @@
+"""The benchmark configurations and reports of issue 25, without a server: labels (``null``,
+``LABEL+key=value``), the folders they build, and the ratios ab, images and serving compute
+from their measurements (fed made-up points: the arithmetic, not the host, is under test)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+
+from ge_python_backend.ops.bench.stats import measured_point
+from ge_python_backend.repository.config import read_config_file
+from tools.bench import repos, runner
+from tools.bench.scenarios import ab, images, serving
+
+
+@pytest.mark.parametrize(
+    ("label", "engine", "mode", "streams", "instances", "parameters", "folder"),
+    [
+        ("default", "acl-sim", None, None, None, (), "default_d0"),
+        ("null", "null", None, None, None, (), "null_d0"),
+        ("return_s1_i2", "acl-sim", "return", 1, 2, (), "return_s1_i2_d0"),
+        ("null_sender_s2_i1", "null", "sender", 2, 1, (), "null_sender_s2_i1_d0"),
+        (
+            "default+fast_lane=false",
+            "acl-sim",
+            None,
+            None,
+            None,
+            (("fast_lane", "false"),),
+            "default__fast_lane-false_d0",
+        ),
+        (
+            "ort+metrics=false+x=1",
+            "onnxruntime",
+            None,
+            None,
+            None,
+            (("metrics", "false"), ("x", "1")),
+            "ort__metrics-false__x-1",
+        ),
+    ],
+)
+def test_labels_name_their_configuration(label, engine, mode, streams, instances, parameters, folder):
+    config = repos.config_named(label)
+    assert (config.engine, config.mode, config.streams, config.instances) == (engine, mode, streams, instances)
+    assert config.parameters == parameters and config.label == label
+    assert config.folder(0.0) == folder
+
+
+@pytest.mark.parametrize("label", ["fast", "default+fast_lane", "null_return_s1", "+x=1"])
+def test_unknown_labels_are_refused_with_the_accepted_forms(label):
+    with pytest.raises(ValueError, match="default\\+fast_lane=false"):
+        repos.config_named(label)
+
+
+def test_the_null_folder_runs_engine_acl_over_the_null_pyacl(tmp_path):
+    configs = [repos.config_named("null+metrics=false"), repos.config_named("default")]
+    repo, _ = repos.build_host_repository(tmp_path, configs, [8.0])
+    null = read_config_file(repo / "null__metrics-false_d8" / "config.pbtxt")
+    parameters = {k: v.string_value for k, v in null.parameters.items()}
+    assert parameters["engine"] == "acl" and parameters["metrics"] == "false"
+    assert not any(key.startswith("acl_sim_") for key in parameters)  # engine acl would refuse them
+    model_py = (repo / "null__metrics-false_d8" / "1" / "model.py").read_text()
+    assert str(repos.NULLACL) in model_py and "install(device_ms=8.0)" in model_py
+    assert model_py.index("install(") < model_py.index("from ge_python_backend import GEModel")
+    sim = read_config_file(repo / "default_d8" / "config.pbtxt")
+    assert (
+        sim.parameters["engine"].string_value == "acl-sim" and sim.parameters["acl_sim_device_ms"].string_value == "8"
+    )
+
+
+def test_ab_needs_no_second_checkout_and_checks_its_labels(tmp_path):
+    args = runner.build_parser().parse_args(["ab", "--configs", "ort,null,default+fast_lane=false"])
+    assert args.b is None and args.configs == ["ort", "null", "default+fast_lane=false"]
+    with pytest.raises(argparse.ArgumentTypeError, match="twice"):
+        ab.configurations("null,null")
+
+
+def _point(infer, stubs_ms, identity_infer, identity_stubs_ms, server_ms=1.0):
+    return {
+        "infer_per_s": infer,
+        "stubs_cpu_ms": stubs_ms,
+        "server_cpu_ms": server_ms,
+        "identity": identity_infer,
+        "identity_stubs_cpu_ms": identity_stubs_ms,
+        "identity_server_cpu_ms": 0.5,
+    }
+
+
+def test_ab_targets_pair_each_round_with_its_identity():
+    points = {
+        "ort_a": [_point(900, 0.12, 1000, 0.08), _point(500, 0.10, 1000, 0.05)],
+        "null_a": [_point(800, 0.20, 1000, 0.10), _point(450, 0.14, 500, 0.10)],
+        "null+fast_lane=false_a": [_point(700, 0.3, 1000, 0.1), _point(700, 0.3, 1000, 0.1)],
+    }
+    table = ab.targets(["ort", "null", "null+fast_lane=false"], points)
+    rows = {row[0]: row for row in table.rows}
+    ort_stubs = rows["onnxruntime: stubs CPU per request / identity's"]
+    assert ort_stubs[1] == "1.75" and ort_stubs[3] == "<= 1.5" and ort_stubs[4] == "NO"  # median of 1.5 and 2.0
+    null_ceiling = rows[f"{ab.TARGET_NAMES['null']}: infer/s / identity's (host ceiling, c=16)"]
+    assert null_ceiling[1] == "0.85" and null_ceiling[4] == "yes"  # median of 0.8 and 0.9
+    assert rows["null+fast_lane=false: infer/s / identity's"][1] == "0.70"
+    assert not any("acl-sim" in name for name in rows)  # default was not measured: no row
+    against = ab.against_identity(["null"], ("a",), points)
+    assert against.rows[0][3] == "1.70 (1.40-2.00)"  # stubs x identity's, paired per round
+
+
+def _image_point(stubs_ms, server_ms):
+    return {"stubs_cpu_ms": stubs_ms, "server_cpu_ms": server_ms, "infer_per_s": 100.0, "avg_batch": 8.0}
+
+
+def test_images_target_and_cores_come_from_the_same_rounds():
+    kinds = [repos.ImageInput("uint8", 224), repos.ImageInput("uint8", 640)]
+    points = {
+        "uint8_224/null": [_image_point(0.1, 0.2), _image_point(0.2, 0.4)],
+        "uint8_640/null": [_image_point(0.11, 0.3), _image_point(0.3, 0.5)],
+    }
+    rows = {row[0]: row for row in images.summary(kinds, ["null"], points).rows}
+    target = rows["null: UINT8 640 / 224 stubs CPU per request"]
+    assert target[1] == "1.30" and target[3] == "<= 1.2" and target[4] == "NO"  # median of 1.1 and 1.5
+    cores = rows["null: UINT8 NHWC 1x224x224x3 (static AIPP): host cores at 4,000 images/s"]
+    assert float(cores[1]) == pytest.approx(4000 * 0.3 * 1000 / 1e6, abs=0.01)  # 0.3 ms: the median server CPU
+    served = images.served_table(kinds, ["null"], points)
+    assert served.rows[0][4] == "300" and served.rows[0][6] == f"{4000 * 300 / 1e6:.2f}"
+
+
+def test_image_inputs_and_their_folders_batch_by_eight(tmp_path):
+    small = [repos.ImageInput("uint8", 8), repos.ImageInput("fp32", 8)]
+    assert small[0].shape == (8, 8, 3) and small[0].dtype == "uint8" and small[0].request_bytes == 192
+    assert small[1].shape == (3, 8, 8) and small[1].request_bytes == 768
+    repo, folders = repos.build_images_repository(tmp_path, small, [repos.config_named("null")], queue_delay_us=1234)
+    config = read_config_file(repo / folders[("uint8_8", "null")] / "config.pbtxt")
+    assert list(config.dynamic_batching.preferred_batch_size) == [8]
+    assert config.dynamic_batching.max_queue_delay_microseconds == 1234
+    assert config.input[0].data_type == 2 and list(config.input[0].dims) == [8, 8, 3]  # TYPE_UINT8 NHWC: AIPP
+    assert config.parameters["engine"].string_value == "acl"
+
+
+def test_serving_targets_are_ratios_of_the_medians_over_the_repeats():
+    def run(c8, p50_ms):
+        return [
+            measured_point("concurrency", 1, 1.0, [p50_ms / 1000] * 3, [], 1),
+            measured_point("concurrency", 8, 1.0, [0.01] * c8, [], 1),
+        ]
+
+    runs = {
+        "GEModel": [run(100, 10.0), run(90, 12.0), run(300, 9.0)],
+        "hand-written": [run(200, 10.0), run(100, 10.0), run(110, 30.0)],
+    }
+    raws = [{"engine settings": {8: {"images_per_s": 100.0}}, "other": {1: {"images_per_s": 100.0}}}] * 3
+    ratios = {r.name: r for r in serving.issue7_ratios(runs, raws, [0, 1, 2])}
+    throughput = ratios["GEModel / hand-written throughput, c=8, ratio of the medians over the repeats"]
+    assert throughput.values == [pytest.approx(100 / 110)] and throughput.target == 1.0
+    p50 = ratios["GEModel / hand-written p50, c=1, ratio of the medians over the repeats"]
+    assert p50.values == [pytest.approx(10.0 / 10.0)] and p50.target == 1.0 and not p50.at_least
+    paired = ratios["GEModel / hand-written throughput, c=8, per repeat (median, range)"]
+    assert paired.target is None and paired.value == pytest.approx(0.9)  # 0.5, 0.9, 2.73: not the same figure
+    assert not math.isnan(paired.value)
