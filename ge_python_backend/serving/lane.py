@@ -75,21 +75,22 @@ Item = tuple[Known, tuple[np.ndarray, ...], int, tuple[str, ...]]
 @dataclass(frozen=True, slots=True)
 class Planned:
     """One batch of a cached plan: members ``[start, stop)`` of the group fill ``chunk`` (parts
-    indexed by member), each member's rows at ``spans`` of the batch."""
+    indexed by member), each member's rows at ``spans`` of the batch (the whole outputs when the
+    batch has no batch axis)."""
 
     chunk: Chunk
     start: int
     stop: int
-    spans: tuple[tuple[int, int], ...]
+    spans: tuple[slice, ...]
     batch: int
 
 
 class Replies(Protocol):
     """How the caller answers the requests it put in the lane (by token)."""
 
-    def answer(self, outputs: Arrays, members: Sequence[Item], spans: Sequence[tuple[int, int]]) -> None:
-        """Answer each member with rows ``[start, stop)`` of each of its outputs; an answer that
-        cannot be sent is logged, never raised."""
+    def answer(self, outputs: Arrays, members: Sequence[Item], spans: Sequence[slice]) -> None:
+        """Answer each member with its span of each of its outputs; an answer that cannot be sent
+        is logged, never raised."""
 
     def request(self, token: int, inputs: Arrays) -> Request:
         """The general path's view of request ``token`` (``inputs``: its tensors by name)."""
@@ -277,7 +278,9 @@ def _whole_requests(chunks: list[Chunk]) -> tuple[Planned, ...] | None:
             return None
         start = parts[0].item
         local = tuple(Part(p.item - start, 0, p.count, p.target_start) for p in parts)
-        spans = tuple((p.target_start, p.target_start + p.count) for p in parts)
+        spans = tuple(
+            slice(p.target_start, p.target_start + p.count) if chunk.batch_axis else slice(None) for p in parts
+        )
         batch = next(iter(chunk.shapes.values()))[0] if chunk.batch_axis else 0
         plan.append(Planned(chunk._replace(parts=local), start, parts[-1].item + 1, spans, batch))
     return tuple(plan)

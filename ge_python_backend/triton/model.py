@@ -520,15 +520,15 @@ class _Replies:
         """What execute returns: the answers, or None per request when senders answer."""
         return self._responses if self._responses is not None else [None] * len(self._requests)
 
-    def answer(self, outputs: Arrays, members: Sequence[Item], spans: Sequence[tuple[int, int]]) -> None:
+    def answer(self, outputs: Arrays, members: Sequence[Item], spans: Sequence[slice]) -> None:
         """The lane's answers, built in one pass: one Tensor per output and one response each."""
         response, tensor = pb_utils.InferenceResponse, pb_utils.Tensor
         responses, senders = self._responses, self._senders
         if senders is not None and not lifeline.server_alive():
             return  # a send to a dead server would wait for it forever
-        for (_, _, token, names), (start, stop) in zip(members, spans):
+        for (_, _, token, names), span in zip(members, spans):
             try:
-                answer = response([tensor(name, outputs[name][start:stop]) for name in names])
+                answer = response([tensor(name, outputs[name][span]) for name in names])
                 if responses is not None:
                     responses[token] = answer
                 else:
