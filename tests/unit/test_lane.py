@@ -3,6 +3,7 @@ for the models that can use it."""
 
 from __future__ import annotations
 
+import logging
 import re
 
 import numpy as np
@@ -32,7 +33,9 @@ KINDS = ("pair_batching", "pair_alone", "gears_sim")
 
 @pytest.fixture(scope="module")
 def pairs_of_models(tmp_path_factory):
-    """Per model kind, the same folder with fast_lane true and false, both loaded."""
+    """Per model kind, the same folder with fast_lane true and false, both loaded (log_verbosity 1
+    lowers the package logger's level for the process: put back afterwards)."""
+    level = logging.getLogger("ge_python_backend").level
     root = tmp_path_factory.mktemp("lane")
     pair = models.two_inputs(root / "two_inputs.onnx")
     scale = models.scale_shift(root / "scale_shift.onnx")
@@ -55,6 +58,7 @@ def pairs_of_models(tmp_path_factory):
     for harnesses in loaded.values():
         for harness in harnesses:
             harness.__exit__(None, None, None)
+    logging.getLogger("ge_python_backend").setLevel(level)
 
 
 def _valid(draw, kind: str, rng) -> dict[str, np.ndarray]:
