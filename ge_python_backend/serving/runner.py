@@ -162,9 +162,13 @@ class Runner:
         answers = Answers(len(requests) + len(known)) if wait and self._sequences is None else None
         if known:
             assert self.lane is not None and replies is not None, "known requests need the lane and replies"
-            if self.out_of_service is None:
+            try:
+                if self.out_of_service is not None:
+                    raise self.out_of_service
                 lane_batches, declined = self.lane.batches(known, replies, answers)
-            else:
+            except Exception as exc:  # out of service, or a bug in the lane: the general path answers
+                if exc is not self.out_of_service:
+                    LOG.exception("the fast lane could not batch %d request(s)", len(known))
                 declined = [self.lane.request(replies, item) for item in known]
             requests = [*requests, *declined]
         if self.out_of_service is not None:

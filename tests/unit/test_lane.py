@@ -195,3 +195,13 @@ def test_models_that_need_more_than_a_requests_signature_are_refused():
         refusal(plain, Layout(), declared, hooks=[], sequences=False, reject_nonfinite=False, engine_settings=False)
         == ""
     )
+
+
+def test_a_lane_that_cannot_batch_hands_every_request_to_the_general_path(tmp_path, onnx_dir, monkeypatch):
+    folder = repos.generated(tmp_path, onnx_dir / "two_inputs.onnx", "pair", max_batch_size=8)
+    arrays = {"a": np.ones((2, 3), np.float32), "b": np.ones((2, 3), np.float32)}
+    with ModelHarness(TritonPythonModel, folder) as harness:
+        (first,) = _answers(harness, [arrays], ())  # learns the signature
+        monkeypatch.setattr(harness.model._lane, "_plan", lambda members: 1 / 0)
+        for response in _answers(harness, [arrays, arrays], ()):
+            _same(response, first)
