@@ -122,7 +122,7 @@ class OutputContract:
             )
         selected = {}
         lead = (rows,) if self._batching else ()
-        names = self._order.get(info.requested_outputs) or self._names(info.requested_outputs)
+        names = self._order.get(info.requested_outputs) or self.names(info.requested_outputs)
         for name in names:
             value = outputs.get(name)
             if value is None:
@@ -144,7 +144,7 @@ class OutputContract:
             selected[name] = self._shaped(declared, self._typed(declared, value), rows)
         return selected
 
-    def _names(self, requested: tuple[str, ...]) -> tuple[str, ...]:
+    def names(self, requested: tuple[str, ...]) -> tuple[str, ...]:
         """The requested outputs in the config's order (Triton names them in an order of its own),
         all of them when none is named."""
         names = self._order.get(requested)

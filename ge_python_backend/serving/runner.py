@@ -6,6 +6,10 @@ each one alone (``validation``), groups requests whose non-batch shapes agree, p
 that slot's worker thread. The worker runs the engine, slices the outputs back per request,
 runs ``postprocess`` and calls ``respond`` — exactly once per request (``tracking``).
 
+Requests of a signature seen before may come through the fast lane instead (``lane``: known
+signatures, cached plans, one-pass answers); both kinds of batch run on the same slots and
+workers, and whatever the lane cannot do it hands to the general path.
+
 ``submit`` returns once every chunk is handed over; it blocks while all slots are busy, which
 is the back-pressure that lets Triton's batcher build the next batch meanwhile. For stateful
 models it returns only when its requests are answered, since a sequence's next step needs
@@ -21,6 +25,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import numpy as np
 
@@ -28,6 +33,7 @@ from ge_python_backend.engines.base import Engine, Slot
 from ge_python_backend.errors import ContractError, EngineError, GEError, InputError
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.serving.batching import Chunk, Profile, choose_profile, gather, plan_group, profiles_for, scatter
+from ge_python_backend.serving.lane import Item, Lane, LaneBatch, Replies, refusal
 from ge_python_backend.serving.observers import FailureKind, Observer, Observers, Phase
 from ge_python_backend.serving.outputs import DeclaredTensor, OutputContract
 from ge_python_backend.serving.requests import Arrays, Hook, Request, hook_location
@@ -91,12 +97,38 @@ class Runner:
             if hook
         }
         self._aliasing_outputs = engine.outputs_alias_slot_memory
+        hooks = [name for name, hook in (("preprocess", preprocess), ("postprocess", postprocess)) if hook]
+        #: why this model cannot use the fast lane ("" when it can)
+        self.lane_refusal = refusal(
+            model,
+            self._layout,
+            outputs,
+            hooks=hooks,
+            sequences=sequences is not None,
+            reject_nonfinite=reject_nonfinite,
+            engine_settings=engine.settings_without_parameters,
+        )
         self.profiles: tuple[Profile, ...] = profiles_for(self._spec, batching, max_batch_size, self._whole)
         #: non-batch shapes -> the profile that runs them (or the InputError saying none does)
         self._profile_for: dict[tuple, Profile | InputError] = {}
         self._free: queue.SimpleQueue[Slot] = queue.SimpleQueue()  # C-implemented: a batch takes and returns one
         for slot in engine.slots:
             self._free.put(slot)
+        #: the fast lane, when the model can use it
+        self.lane = (
+            None
+            if self.lane_refusal
+            else Lane(
+                self._validator,
+                model,
+                self.profiles,
+                self._outputs,
+                outputs,
+                batching=batching,
+                reads_parameters=type(engine).batch_settings is not Engine.batch_settings,
+                adopt=self._adopted,
+            )
+        )
         self._workers = ThreadPoolExecutor(
             max_workers=len(engine.slots), initializer=engine.bind_thread, thread_name_prefix="ge-slot"
         )
@@ -111,21 +143,41 @@ class Runner:
 
     # -- submit: runs on Triton's execute thread ---------------------------------------------
 
-    def submit(self, requests: Sequence[Request], wait: bool = False) -> None:
-        """Validate, batch and dispatch ``requests``; every one is answered exactly once.
+    def submit(
+        self,
+        requests: Sequence[Request],
+        wait: bool = False,
+        known: Sequence[Item] = (),
+        replies: Replies | None = None,
+    ) -> None:
+        """Validate, batch and dispatch ``requests``, and ``known`` through the fast lane (answered
+        through ``replies``); every one is answered exactly once.
 
         With ``wait`` (and always for stateful models, whose next step needs this one's state)
         return only once every request is answered. Answers may then be read after later
         batches of the same call have reused a slot, so they own their data whenever the call
         runs more than one batch.
         """
+        lane_batches: Sequence[LaneBatch] = ()
+        answers = Answers(len(requests) + len(known)) if wait and self._sequences is None else None
+        if known:
+            assert self.lane is not None and replies is not None, "known requests need the lane and replies"
+            try:
+                if self.out_of_service is not None:
+                    raise self.out_of_service
+                lane_batches, declined = self.lane.batches(known, replies, answers)
+            except Exception as exc:  # out of service, or a bug in the lane: the general path answers
+                if exc is not self.out_of_service:
+                    LOG.exception("the fast lane could not batch %d request(s)", len(known))
+                declined = [self.lane.request(replies, item) for item in known]
+            requests = [*requests, *declined]
         if self.out_of_service is not None:
             for request in requests:
                 self._track(request).fail(self.out_of_service, FailureKind.ENGINE)
             return
         if self._sequences is None:
-            answers = Answers(len(requests)) if wait else None
-            self._submit([self._track(r, answers) for r in requests], answers, kept=wait, other_batches=False)
+            tracked = [self._track(r, answers) for r in requests]
+            self._submit(tracked, answers, kept=wait, other_batches=False, lane_batches=lane_batches)
             return
         self._sequences.expire()
         waves = _waves(requests)
@@ -143,24 +195,38 @@ class Runner:
         cid = request.info.correlation_id
         return Tracked(request, self._observer, lambda error: forget(cid, str(error)), answers)
 
-    def _submit(self, tracked: list[Tracked], answers: Answers | None, kept: bool, other_batches: bool) -> None:
+    def _submit(
+        self,
+        tracked: list[Tracked],
+        answers: Answers | None,
+        kept: bool,
+        other_batches: bool,
+        lane_batches: Sequence[LaneBatch] = (),
+    ) -> None:
         """Returns once every request is answered when ``answers`` counts them. ``kept``: answers
         are read after this call returns, so with several batches in the call (here, or
         ``other_batches`` elsewhere in it) they must own their data."""
         wait = answers is not None
+        batches: list[_Batch] = list(lane_batches)
         try:
             items = self._prepare_all(tracked)
-            chunks = [c for members, shapes in self._groups(items) for c in self._plan(members, shapes, tracked)]
-            if kept and self._aliasing_outputs and (other_batches or len(chunks) > 1):
+            for members, shapes in self._groups(items):
+                batches += (_TrackedBatch(self, c, items, tracked) for c in self._plan(members, shapes, tracked))
+            if kept and self._aliasing_outputs and (other_batches or len(batches) > 1):
                 for t in tracked:
                     t.own_outputs = True
-            inline = wait and (len(chunks) == 1 or len(self._engine.slots) == 1)
-            for chunk in chunks:
-                self._dispatch(chunk, items, tracked, inline)
+                for lane_batch in lane_batches:
+                    lane_batch.copy = True
+            inline = wait and (len(batches) == 1 or len(self._engine.slots) == 1)
+            for batch in batches:
+                self._dispatch(batch, inline)
         except Exception as exc:  # a bug here must still answer every request
-            LOG.exception("internal error while batching %d request(s)", len(tracked))
+            LOG.exception("internal error while batching %d request(s)", len(tracked) + len(lane_batches))
+            error = GEError(f"internal error while batching: {type(exc).__name__}: {exc}")
             for t in tracked:
-                t.fail(GEError(f"internal error while batching: {type(exc).__name__}: {exc}"), FailureKind.INTERNAL)
+                t.fail(error, FailureKind.INTERNAL)
+            for batch in lane_batches:
+                batch.fail(error, FailureKind.INTERNAL)
         if answers is not None:
             answers.wait()
 
@@ -245,6 +311,18 @@ class Runner:
                 tracked[part.item].parts_left += 1
         return chunks
 
+    def _adopted(
+        self, chunk: Chunk, requests: list[tuple[Request, int, int | None]], answers: Answers | None
+    ) -> _TrackedBatch:
+        """A chunk of the lane's requests, tracked by the general path from now on (each with its
+        rows and request rows, the chunk's part of it all its rows)."""
+        tracked = []
+        for request, rows, request_rows in requests:
+            t = Tracked(request, self._observer, answers=answers)
+            t.rows, t.request_rows, t.parts_left = rows, request_rows, 1
+            tracked.append(t)
+        return _TrackedBatch(self, chunk, {}, tracked)
+
     def _stage(self, slot: Slot, chunk: Chunk, items: Mapping[int, Prepared]) -> None:
         """Gather ``chunk`` into ``slot``'s input buffers (unbatched inputs: the shared value)."""
         first = items[chunk.parts[0].item]
@@ -257,42 +335,43 @@ class Runner:
         batch_first = {n: self._layout.to_batch_first(n, buffers[n]) for n in chunk.shapes}
         gather(chunk, items, batch_first)
 
-    def _dispatch(self, chunk: Chunk, items: Mapping[int, Prepared], tracked: list[Tracked], inline: bool) -> None:
-        """Gather ``chunk`` into a free slot and run it on the slot's worker thread, or right
+    def _dispatch(self, batch: _Batch, inline: bool) -> None:
+        """Gather ``batch`` into a free slot and run it on the slot's worker thread, or right
         here when the caller waits anyway and nothing could run beside it (no thread hand-off)."""
-        if all(tracked[p.item].claimed for p in chunk.parts):
+        engine_failure = FailureKind.ENGINE
+        if batch.finished():
             return
         if self.out_of_service is not None:  # an earlier chunk of this call lost the device
-            self._fail_chunk(chunk, tracked, self.out_of_service)
+            batch.fail(self.out_of_service, engine_failure)
             return
         slot = self._take_slot()
         if slot is None:
-            self._fail_chunk(chunk, tracked, EngineError("the model is shutting down"))
+            batch.fail(EngineError("the model is shutting down"), engine_failure)
             return
         started = time.perf_counter()
         try:
-            self._stage(slot, chunk, items)
+            batch.stage(slot)
         except EngineError as exc:
             self._free.put(slot)
-            self._fail_chunk(chunk, tracked, EngineError(f"could not stage the batch: {exc}"))
+            batch.fail(EngineError(f"could not stage the batch: {exc}"), engine_failure)
             return
         except Exception as exc:
-            LOG.exception("could not stage a batch of %d row(s)", chunk.rows)
+            LOG.exception("could not stage a batch of %d row(s)", batch.chunk.rows)
             self._free.put(slot)
-            self._fail_chunk(chunk, tracked, EngineError(f"could not stage the batch: {type(exc).__name__}: {exc}"))
+            batch.fail(EngineError(f"could not stage the batch: {type(exc).__name__}: {exc}"), engine_failure)
             return
         self._observer.phase(Phase.GATHER, time.perf_counter() - started)
         with self._idle:
             self._in_flight += 1
             self._observer.in_flight(self._in_flight)
         if inline:
-            self._run(slot, chunk, tracked, bind=True)
+            self._run(slot, batch, bind=True)
             return
         try:
-            self._workers.submit(self._run, slot, chunk, tracked)
+            self._workers.submit(self._run, slot, batch)
         except RuntimeError as exc:  # the pool is shut down (the model is being unloaded)
             self._release(slot)
-            self._fail_chunk(chunk, tracked, EngineError(f"the model is shutting down: {exc}"))
+            batch.fail(EngineError(f"the model is shutting down: {exc}"), engine_failure)
 
     def _take_slot(self) -> Slot | None:
         """A free slot (waiting for one), or None once the runner is closing: the engine may be
@@ -312,7 +391,8 @@ class Runner:
 
     # -- run: on the slot's worker thread ---------------------------------------------------
 
-    def _run(self, slot: Slot, chunk: Chunk, tracked: list[Tracked], bind: bool = False) -> None:
+    def _run(self, slot: Slot, batch: _Batch, bind: bool = False) -> None:
+        chunk = batch.chunk
         try:
             if bind:
                 self._bind_this_thread()
@@ -323,11 +403,11 @@ class Runner:
                     self._stop_service(exc)
                 else:
                     LOG.warning("a batch of %d row(s) failed on slot %d: %s", chunk.rows, slot.index, exc)
-                self._fail_chunk(chunk, tracked, exc)
+                batch.fail(exc, FailureKind.ENGINE)
                 return
             except Exception as exc:
                 LOG.exception("the engine raised on slot %d", slot.index)
-                self._fail_chunk(chunk, tracked, EngineError(f"engine failed: {type(exc).__name__}: {exc}"))
+                batch.fail(EngineError(f"engine failed: {type(exc).__name__}: {exc}"), FailureKind.ENGINE)
                 return
             self._engine.after_batch()
             times = slot.last_times
@@ -336,12 +416,11 @@ class Runner:
             self._observer.phase(Phase.DEVICE_TO_HOST, times.device_to_host)
             self._observer.batch(chunk.rows, chunk.padding)
             started = time.perf_counter()
-            self._answer(chunk, outputs, tracked)
+            batch.answer(outputs)
             self._observer.phase(Phase.SCATTER, time.perf_counter() - started)
         except Exception as exc:  # a bug here must still answer every request of the chunk
             LOG.exception("internal error around a batch on slot %d", slot.index)
-            error = GEError(f"internal error: {type(exc).__name__}: {exc}")
-            self._fail_chunk(chunk, tracked, error, FailureKind.INTERNAL)
+            batch.fail(GEError(f"internal error: {type(exc).__name__}: {exc}"), FailureKind.INTERNAL)
         finally:
             self._release(slot)
 
@@ -439,6 +518,49 @@ class Runner:
         drained = self.drain(timeout)
         self._workers.shutdown(wait=drained)
         return drained
+
+
+class _Batch(Protocol):
+    """One engine call, of the general path (``_TrackedBatch``) or of the fast lane (``LaneBatch``)."""
+
+    chunk: Chunk
+
+    def finished(self) -> bool:
+        """Every request of it is answered already (nothing to run)."""
+
+    def stage(self, slot: Slot) -> None:
+        """Gather its inputs into ``slot``'s buffers."""
+
+    def answer(self, outputs: Arrays) -> None:
+        """Answer its requests from the engine's outputs."""
+
+    def fail(self, error: GEError, kind: FailureKind) -> None:
+        """Answer its requests not answered yet with ``error``."""
+
+
+class _TrackedBatch:
+    """A chunk of the general path: its requests tracked one by one."""
+
+    __slots__ = ("chunk", "_runner", "_items", "_tracked")
+
+    def __init__(self, runner: Runner, chunk: Chunk, items: Mapping[int, Prepared], tracked: list[Tracked]) -> None:
+        self.chunk = chunk
+        self._runner = runner
+        self._items = items
+        self._tracked = tracked
+
+    def finished(self) -> bool:
+        return all(self._tracked[p.item].claimed for p in self.chunk.parts)
+
+    def stage(self, slot: Slot) -> None:
+        self._runner._stage(slot, self.chunk, self._items)
+
+    def answer(self, outputs: Arrays) -> None:
+        self._runner._answer(self.chunk, outputs, self._tracked)
+
+    def fail(self, error: GEError, kind: FailureKind) -> None:
+        for part in self.chunk.parts:
+            self._tracked[part.item].fail(error, kind)
 
 
 def _waves(requests: Sequence[Request]) -> list[list[Request]]:

@@ -29,9 +29,9 @@ class Answers:
         if count > 0:
             self._done.acquire()
 
-    def answered(self) -> None:
+    def answered(self, count: int = 1) -> None:
         with self._lock:
-            self._left -= 1
+            self._left -= count
             last = self._left == 0
         if last:
             self._done.release()

@@ -1,11 +1,12 @@
 """GEModel: a reusable TritonPythonModel. Triton glue only.
 
 It reads each request's tensors and hands them to the ``Runner`` (which batches, runs the
-engine and slices the results back). Answers are returned from ``execute`` in one reply, or,
-with parameter ``response_mode: sender``, go through each request's response sender, so
-``execute`` returns as soon as the batch is on a free execution slot (overlap, at a risk in
-Triton 24.10: see ``engines.registry.DEFAULT_RESPONSE_MODE``). Subclasses override
-``preprocess`` and ``postprocess``.
+engine and slices the results back): through the fast lane when the model can use it (parameter
+``fast_lane``) and the request's signature is known, else through the general path. Answers are
+returned from ``execute`` in one reply, or, with parameter ``response_mode: sender``, go through
+each request's response sender, so ``execute`` returns as soon as the batch is on a free
+execution slot (overlap, at a risk in Triton 24.10: see ``engines.registry.DEFAULT_RESPONSE_MODE``).
+Subclasses override ``preprocess`` and ``postprocess``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import atexit
 import json
 import logging
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from ge_python_backend.engines.compile import compile_for
 from ge_python_backend.engines.registry import AUTO, COMPILE_SOURCES
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError
 from ge_python_backend.params import Parameter
+from ge_python_backend.serving.lane import Item, Lane
 from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import Arrays, Request, RequestInfo, Respond
@@ -117,6 +119,7 @@ class GEModel:
             + ("through response senders" if self._answer_through_sender else "returned from execute")
             + "; runs "
             + "; ".join(p.describe() for p in self.runner.profiles)
+            + f"; fast lane {self._lane_text()}"
         )
 
     def execute(self, requests: list) -> list:
@@ -128,17 +131,17 @@ class GEModel:
         IPC message for the whole batch (cheapest when the engine computes on the server's own
         CPU cores, where there is nothing to overlap).
         """
+        replies = _Replies(self, requests, self._answer_through_sender)
+        known: list[Item] = []
+        if self._lane is None:
+            general = _readable(self._request(r, replies.respond(i)) for i, r in enumerate(requests))
+        else:
+            general = self._route(requests, self._lane, replies, known)
         if self.settings.log_verbosity >= 1:
-            pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: {len(requests)} request(s)")
-        if self._answer_through_sender:
-            self.runner.submit(_readable(self._request(r, _through_sender(r)) for r in requests))
-            return [None] * len(requests)
-        responses: list = [None] * len(requests)
-        self.runner.submit(
-            _readable(self._request(r, partial(_respond_into, responses, i)) for i, r in enumerate(requests)),
-            wait=True,
-        )
-        return responses
+            lane = f", {len(known)} in the fast lane" if self._lane is not None else ""
+            pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: {len(requests)} request(s){lane}")
+        self.runner.submit(general, wait=not self._answer_through_sender, known=known, replies=replies)
+        return replies.returned()
 
     def is_ready(self) -> bool:
         """Asked by Triton r26.03 and later on ``/v2/models/<model>/ready``: False once a fatal engine
@@ -261,6 +264,7 @@ class GEModel:
             mode = ResponseMode.RETURN
         self._answer_through_sender = mode is ResponseMode.SENDER
         hooked = self._hooked("preprocess") or self._hooked("postprocess")
+
         self._reads_sequence = hooked or settings.sequence_batching or bool(settings.sequence_state)
         self._reads_requested = hooked or len(settings.outputs) > 1
         if settings.metrics:
@@ -285,6 +289,15 @@ class GEModel:
             observers=self._observers(),
             spec=spec,
         )
+        self._lane = self.runner.lane if settings.fast_lane and not settings.sequence_batching else None
+
+    def _lane_text(self) -> str:
+        """Whether requests may take the fast lane, and if not why (for the load's log line)."""
+        if self._lane is not None:
+            return "on"
+        if not self.settings.fast_lane:
+            return "off (parameter fast_lane is false)"
+        return f"off ({'sequence batching' if self.settings.sequence_batching else self.runner.lane_refusal})"
 
     def _observers(self) -> list[Observer]:
         observers: list[Observer] = [self.metrics] if self.metrics is not None else []
@@ -341,21 +354,54 @@ class GEModel:
         if problems:
             raise ConfigError("; ".join(problems))
 
-    def _request(self, request: Any, respond: Respond) -> Request | None:
-        """The runner's view of a request; None when its inputs cannot even be read (it is
-        answered here and then). Fields nobody reads are not fetched from Triton (the hot path):
-        correlation ID and flags serve sequences and hooks, the requested outputs a model with
-        several outputs or hooks."""
+    def _route(self, requests: list, lane: Lane, replies: _Replies, known: list[Item]) -> list[Request]:
+        """Each request's tensors read once: into ``known`` when the lane knows its signature
+        (and nothing else about it needs the general path), else returned for the general path,
+        whose first sight of a signature teaches it to the lane."""
+        general = []
+        lookup, outputs = lane.known.get, lane.outputs
+        requested, parameters = self._reads_requested, lane.reads_parameters
+        for index, request in enumerate(requests):
+            try:
+                pairs: list[tuple[str, np.ndarray]] | None = [(t.name(), t.as_numpy()) for t in request.inputs()]
+            except Exception:  # the general path reads it again and answers with the reason
+                pairs = None
+            if pairs is not None:
+                key = tuple([(name, array.dtype, array.shape) for name, array in pairs])
+                hit = lookup(key)
+                if hit is None:
+                    lane.learn(key, pairs)
+                elif not (parameters and request.parameters() not in ("", "{}")):
+                    names = lane.output_names(tuple(request.requested_output_names())) if requested else outputs
+                    if names is not None:
+                        known.append((hit, tuple([pairs[i][1] for i in hit.order]), index, names))
+                        continue
+            item = self._request(request, replies.respond(index), pairs)
+            if item is not None:
+                general.append(item)
+        return general
+
+    def _info(self, request: Any) -> RequestInfo:
+        """What the general path and the hooks know of a request. Fields nobody reads are not
+        fetched from Triton (the hot path): correlation ID and flags serve sequences and hooks, the
+        requested outputs a model with several outputs or hooks."""
         parameters = request.parameters()
-        info = RequestInfo(
+        return RequestInfo(
             request.request_id(),
             request.correlation_id() if self._reads_sequence else 0,
             request.flags() if self._reads_sequence else 0,
             json.loads(parameters) if parameters and parameters != "{}" else {},
             tuple(request.requested_output_names()) if self._reads_requested else (),
         )
+
+    def _request(
+        self, request: Any, respond: Respond, pairs: Sequence[tuple[str, np.ndarray]] | None = None
+    ) -> Request | None:
+        """The runner's view of a request (``pairs``: its tensors, when already read); None when
+        its inputs cannot even be read (it is answered here and then)."""
+        info = self._info(request)
         try:
-            inputs = {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}
+            inputs = dict(pairs) if pairs is not None else {t.name(): t.as_numpy() for t in request.inputs()}
         except Exception as exc:  # e.g. BF16 tensors have no numpy view
             respond(None, InputError(f"could not read the request's inputs: {exc}"))
             return None
@@ -443,11 +489,54 @@ def _respond_into(responses: list, index: int, outputs: Arrays | None, error: GE
     responses[index] = _response(outputs, error)
 
 
-def _through_sender(request: Any) -> Respond:
-    sender = request.get_response_sender()
-
+def _through_sender(sender: Any) -> Respond:
     def respond(outputs: Arrays | None, error: GEError | None) -> None:
         if lifeline.server_alive():  # a send to a dead server would wait for it forever
             sender.send(_response(outputs, error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     return respond
+
+
+class _Replies:
+    """How one execute answers its requests (the lane's ``Replies``): into the list execute
+    returns, or through each request's response sender."""
+
+    __slots__ = ("_model", "_requests", "_responses", "_senders")
+
+    def __init__(self, model: GEModel, requests: list, sender: bool) -> None:
+        self._model = model
+        self._requests = requests
+        self._responses: list | None = None if sender else [None] * len(requests)
+        self._senders: list | None = [r.get_response_sender() for r in requests] if sender else None
+
+    def respond(self, index: int) -> Respond:
+        """The general path's answer to request ``index``."""
+        if self._responses is None:
+            assert self._senders is not None
+            return _through_sender(self._senders[index])
+        return partial(_respond_into, self._responses, index)
+
+    def returned(self) -> list:
+        """What execute returns: the answers, or None per request when senders answer."""
+        return self._responses if self._responses is not None else [None] * len(self._requests)
+
+    def answer(self, outputs: Arrays, members: Sequence[Item], spans: Sequence[slice]) -> None:
+        """The lane's answers, built in one pass: one Tensor per output and one response each."""
+        response, tensor = pb_utils.InferenceResponse, pb_utils.Tensor
+        responses, senders = self._responses, self._senders
+        if senders is not None and not lifeline.server_alive():
+            return  # a send to a dead server would wait for it forever
+        for (_, _, token, names), span in zip(members, spans):
+            try:
+                answer = response([tensor(name, outputs[name][span]) for name in names])
+                if responses is not None:
+                    responses[token] = answer
+                else:
+                    assert senders is not None
+                    senders[token].send(answer, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            except Exception:  # the client may be gone; nothing else can be done for this request
+                LOG.exception("could not send the response of request %r", self._requests[token].request_id())
+
+    def request(self, token: int, inputs: Arrays) -> Request:
+        """The general path's view of request ``token`` (the lane hands it back)."""
+        return Request(self._model._info(self._requests[token]), inputs, self.respond(token))
