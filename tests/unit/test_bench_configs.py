@@ -123,8 +123,12 @@ def test_images_target_and_cores_come_from_the_same_rounds():
     assert target[1] == "1.30" and target[3] == "<= 1.2" and target[4] == "NO"  # median of 1.1 and 1.5
     cores = rows["null: UINT8 NHWC 1x224x224x3 (static AIPP): host cores at 4,000 images/s"]
     assert float(cores[1]) == pytest.approx(4000 * 0.3 * 1000 / 1e6, abs=0.01)  # 0.3 ms: the median server CPU
+    for point, faults in zip(points["uint8_224/null"], (10.0, 30.0)):
+        point["split"] = {"user_ms": 0.05, "sys_ms": 0.002, "minflt": faults}
     served = images.served_table(kinds, ["null"], points)
-    assert served.rows[0][4] == "300" and served.rows[0][6] == f"{4000 * 300 / 1e6:.2f}"
+    assert served.rows[0][4] == "300" and served.rows[0][9] == f"{4000 * 300 / 1e6:.2f}"
+    assert served.rows[0][6:9] == ["50", "2", "20"]  # its stub: user, sys us and faults per request, medians
+    assert served.rows[1][6] == "nan"  # no split measured
 
 
 def test_images_summary_sets_gemodel_against_the_constant_models_floor_per_round():
@@ -220,3 +224,14 @@ def test_serving_targets_are_ratios_of_the_medians_over_the_repeats():
     paired = ratios["GEModel / hand-written throughput, c=8, per repeat (median, range)"]
     assert paired.target is None and paired.value == pytest.approx(0.9)  # 0.5, 0.9, 2.73: not the same figure
     assert not math.isnan(paired.value)
+
+
+def test_the_stub_split_reads_proc_and_finds_no_stubs_where_there_are_none():
+    import os
+
+    from tools.bench import measure
+
+    user, system, faults = measure.user_sys_faults(os.getpid())
+    assert user > 0 and system >= 0 and faults > 0  # this process has run and faulted in its pages
+    assert measure.user_sys_faults(2**22 + 1) == (0.0, 0.0, 0.0)  # above pid_max's default: gone
+    assert measure.stub_pids(os.getpid(), "no_such_model") == []

@@ -34,9 +34,10 @@ kind what GEModel adds to the floor (stubs CPU minus the constant model's, and t
 from __future__ import annotations
 
 import collections
+import math
 import statistics
 
-from tools.bench.measure import perf_analyzer_arguments, perf_analyzer_binary, perf_window, positive_int
+from tools.bench.measure import perf_analyzer_arguments, perf_analyzer_binary, perf_window, positive_int, stub_pids
 from tools.bench.repos import CONSTANT, GEARS, ROWS, ImageInput, build_images_repository, config_named
 from tools.bench.runner import Bench, Ratio, Report, Table, ratio_table
 from tools.bench.scenarios.ab import configurations
@@ -118,6 +119,7 @@ def run(bench: Bench) -> Report:
                     args.window,
                     (server.process.pid,),
                     extra=extra,
+                    split_pids=stub_pids(server.process.pid, name),
                 )
                 result["stubs_cpu_ms"] = result["server_cpu_ms"] - result["pid_cpu_ms"][server.process.pid]
                 result["round"] = round_number
@@ -145,6 +147,14 @@ def _median(points: list[dict], key: str) -> float:
     return statistics.median(p[key] for p in points)
 
 
+#: the measured model's own stub: user and system CPU (us) and minor page faults per request
+SPLIT = (("user_ms", 1000), ("sys_ms", 1000), ("minflt", 1))
+
+
+def _median_split(points: list[dict], key: str) -> float:
+    return statistics.median(p.get("split", {}).get(key, math.nan) for p in points)
+
+
 def served_table(images: list[ImageInput], labels: list[str], points: dict[str, list[dict]]) -> Table:
     rows = []
     for image in images:
@@ -161,6 +171,7 @@ def served_table(images: list[ImageInput], labels: list[str], points: dict[str, 
                     f"{_median(found, 'avg_batch'):.2f}",
                     f"{server_us:.0f}",
                     f"{_median(found, 'stubs_cpu_ms') * 1000:.0f}",
+                    *(f"{_median_split(found, key) * scale:.0f}" for key, scale in SPLIT),
                     *(f"{rate * server_us / 1e6:.2f}" for rate in RATES),
                 ]
             )
@@ -171,11 +182,15 @@ def served_table(images: list[ImageInput], labels: list[str], points: dict[str, 
         "avg batch",
         "server CPU us/req",
         "stubs CPU us/req",
+        "its stub user us/req",
+        "its stub sys us/req",
+        "its stub minor faults/req",
         *(f"cores at {rate:,}/s" for rate in RATES),
     )
     title = (
         f"served, concurrency {CONCURRENCY}, batches of up to {ROWS} (medians over the rounds); "
-        "cores = images/s x server CPU us per image / 1e6"
+        "cores = images/s x server CPU us per image / 1e6; its stub: the measured model's own stub process "
+        "(/proc/PID/stat utime, stime, minflt over the window)"
     )
     return Table(title, header, rows, chart=(4, "server CPU us per request"))
 
