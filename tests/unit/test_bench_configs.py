@@ -107,23 +107,56 @@ def test_ab_targets_pair_each_round_with_its_identity():
     assert against.rows[0][3] == "1.70 (1.40-2.00)"  # stubs x identity's, paired per round
 
 
-def _image_point(stubs_ms, server_ms):
-    return {"stubs_cpu_ms": stubs_ms, "server_cpu_ms": server_ms, "infer_per_s": 100.0, "avg_batch": 8.0}
+def _image_points(rounds):
+    """point name -> one made-up point per (stubs CPU ms, server CPU ms) per request, per round."""
+    return {
+        name: [{"stubs_cpu_ms": a, "server_cpu_ms": b, "infer_per_s": 100.0, "avg_batch": 8.0} for a, b in found]
+        for name, found in rounds.items()
+    }
 
 
 def test_images_target_and_cores_come_from_the_same_rounds():
     kinds = [repos.ImageInput("uint8", 224), repos.ImageInput("uint8", 640)]
-    points = {
-        "uint8_224/null": [_image_point(0.1, 0.2), _image_point(0.2, 0.4)],
-        "uint8_640/null": [_image_point(0.11, 0.3), _image_point(0.3, 0.5)],
-    }
+    points = _image_points({"uint8_224/null": [(0.1, 0.2), (0.2, 0.4)], "uint8_640/null": [(0.11, 0.3), (0.3, 0.5)]})
     rows = {row[0]: row for row in images.summary(kinds, ["null"], points).rows}
     target = rows["null: UINT8 640 / 224 stubs CPU per request"]
     assert target[1] == "1.30" and target[3] == "<= 1.2" and target[4] == "NO"  # median of 1.1 and 1.5
     cores = rows["null: UINT8 NHWC 1x224x224x3 (static AIPP): host cores at 4,000 images/s"]
     assert float(cores[1]) == pytest.approx(4000 * 0.3 * 1000 / 1e6, abs=0.01)  # 0.3 ms: the median server CPU
+    for point, faults in zip(points["uint8_224/null"], (10.0, 30.0)):
+        point["split"] = {"user_ms": 0.05, "sys_ms": 0.002, "minflt": faults}
     served = images.served_table(kinds, ["null"], points)
-    assert served.rows[0][4] == "300" and served.rows[0][6] == f"{4000 * 300 / 1e6:.2f}"
+    assert served.rows[0][4] == "300" and served.rows[0][9] == f"{4000 * 300 / 1e6:.2f}"
+    assert served.rows[0][6:9] == ["50", "2", "20"]  # its stub: user, sys us and faults per request, medians
+    assert served.rows[1][6] == "nan"  # no split measured
+
+
+def test_images_summary_sets_gemodel_against_the_constant_models_floor_per_round():
+    kinds = [repos.ImageInput("uint8", 224), repos.ImageInput("uint8", 640), repos.ImageInput("fp32", 224)]
+    points = _image_points(
+        {
+            "uint8_224/null": [(0.3, 0.6), (0.2, 0.4)],
+            "uint8_640/null": [(1.5, 2.0), (1.2, 1.6)],
+            "uint8_224/constant": [(0.15, 0.3), (0.1, 0.2)],
+            "uint8_640/constant": [(1.2, 1.5), (1.1, 1.4)],
+            "fp32_224/null": [(1.0, 1.2), (1.0, 1.2)],
+        }
+    )
+    rows = {row[0]: row for row in images.summary(kinds, ["null"], points).rows}
+    target = rows["null: UINT8 640 / 224 stubs CPU per request"]
+    assert target[1] == "5.50" and target[3] == "<= 1.2" and target[4] == "NO"  # median of 5.0 and 6.0
+    floor = rows["constant: UINT8 640 / 224 stubs CPU per request (the Python backend's floor: what bounds the target)"]
+    assert floor[1] == "9.50" and floor[3] == "" and floor[4] == ""  # median of 8.0 and 11.0, no target of its own
+    title = kinds[1].title
+    added = rows[f"null: {title}: stubs CPU us per request above the constant model's"]
+    assert added[1] == "200.00"  # median of 300 and 100 us, each round against its own constant point
+    times = rows[f"null: {title}: stubs CPU per request / the constant model's"]
+    assert float(times[1]) == pytest.approx((1.5 / 1.2 + 1.2 / 1.1) / 2, abs=0.005)
+    assert not any(kinds[2].title in name and "constant" in name for name in rows)  # fp32 had no constant point
+    assert not any(name.startswith("constant: FP32") for name in rows)
+    served = images.served_table(kinds, ["null", repos.CONSTANT], points)
+    assert [row[1] for row in served.rows] == ["null", "constant", "null", "constant", "null"]
+    assert served.rows[1][5] == "125"  # the constant model's median stubs CPU us per request
 
 
 def test_image_inputs_and_their_folders_batch_by_eight(tmp_path):
@@ -136,6 +169,39 @@ def test_image_inputs_and_their_folders_batch_by_eight(tmp_path):
     assert config.dynamic_batching.max_queue_delay_microseconds == 1234
     assert config.input[0].data_type == 2 and list(config.input[0].dims) == [8, 8, 3]  # TYPE_UINT8 NHWC: AIPP
     assert config.parameters["engine"].string_value == "acl"
+    assert set(folders) == {(i.label, c) for i in small for c in ("null", repos.CONSTANT)}
+    assert list(folders).index(("uint8_8", repos.CONSTANT)) == list(folders).index(("uint8_8", "null")) + 1
+    floor = repo / folders[("fp32_8", repos.CONSTANT)]
+    constant = read_config_file(floor / "config.pbtxt")  # parsed against Triton's model_config schema
+    generated = read_config_file(repo / folders[("fp32_8", "null")] / "config.pbtxt")
+    assert constant.name == floor.name and constant.backend == "python" and not constant.parameters
+    assert constant.input == generated.input and constant.output == generated.output
+    assert constant.dynamic_batching == generated.dynamic_batching
+    assert constant.instance_group == generated.instance_group and constant.max_batch_size == 8
+    assert (floor / "1" / "model.py").read_text() == (repos.BASELINES / "constant_model.py").read_text()
+
+
+def test_the_constant_model_reads_the_input_and_answers_zeros_of_the_outputs_shape(tmp_path):
+    import importlib.util
+
+    import numpy as np
+
+    from ge_python_backend.testing import install_fake_pb_utils, triton_args
+
+    pb_utils = install_fake_pb_utils()
+    kinds = [repos.ImageInput("uint8", 8)]
+    repo, folders = repos.build_images_repository(tmp_path, kinds, [repos.config_named("null")])
+    folder = repo / folders[("uint8_8", repos.CONSTANT)]
+    spec = importlib.util.spec_from_file_location("bench_constant_model", folder / "1" / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.TritonPythonModel()
+    model.initialize(triton_args(folder))
+    request = pb_utils.InferenceRequest([pb_utils.Tensor("x", np.ones((2, 8, 8, 3), np.uint8))])
+    (response,) = model.execute([request])
+    (answer,) = response.output_tensors()
+    assert answer.name() == "y" and answer.as_numpy().dtype == np.float32
+    assert answer.as_numpy().shape == (2, 3) and not answer.as_numpy().any()
 
 
 def test_serving_targets_are_ratios_of_the_medians_over_the_repeats():
@@ -158,3 +224,14 @@ def test_serving_targets_are_ratios_of_the_medians_over_the_repeats():
     paired = ratios["GEModel / hand-written throughput, c=8, per repeat (median, range)"]
     assert paired.target is None and paired.value == pytest.approx(0.9)  # 0.5, 0.9, 2.73: not the same figure
     assert not math.isnan(paired.value)
+
+
+def test_the_stub_split_reads_proc_and_finds_no_stubs_where_there_are_none():
+    import os
+
+    from tools.bench import measure
+
+    user, system, faults = measure.user_sys_faults(os.getpid())
+    assert user > 0 and system >= 0 and faults > 0  # this process has run and faulted in its pages
+    assert measure.user_sys_faults(2**22 + 1) == (0.0, 0.0, 0.0)  # above pid_max's default: gone
+    assert measure.stub_pids(os.getpid(), "no_such_model") == []

@@ -188,13 +188,15 @@ def perf_window(
     pids: Sequence[int] = (),
     quiet: bool = True,
     extra: Sequence[str] = (),
+    split_pids: Sequence[int] = (),
 ) -> dict:
     """perf_analyzer loads ``model`` at ``concurrency`` (after a quiet-host wait unless
     ``quiet`` is false); after ``warmup`` s a window of ``window`` s is measured between two
     scrapes of the server's metrics: Triton's counts, CPU of the server's process tree, of
     perf_analyzer and of everything else ("others"). ``pids``: processes whose own CPU per
     request over the same window is reported too (``pid_cpu_ms``); ``extra``: more perf_analyzer
-    options (e.g. ``--shared-memory system``)."""
+    options (e.g. ``--shared-memory system``); ``split_pids``: processes whose user and system CPU
+    and minor page faults per request, summed, are reported too (``split``)."""
     from ge_python_backend.ops.bench import metrics
     from ge_python_backend.ops.bench.host import busy_cpu_seconds, process_cpu, process_tree_cpu
 
@@ -229,6 +231,7 @@ def perf_window(
                 busy_cpu_seconds() or 0.0,
                 time.process_time(),
                 [process_cpu(pid) or 0.0 for pid in pids],
+                [sum(column) for column in zip((0.0, 0.0, 0.0), *(user_sys_faults(pid) for pid in split_pids))],
             )
 
         first = reading()
@@ -271,7 +274,37 @@ def perf_window(
         "queue_ms": split["per_request_us"]["queue"] / 1000.0,
         "phase_ms_per_execution": phases,
         "pid_cpu_ms": {pid: (b - a) * per for pid, a, b in zip(pids, first[6], last[6])},
+        "split": dict(zip(("user_ms", "sys_ms", "minflt"), ((b - a) * per for a, b in zip(first[7], last[7])))),
     }
+
+
+def user_sys_faults(pid: int) -> tuple[float, float, float]:
+    """``pid``'s user and system CPU seconds and thousands of minor page faults so far (/proc/PID/stat
+    fields utime, stime and minflt; the faults scaled as the seconds, so that ``* 1000 / requests``
+    gives faults per request); zeros if it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return (0.0, 0.0, 0.0)
+    fields = text[text.rindex(")") + 2 :].split()  # from field 3 (state) on
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7]) / 1000.0)
+
+
+def stub_pids(server_pid: int, model: str) -> list[int]:
+    """The Python backend stubs tritonserver (``server_pid``) runs for ``model``'s instances."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or not (entry / "comm").read_text().startswith("triton_python"):
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+        except OSError:
+            continue
+        if int(parent) == server_pid and f"/{model}/" in command:
+            found.append(int(entry.name))
+    return found
 
 
 def perf_analyzer_once(analyzer: str, address: str, model: str, concurrency: int, seconds: float) -> dict[str, float]:

@@ -432,7 +432,8 @@ def build_images_repository(
     """(repository, (image label, config label) -> folder): generate's folder of every image
     model for each configuration (``null``, ``default``) at device time 0, its dynamic batching
     set to gather batches of 8 (preferred size 8 only, ``queue_delay_us``; the gears stay 1,2,4,8
-    for the batches the delay cuts short)."""
+    for the batches the delay cuts short), and beside the first configuration's folder the
+    constant model's (``CONSTANT``: the Python backend's floor for the same request)."""
     from ge_python_backend.repository.config import format_config, read_config_file
 
     repo = workdir / "repo"
@@ -450,4 +451,27 @@ def build_images_repository(
             written.dynamic_batching.max_queue_delay_microseconds = queue_delay_us
             (folder / "config.pbtxt").write_text(format_config(written))
             folders[(image.label, config.label)] = folder.name
+            if config is configs[0]:  # measured next to it in every round
+                folders[(image.label, CONSTANT)] = constant_folder(folder, f"{image.label}_{CONSTANT}").name
     return repo, folders
+
+
+#: the label of the images scenario's floor: baselines/constant_model.py beside each image model
+CONSTANT = "constant"
+
+
+def constant_folder(source: Path, name: str) -> Path:
+    """The constant model.py (baselines/constant_model.py: the Python backend's floor) in a folder
+    beside ``source`` named ``name``: ``source``'s config (inputs, outputs, batching, instances)
+    without its parameters (no engine) and Triton's Python backend's own stub."""
+    from ge_python_backend.repository.config import format_config, read_config_file
+
+    config = read_config_file(source / "config.pbtxt")
+    config.name = name
+    config.backend = "python"
+    config.ClearField("parameters")
+    folder = source.parent / name
+    (folder / "1").mkdir(parents=True)
+    (folder / "config.pbtxt").write_text(format_config(config))
+    shutil.copyfile(BASELINES / "constant_model.py", folder / "1" / "model.py")
+    return folder

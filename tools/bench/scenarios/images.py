@@ -13,7 +13,10 @@ what is measured:
 
 Each is served by ``ge-triton generate``'s folder on engine acl over the null pyACL (``null``:
 the host path a real NPU sees, device time 0; tools/bench/nullacl.py) and, for reference, on
-acl-sim (``default``: the simulator's own cost included). Per point, after a quiet-host wait:
+acl-sim (``default``: the simulator's own cost included), and beside the first configuration the
+constant model (``constant``: tools/bench/baselines/constant_model.py with the same config and no
+engine: it reads the input and answers zeros of the output's shape, the Python backend's own floor
+for the same request, measured next to its GEModel folder in every round). Per point, after a quiet-host wait:
 server CPU per request (tritonserver and its stubs, over a perf_analyzer window between two
 metrics scrapes) and the stubs' share. perf_analyzer hands the inputs over in system shared
 memory by default (``--shared-memory none``: over gRPC; on this 2-core host the client's
@@ -24,16 +27,18 @@ as the runner does per batch) against one numpy memcpy of the same bytes, per re
 (the ``gather`` scenario's case). From the served figures: host cores one 310P3 needs at 4,000
 and 12,000 images/s = images/s x server CPU us per image / 1e6. The issue-25 target: a UINT8
 640x640x3 request costs at most 1.2x a 224x224x3 one in stub CPU (copies, not Python, should
-scale with bytes).
+scale with bytes); beside it the constant model's own 640 / 224, which bounds it, and per request
+kind what GEModel adds to the floor (stubs CPU minus the constant model's, and their ratio).
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import statistics
 
-from tools.bench.measure import perf_analyzer_arguments, perf_analyzer_binary, perf_window, positive_int
-from tools.bench.repos import GEARS, ROWS, ImageInput, build_images_repository, config_named
+from tools.bench.measure import perf_analyzer_arguments, perf_analyzer_binary, perf_window, positive_int, stub_pids
+from tools.bench.repos import CONSTANT, GEARS, ROWS, ImageInput, build_images_repository, config_named
 from tools.bench.runner import Bench, Ratio, Report, Table, ratio_table
 from tools.bench.scenarios.ab import configurations
 from tools.bench.scenarios.gather import case as gather_case
@@ -114,6 +119,7 @@ def run(bench: Bench) -> Report:
                     args.window,
                     (server.process.pid,),
                     extra=extra,
+                    split_pids=stub_pids(server.process.pid, name),
                 )
                 result["stubs_cpu_ms"] = result["server_cpu_ms"] - result["pid_cpu_ms"][server.process.pid]
                 result["round"] = round_number
@@ -133,7 +139,7 @@ def run(bench: Bench) -> Report:
         "gather": gathers,
         "points": points,
     }
-    tables = [served_table(images, args.configs, points), gather_table(images, gathers)]
+    tables = [served_table(images, [*args.configs, CONSTANT], points), gather_table(images, gathers)]
     return Report(summary=summary(images, args.configs, points), tables=tables, data=data)
 
 
@@ -141,11 +147,21 @@ def _median(points: list[dict], key: str) -> float:
     return statistics.median(p[key] for p in points)
 
 
+#: the measured model's own stub: user and system CPU (us) and minor page faults per request
+SPLIT = (("user_ms", 1000), ("sys_ms", 1000), ("minflt", 1))
+
+
+def _median_split(points: list[dict], key: str) -> float:
+    return statistics.median(p.get("split", {}).get(key, math.nan) for p in points)
+
+
 def served_table(images: list[ImageInput], labels: list[str], points: dict[str, list[dict]]) -> Table:
     rows = []
     for image in images:
         for label in labels:
-            found = points[f"{image.label}/{label}"]
+            found = points.get(f"{image.label}/{label}")
+            if not found:  # the constant model of a folder that was not measured
+                continue
             server_us = _median(found, "server_cpu_ms") * 1000
             rows.append(
                 [
@@ -155,6 +171,7 @@ def served_table(images: list[ImageInput], labels: list[str], points: dict[str, 
                     f"{_median(found, 'avg_batch'):.2f}",
                     f"{server_us:.0f}",
                     f"{_median(found, 'stubs_cpu_ms') * 1000:.0f}",
+                    *(f"{_median_split(found, key) * scale:.0f}" for key, scale in SPLIT),
                     *(f"{rate * server_us / 1e6:.2f}" for rate in RATES),
                 ]
             )
@@ -165,11 +182,15 @@ def served_table(images: list[ImageInput], labels: list[str], points: dict[str, 
         "avg batch",
         "server CPU us/req",
         "stubs CPU us/req",
+        "its stub user us/req",
+        "its stub sys us/req",
+        "its stub minor faults/req",
         *(f"cores at {rate:,}/s" for rate in RATES),
     )
     title = (
         f"served, concurrency {CONCURRENCY}, batches of up to {ROWS} (medians over the rounds); "
-        "cores = images/s x server CPU us per image / 1e6"
+        "cores = images/s x server CPU us per image / 1e6; its stub: the measured model's own stub process "
+        "(/proc/PID/stat utime, stime, minflt over the window)"
     )
     return Table(title, header, rows, chart=(4, "server CPU us per request"))
 
@@ -183,16 +204,43 @@ def gather_table(images: list[ImageInput], gathers: dict[str, dict]) -> Table:
 
 def summary(images: list[ImageInput], labels: list[str], points: dict[str, list[dict]]) -> Table:
     """The target (UINT8 640 / 224 stub CPU per request, paired per round) on the first
-    configuration (null: the real NPU's host path), and the server CPU per image behind the cores."""
+    configuration (null: the real NPU's host path) and what bounds it: the constant model's own
+    640 / 224 (the Python backend's floor, measured next to it in every round); per request kind,
+    what GEModel adds to that floor; and the server CPU per image behind the cores."""
     label = labels[0]
     ratios = []
-    big, small = f"uint8_{max(i.size for i in images)}/{label}", f"uint8_{min(i.size for i in images)}/{label}"
-    if big in points and small in points and big != small:
-        paired = [b["stubs_cpu_ms"] / s["stubs_cpu_ms"] for b, s in zip(points[big], points[small])]
-        sizes = f"{max(i.size for i in images)} / {min(i.size for i in images)}"
-        ratios.append(Ratio(f"{label}: UINT8 {sizes} stubs CPU per request", paired, TARGET, False))
-        paired = [b["server_cpu_ms"] / s["server_cpu_ms"] for b, s in zip(points[big], points[small])]
-        ratios.append(Ratio(f"{label}: UINT8 {sizes} server CPU per request", paired))
+    big, small = max(i.size for i in images), min(i.size for i in images)
+    sizes = f"{big} / {small}"
+    for kind in ("uint8", "fp32") if big != small else ():
+        large, little = f"{kind}_{big}", f"{kind}_{small}"
+        for served in (label, CONSTANT):
+            if f"{large}/{served}" not in points or f"{little}/{served}" not in points:
+                continue
+            name = f"{served}: {kind.upper()} {sizes} stubs CPU per request"
+            paired = _paired(points, large, little, served, "stubs_cpu_ms")
+            if kind == "uint8" and served == label:
+                ratios.append(Ratio(name, paired, TARGET, False))
+                paired = _paired(points, large, little, served, "server_cpu_ms")
+                ratios.append(Ratio(f"{label}: UINT8 {sizes} server CPU per request", paired))
+            elif kind == "uint8":
+                ratios.append(Ratio(f"{name} (the Python backend's floor: what bounds the target)", paired))
+            else:
+                ratios.append(Ratio(name, paired))
+    for image in images:
+        ours, floor = points.get(f"{image.label}/{label}"), points.get(f"{image.label}/{CONSTANT}")
+        if ours and floor:
+            ratios.append(
+                Ratio(
+                    f"{label}: {image.title}: stubs CPU us per request above the constant model's",
+                    [(g["stubs_cpu_ms"] - c["stubs_cpu_ms"]) * 1000 for g, c in zip(ours, floor)],
+                )
+            )
+            ratios.append(
+                Ratio(
+                    f"{label}: {image.title}: stubs CPU per request / the constant model's",
+                    [g["stubs_cpu_ms"] / c["stubs_cpu_ms"] for g, c in zip(ours, floor)],
+                )
+            )
     for image in images:
         found = points[f"{image.label}/{label}"]
         for rate in RATES:
@@ -202,4 +250,10 @@ def summary(images: list[ImageInput], labels: list[str], points: dict[str, list[
                     [rate * p["server_cpu_ms"] * 1000 / 1e6 for p in found],
                 )
             )
-    return ratio_table(ratios, "target and host cores per 310P3 (medians over the rounds)")
+    title = "target, what bounds it, what GEModel adds to the floor, host cores per 310P3 (medians over the rounds)"
+    return ratio_table(ratios, title)
+
+
+def _paired(points: dict[str, list[dict]], large: str, little: str, served: str, key: str) -> list[float]:
+    """``large`` / ``little`` ``key`` per request of ``served``, per round."""
+    return [b[key] / s[key] for b, s in zip(points[f"{large}/{served}"], points[f"{little}/{served}"])]
