@@ -139,7 +139,9 @@ class Load:
         deadline = time.monotonic() + timeout
         while sum(1 for r in self.records if r[2].startswith(outcome)) < count and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert sum(1 for r in self.records if r[2].startswith(outcome)) >= count, (outcome, self.outcomes())
+        seen = sum(1 for r in self.records if r[2].startswith(outcome))
+        # the server's own last lines say why when it is tritonserver that went away
+        assert seen >= count, (outcome, self.outcomes(), self.server.log_tail(40))
 
     def outcomes(self) -> set[str]:
         return {r[2] for r in self.records}
