@@ -82,10 +82,15 @@ class Engine(ABC):
         return None
 
     @property
+    def reads_parameters(self) -> bool:
+        """Whether ``batch_settings`` reads a request's parameters at all (it is overridden)."""
+        return type(self).batch_settings is not Engine.batch_settings
+
+    @property
     def settings_without_parameters(self) -> bool:
         """Whether ``batch_settings`` may return anything but None for a request without parameters
         (the runner skips the call for such requests otherwise). Default: only if overridden."""
-        return type(self).batch_settings is not Engine.batch_settings
+        return self.reads_parameters
 
     def after_batch(self) -> None:  # noqa: B027 - optional: most engines keep no per-batch state
         """Called once after each batch runs (acl: counts batches of a profiling window)."""

@@ -97,13 +97,12 @@ class Runner:
             if hook
         }
         self._aliasing_outputs = engine.outputs_alias_slot_memory
-        hooks = [name for name, hook in (("preprocess", preprocess), ("postprocess", postprocess)) if hook]
         #: why this model cannot use the fast lane ("" when it can)
         self.lane_refusal = refusal(
             model,
             self._layout,
             outputs,
-            hooks=hooks,
+            hooks=list(self._hook_locations),
             sequences=sequences is not None,
             reject_nonfinite=reject_nonfinite,
             engine_settings=engine.settings_without_parameters,
@@ -125,7 +124,7 @@ class Runner:
                 self._outputs,
                 outputs,
                 batching=batching,
-                reads_parameters=type(engine).batch_settings is not Engine.batch_settings,
+                reads_parameters=engine.reads_parameters,
                 adopt=self._adopted,
             )
         )
