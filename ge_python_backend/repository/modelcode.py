@@ -28,7 +28,8 @@ class ModelCode:
     ``problem``: why Triton could not load the file. ``imported``: the names it imports from
     ge_python_backend (``ImageClassifier`` tells ``check`` to run the classifier's checks).
     ``auto_completes``: its class is GEModel's own auto-complete (it derives from GEModel and
-    does not define ``auto_complete_config``), so the server completes the config with it."""
+    does not define ``auto_complete_config``), so the server completes the config with it.
+    ``router``: its class derives from RouterModel (``triton/router.py``)."""
 
     path: Path
     uses_package: bool
@@ -37,6 +38,7 @@ class ModelCode:
     problem: str | None = None
     imported: frozenset[str] = frozenset()
     auto_completes: bool = False
+    router: bool = False
 
 
 def read_model_code(path: Path) -> ModelCode:
@@ -53,6 +55,8 @@ def read_model_code(path: Path) -> ModelCode:
         if any(_assigned(node, "TritonPythonModel") is not None for node in tree.body):
             return _unknown(path, uses_package)
         return _unknown(path, uses_package, "defines no class TritonPythonModel, which Triton's Python backend loads")
+    if any(_last_name(base) == "RouterModel" for base in model_class.bases):
+        return ModelCode(path, uses_package, frozenset(), (), router=True)
     if not any(_last_name(base) == "GEModel" for base in model_class.bases):
         return _unknown(path, uses_package)
     methods = {node.name for node in model_class.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}

@@ -10,8 +10,14 @@ A template is a folder holding ``template.json`` and the files it names::
       "inputs":  [{"name": "IMAGE", "data_type": "TYPE_STRING", "dims": [1]}],   # optional:
       "outputs": [{"name": "LABELS", "data_type": "TYPE_STRING", "dims": ["${top_k}"]}],  # replace the model's
       "files": {"{version}/model.py": "model.py.in",             # rendered with ${...}
-                "{version}/labels.txt": "@labels"}               # "@option": copy the file the option names
+                "{version}/labels.txt": "@labels"},              # "@option": copy the file the option names
+      "source": "model"                                          # optional, see below
     }
+
+``source`` says where the model's inputs and outputs come from: ``"model"`` (the default), the model
+file ``generate`` is given; ``"members"``, the configs of the models of the output repository that
+option ``members`` names (comma-separated; the router: ``repository/router.py``), with no model
+file. A parameter that renders empty is left out of the config (unset).
 
 Text is rendered with ``string.Template``: ``${name}``, ``${source}``, ``${model_file}`` and every
 option are available. Values are rendered for the language they land in, since ``source`` (the
@@ -48,6 +54,8 @@ from ge_python_backend.params import parse_bool, parse_int, parse_list
 ENV_TEMPLATE_PATH = "GE_TRITON_TEMPLATE_PATH"
 
 OPTION_TYPES = ("string", "int", "float_list", "bool")
+#: where a template's inputs and outputs come from (``source``)
+SOURCES = ("model", "members")
 #: What a placeholder becomes while a Python template is checked: an identifier, so the template
 #: tokenizes and parses wherever it sits.
 _MARKER = "GE_TEMPLATE_VALUE_{}_"
@@ -82,6 +90,7 @@ class Template:
     inputs: tuple[Mapping[str, Any], ...] | None = None
     outputs: tuple[Mapping[str, Any], ...] | None = None
     files: Mapping[str, str] = field(default_factory=dict)
+    source: str = "model"
 
     def values(self, given: Mapping[str, str]) -> dict[str, str]:
         """Option values: given ones, then defaults; unknown or missing options are errors."""
@@ -222,6 +231,10 @@ class Template:
 
     def check(self) -> None:
         """Refuse option types, target paths and sources that are wrong before anything is written."""
+        if self.source not in SOURCES:
+            raise ConfigError(f"template {self.name!r} has source {self.source!r}; accepted: {', '.join(SOURCES)}")
+        if self.source == "members" and "members" not in self.options:
+            raise ConfigError(f"template {self.name!r} has source members but no option 'members' naming them")
         for key, option in self.options.items():
             if option.get("type", "string") not in OPTION_TYPES:
                 raise ConfigError(
@@ -322,6 +335,7 @@ def load_template(name: str) -> Template:
         inputs=tuple(data["inputs"]) if "inputs" in data else None,
         outputs=tuple(data["outputs"]) if "outputs" in data else None,
         files=data.get("files", {}),
+        source=data.get("source", "model"),
     )
     template.check()
     return template
