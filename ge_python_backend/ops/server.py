@@ -49,10 +49,17 @@ class TritonInstall:
 
 
 def find_tritonserver() -> TritonInstall:
-    """tritonserver on PATH, else the one inside the installed nvidia-pytriton wheel."""
+    """tritonserver on PATH, else the one inside the installed nvidia-pytriton wheel. A tritonserver on
+    PATH that lies in an nvidia-pytriton tree gets that tree's bundled libraries, which the Python
+    stub copied out of the tree no longer finds through its relative RPATH."""
     on_path = shutil.which("tritonserver")
     if on_path:
         binary = Path(on_path).resolve()
+        tree = binary.parent.parent  # <root>/pytriton/tritonserver/bin/tritonserver in a wheel's tree
+        if (tree.name, tree.parent.name) == ("tritonserver", "pytriton") and (
+            tree.parent.parent / "nvidia_pytriton.libs"
+        ).is_dir():
+            return pytriton_install(tree.parent.parent)
         return TritonInstall(binary, binary.parent.parent / "backends", binary.parent.parent / "lib")
     try:
         import pytriton
@@ -225,9 +232,6 @@ class TritonServer:
         self.startup_timeout = startup_timeout
         self.install = install
         self.stop_with_parent = stop_with_parent
-        self._own_workspace = workspace is None
-        self.workspace = Path(workspace or tempfile.mkdtemp(prefix="ge-triton-"))
-        self.log_path = Path(log_path) if log_path is not None else self.workspace / "tritonserver.log"
         self.process: subprocess.Popen | None = None
         #: the models and their states once the server is ready (``wait_ready``)
         self.models: list[ModelState] = []
@@ -238,6 +242,11 @@ class TritonServer:
             return forced[name][-1] if forced.get(name) else default
 
         self.model_control_mode = last("model-control-mode", model_control_mode)
+        if self.load_models and self.model_control_mode != "explicit":  # tritonserver exits at start on it
+            raise ServerError(
+                f"--load-model {self.load_models[0]}: models are loaded by name only in model control mode explicit "
+                f"(in force: {self.model_control_mode}, in which every model loads at start)"
+            )
         self.exit_on_error = _true(last("exit-on-error", str(exit_on_error)))
         given = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
         self.endpoints = tuple(
@@ -270,6 +279,10 @@ class TritonServer:
             [*ours.get("http-restricted-api", ()), *forced.get("http-restricted-api", ())],
             [*ours.get("grpc-restricted-protocol", ()), *forced.get("grpc-restricted-protocol", ())],
         )
+        # last: a refused command line leaves no folder behind
+        self._own_workspace = workspace is None
+        self.workspace = Path(workspace or tempfile.mkdtemp(prefix="ge-triton-"))
+        self.log_path = Path(log_path) if log_path is not None else self.workspace / "tritonserver.log"
 
     @property
     def http_address(self) -> str:

@@ -19,7 +19,7 @@ from ge_python_backend.ops.access import (
     command_lines_hidden,
     parse_apis,
 )
-from ge_python_backend.ops.server import ServerError, TritonInstall, TritonServer
+from ge_python_backend.ops.server import ServerError, TritonInstall, TritonServer, find_tritonserver
 from ge_python_backend.ops.server import arguments_in_force as in_force
 
 
@@ -44,9 +44,51 @@ def test_extra_arguments_decide_ports_and_readiness_rules(tmp_path):
     server.close()
 
 
+def _executable(path):
+    path.parent.mkdir(parents=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_tritonserver_on_path_from_a_wheel_tree_gets_the_wheel_libraries(tmp_path, monkeypatch):
+    """The Python stub is copied out of the tree, where its relative RPATH no longer finds them."""
+    wheel = tmp_path / "wheel"
+    binary = _executable(wheel / "pytriton" / "tritonserver" / "bin" / "tritonserver")
+    (wheel / "nvidia_pytriton.libs").mkdir()
+    monkeypatch.setenv("PATH", str(binary.parent))
+    assert find_tritonserver() == TritonInstall(
+        binary, wheel / "pytriton" / "tritonserver" / "backends", wheel / "nvidia_pytriton.libs"
+    )
+
+
+@pytest.mark.parametrize("prefix", ["opt/tritonserver", "tritonserver", "pytriton/tritonserver"])
+def test_a_tritonserver_on_path_elsewhere_gets_its_own_lib_folder(tmp_path, monkeypatch, prefix):
+    binary = _executable(tmp_path / prefix / "bin" / "tritonserver")
+    monkeypatch.setenv("PATH", str(binary.parent))
+    assert find_tritonserver() == TritonInstall(binary, binary.parents[1] / "backends", binary.parents[1] / "lib")
+
+
 def test_without_http_there_is_nothing_to_check_readiness_with(tmp_path):
     with pytest.raises(ServerError, match="--allow-http=false: the server's readiness is checked over HTTP"):
         TritonServer(tmp_path, extra_args=["--allow-http=false"])
+
+
+def test_load_model_needs_explicit_model_control_in_force_and_a_refusal_leaves_no_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr("tempfile.tempdir", None)
+    with pytest.raises(ServerError, match="--load-model a: models are loaded by name only in model control mode"):
+        TritonServer(tmp_path, load_models=["a"])
+    with pytest.raises(ServerError, match=r"\(in force: poll,"):
+        TritonServer(
+            tmp_path, model_control_mode="explicit", load_models=["a"], extra_args=["--model-control-mode=poll"]
+        )
+    assert list((tmp_path / "tmp").iterdir()) == []
+    server = TritonServer(tmp_path, load_models=["a", "*"], extra_args=["--model-control-mode=explicit"])
+    command = server.command(TritonInstall(tmp_path / "tritonserver", tmp_path, None), tmp_path)
+    assert "--load-model=a" in command and "--load-model=*" in command
+    server.close()
 
 
 def test_http_inference_off_restricts_the_inference_api_with_a_secret_value(tmp_path):
