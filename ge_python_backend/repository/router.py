@@ -79,7 +79,14 @@ def router_config(
     if len(set(batches.values())) > 1:
         each = ", ".join(f"{n} {b}" for n, b in batches.items())
         notes.append(f"max_batch_size {io.max_batch_size}: the smallest of the members' ({each})")
-    total = sum(limit.limit for limit in limits)
+    total = sum(limit.limit for limit in member_limits(members, given))
+    per_execute = max(io.max_batch_size, 1)
+    if instances * per_execute < total:
+        notes.append(
+            f"on Triton 24.02-24.05 (no response senders: answers are returned from execute) each router instance has "
+            f"at most {per_execute} rows in flight: give it --instances {-(-total // per_execute)} there to fill the "
+            f"members' {total}"
+        )
     if total > DEFAULT_BLS_THREADS:
         notes.append(
             f"the limits add up to {total} rows in flight: start tritonserver with "

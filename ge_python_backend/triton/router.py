@@ -50,7 +50,12 @@ from ge_python_backend.serving.members import ERROR_CODE_PARAMETER, asks_for_cod
 from ge_python_backend.serving.routing import Job, Router
 from ge_python_backend.triton import capabilities, lifeline, logbridge
 from ge_python_backend.triton.metrics import RouterMetrics
-from ge_python_backend.triton.router_settings import DEFAULT_BLS_THREADS, RouterSettings, bls_threads
+from ge_python_backend.triton.router_settings import (
+    DEFAULT_BLS_THREADS,
+    RouterSettings,
+    bls_threads,
+    return_mode_instances,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -116,6 +121,15 @@ class RouterModel:
         pb_utils.Logger.log_info(
             f"{settings.instance_name}: routes to {members}; {answers}; back-off {settings.backoff_s * 1000:g} ms"
         )
+        wanted = None if self._sender else return_mode_instances(settings)
+        if wanted is not None:
+            pb_utils.Logger.log_warn(
+                f"{settings.instance_name}: with answers returned from execute, each of the router's "
+                f"{settings.instances} instance(s) has at most max_batch_size ({settings.io.max_batch_size}) rows in "
+                "flight, fewer than its "
+                f"members' limits ({settings.total_rows} rows): give the router {wanted} instances (instance_group "
+                "count; each routes its share of every member's limit)"
+            )
         threads = bls_threads(os.getppid()) if lifeline.in_stub() else DEFAULT_BLS_THREADS
         total = sum(m.limit for m in settings.limits)
         if total > threads:

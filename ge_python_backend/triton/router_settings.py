@@ -77,7 +77,11 @@ class RouterSettings:
     version: str
     members: tuple[MemberFacts, ...]
     io: RouterIO
+    #: each member's limit for this instance (the members' limits divided among ``instances``)
     limits: tuple[MemberLimit, ...]
+    instances: int
+    #: the members' limits added up, for all of the router's instances together
+    total_rows: int
     backoff_s: float
     response_mode: ResponseMode
     metrics: bool
@@ -96,6 +100,7 @@ class RouterSettings:
         own = member_facts(name, config)
         check_own_io(own, io)
         limits = tuple(member_limits(members, values["member_limits"], own.instances))
+        total = sum(m.limit for m in member_limits(members, values["member_limits"]))
         return cls(
             name=name,
             instance_name=args.get("model_instance_name", name),
@@ -103,6 +108,8 @@ class RouterSettings:
             members=members,
             io=io,
             limits=limits,
+            instances=own.instances,
+            total_rows=total,
             backoff_s=values["backoff_ms"] / 1000.0,
             response_mode=values["response_mode"],
             metrics=values["metrics"],
@@ -152,3 +159,12 @@ def bls_threads(server_pid: int) -> int:
             if value.isdigit():
                 return int(value)
     return DEFAULT_BLS_THREADS
+
+
+def return_mode_instances(settings: RouterSettings) -> int | None:
+    """With answers returned from execute an instance has at most one execute's rows in flight
+    (``max_batch_size``): the instance count that lets the members' limits fill, when the router
+    has fewer; None when it has enough."""
+    per_execute = max(settings.io.max_batch_size, 1)
+    wanted = -(-settings.total_rows // per_execute)
+    return wanted if settings.instances < wanted else None

@@ -62,8 +62,9 @@ def members_served(repo: Path, names=("npu", "cpu")):
     with ExitStack() as stack:
         for name in names:
             harness = stack.enter_context(ModelHarness(Member, repo / name))
+            lock = threading.Lock()
 
-            def answer(request, harness=harness, name=name, lock=threading.Lock()):
+            def answer(request, harness=harness, name=name, lock=lock):
                 with lock:  # and the outputs copied before the next execute reuses the member's buffers
                     calls[name] += 1
                     (response,) = harness.model.execute([request])

@@ -275,7 +275,7 @@ def test_random_loads_answer_every_request_exactly_once_within_the_limits():
         flaky = {name for name, _ in limits if rng.random() < 0.4}
         original = members.job
 
-        def job(index: int, flaky=flaky, original=original) -> Job:
+        def job(index: int, flaky=flaky, original=original, members=members) -> Job:
             made = original(index, rows=rng.randint(1, 3))
             inner = made.attempt
 
