@@ -384,7 +384,7 @@ def compile_for(
     model's engine parameters (``atc_*`` among them; files they name lie in ``version_dir``)."""
     runs_as = stand_in(info)
     if not runs_as.atc:
-        raise ConfigError(f"engine {runs_as.name} compiles nothing; give it a {runs_as.model_kind.description}")
+        raise ConfigError(f"engine {runs_as.name} compiles nothing; give it a {runs_as.model_format.description}")
     target = runs_as.implementation().compile_target(runs_as, options, version_dir)
     values = {p.name: p.default for p in PARAMETERS} | {k: v for k, v in options.items() if k in _NAMES}
     job = CompileJob(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ge_python_backend.ascend.om.header import MAGIC as OM_MAGIC
-from ge_python_backend.ascend.om.header import SIM_OM_MAGIC
+from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.params import Choice, Parameter, parse_bool
 
@@ -42,16 +42,45 @@ EngineName = Literal["onnxruntime", "acl", "acl-sim"]
 EngineChoice = Literal["auto", "onnxruntime", "acl", "acl-sim"]
 
 
-class ModelKind(Choice):
-    """The kinds of model file an engine can run."""
+@dataclass(frozen=True)
+class ModelRecord:
+    """What a model file records, read offline (no engine, no device): its ``spec``, the
+    ``--input_shape`` order of a dims-gear model when the file records it (else ``()``), and the
+    streams and events a load of it creates (Ascend files; the defaults for others)."""
 
-    OM = "om"
-    SIM_OM = "sim-om"
-    ONNX = "onnx"
+    spec: ModelSpec
+    shape_order: tuple[str, ...] = ()
+    resources: ModelResources = ModelResources()
 
-    @property
-    def description(self) -> str:
-        return {"om": "CANN .om", "sim-om": "simulated .om", "onnx": "ONNX model"}[self.value]
+
+@dataclass(frozen=True)
+class ModelFormat:
+    """A kind of model file an engine runs: how a file is recognised (its first bytes ``magic``,
+    else its ``suffix``) and ``reader``, "module:function" taking a path to its ``ModelRecord``
+    (OmFormatError or ConfigError when the file is not readable). A plug-in declares its own
+    through its ``EngineInfo``."""
+
+    name: str
+    description: str
+    reader: str
+    magic: bytes = b""
+    suffix: str = ""
+
+    def recognises(self, head: bytes, path: Path) -> bool:
+        """``path``, whose first bytes are ``head``, is a file of this format."""
+        if self.magic:
+            return head.startswith(self.magic)
+        return bool(self.suffix) and path.suffix.lower() == self.suffix
+
+    def read(self, path: Path) -> ModelRecord:
+        module, _, function = self.reader.partition(":")
+        return getattr(importlib.import_module(module), function)(Path(path))
+
+
+#: A CANN offline model (the OM reader, no CANN needed).
+OM = ModelFormat("om", "CANN .om", "ge_python_backend.engines.offline:read_cann_om", magic=OM_MAGIC)
+#: An ONNX model (read by ONNX Runtime on the CPU).
+ONNX = ModelFormat("onnx", "ONNX model", "ge_python_backend.engines.offline:read_onnx", suffix=".onnx")
 
 
 class ResponseMode(Choice):
@@ -88,7 +117,7 @@ class EngineInfo:
 
     name: str
     module: str
-    model_kind: ModelKind
+    model_format: ModelFormat
     default_file: str
     #: drives an NPU (or stands in for one): instance groups must be KIND_CPU, device ids are NPU ids
     npu: bool
@@ -167,7 +196,7 @@ BUILTIN_ENGINES = (
     EngineInfo(
         name="onnxruntime",
         module="ge_python_backend.engines.onnxruntime",
-        model_kind=ModelKind.ONNX,
+        model_format=ONNX,
         default_file="model.onnx",
         npu=False,
         summary="an .onnx file on ONNX Runtime (CPU, GPU, or ORT's CANN provider)",
@@ -175,7 +204,7 @@ BUILTIN_ENGINES = (
     EngineInfo(
         name="acl",
         module="ge_python_backend.engines.acl",
-        model_kind=ModelKind.OM,
+        model_format=OM,
         default_file="model.om",
         npu=True,
         summary="a CANN .om on an Ascend NPU through pyACL (an .onnx or .pb compiled with CANN's atc at load)",
@@ -187,10 +216,18 @@ BUILTIN_ENGINES = (
 
 @cache
 def registered() -> dict[str, EngineInfo]:
-    """Name -> EngineInfo: the built-in engines, then the plug-ins' (installed entry points)."""
+    """Name -> EngineInfo: the built-in engines, then the plug-ins' (installed entry points). A
+    plug-in that cannot be imported is left out, with a warning naming it: the built-in engines
+    never depend on one."""
     engines = {info.name: info for info in BUILTIN_ENGINES}
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        info = point.load()
+        try:
+            info = point.load()
+        except Exception as exc:
+            LOG.warning(
+                "engine plug-in %r (%s) is not available: %s: %s", point.name, point.value, type(exc).__name__, exc
+            )
+            continue
         if not isinstance(info, EngineInfo):
             raise ConfigError(f"entry point {point.name!r} ({point.value}) in {ENTRY_POINT_GROUP} is not an EngineInfo")
         if info.name in engines or info.name == AUTO:
@@ -212,12 +249,18 @@ def engine_choices() -> tuple[str, ...]:
     return (AUTO, *registered())
 
 
-def engine_for_kind(kind: ModelKind) -> EngineInfo:
-    """The engine that runs a model file of ``kind``."""
+def engine_for_format(model_format: ModelFormat) -> EngineInfo:
+    """The engine that runs a model file of ``model_format``."""
     for info in registered().values():
-        if info.model_kind is kind:
+        if info.model_format == model_format:
             return info
-    raise ConfigError(f"no registered engine runs a {kind.description}")
+    raise ConfigError(f"no registered engine runs a {model_format.description}")
+
+
+def model_formats() -> tuple[ModelFormat, ...]:
+    """Every format a registered engine runs, those recognised by their first bytes first."""
+    found = {info.model_format.name: info.model_format for info in registered().values()}
+    return tuple(sorted(found.values(), key=lambda f: not f.magic))
 
 
 def engine_parameters() -> tuple[Parameter, ...]:
@@ -229,20 +272,15 @@ def engine_parameters() -> tuple[Parameter, ...]:
     return tuple(declared.values())
 
 
-def detect_kind(path: Path) -> ModelKind | None:
-    """The kind of model file ``path`` is, from its first bytes (ONNX: its suffix); None if unknown or unreadable."""
+def detect_format(path: Path) -> ModelFormat | None:
+    """The format of model file ``path``, from its first bytes (else its suffix); None if unknown or unreadable."""
+    formats = model_formats()
     try:
         with Path(path).open("rb") as handle:
-            head = handle.read(len(SIM_OM_MAGIC))
+            head = handle.read(max((len(f.magic) for f in formats), default=0))
     except OSError:
         return None
-    if head.startswith(SIM_OM_MAGIC):
-        return ModelKind.SIM_OM
-    if head.startswith(OM_MAGIC):
-        return ModelKind.OM
-    if Path(path).suffix.lower() == ".onnx":
-        return ModelKind.ONNX
-    return None
+    return next((f for f in formats if f.recognises(head, Path(path))), None)
 
 
 @dataclass(frozen=True)
@@ -272,11 +310,14 @@ def auto_candidates(version_dir: Path, model_file: str = "") -> AutoCandidates:
             looked_for.append(path.name)
         if not path.is_file():
             continue
-        kind = detect_kind(path)
-        if kind is info.model_kind or compiled:
+        found_format = detect_format(path)
+        if found_format == info.model_format or compiled:
             found.append((info, path))
-        elif kind is not None and not any(p == path for _, p in found):
-            note = f"{path.name} is a {kind.description}: set parameter engine to {engine_for_kind(kind).name}"
+        elif found_format is not None and not any(p == path for _, p in found):
+            note = (
+                f"{path.name} is a {found_format.description}: set parameter engine to "
+                f"{engine_for_format(found_format).name}"
+            )
             if note not in notes:
                 notes.append(note)
     return AutoCandidates(tuple(found), tuple(notes), tuple(looked_for))
@@ -312,7 +353,10 @@ def resolve_auto(
 
 def stand_in(info: EngineInfo) -> EngineInfo:
     """The engine that actually runs for ``info``: a registered stand-in whose environment
-    variable is set (``GE_ACL_SIMULATOR=1``: engine acl on the simulator, logged loudly), else ``info``."""
+    variable is set, else ``info``. ``GE_ACL_SIMULATOR=1`` is a switch for tests on machines
+    without pyACL: it runs engine acl on the simulator, logged loudly each time, and is refused
+    (ConfigError) where ``info``'s real pyACL imports, so it never serves CPU answers under the
+    name of the NPU."""
     for other in registered().values():
         if other.stands_in_for != info.name or not other.stand_in_env:
             continue
@@ -326,6 +370,13 @@ def stand_in(info: EngineInfo) -> EngineInfo:
                 f"environment variable {other.stand_in_env}={raw!r}; accepted: 1/0, true/false, yes/no, on/off"
             ) from None
         if wanted:
+            if _pyacl_imports(info):
+                raise ConfigError(
+                    f"environment variable {other.stand_in_env}={raw} asks for engine {other.name!r} in place of "
+                    f"{info.name!r}, but CANN's pyACL imports here: it is a test switch for machines without pyACL "
+                    f"and never replaces a real NPU. Unset {other.stand_in_env}, or set parameter engine to "
+                    f"{other.name!r} to run this model on {other.summary}"
+                )
             LOG.warning(
                 "!!! %s=%s: engine %r runs on %r (%s), NOT on an Ascend NPU !!!",
                 other.stand_in_env,
@@ -336,6 +387,17 @@ def stand_in(info: EngineInfo) -> EngineInfo:
             )
             return other
     return info
+
+
+def _pyacl_imports(info: EngineInfo) -> bool:
+    """``info`` drives a pyACL that imports here (a real one: its module checks it is CANN's)."""
+    if not info.pyacl:
+        return False
+    try:
+        info.load_pyacl()
+    except ConfigError:
+        return False
+    return True
 
 
 def open_engine(

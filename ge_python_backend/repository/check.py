@@ -38,8 +38,8 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from ge_python_backend.engines import EngineInfo, ModelKind, auto_candidates, engine, engine_parameters
-from ge_python_backend.engines.registry import AUTO
+from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
+from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.hooks.classification import ImageClassifier
 from ge_python_backend.params import Parameter
@@ -481,12 +481,12 @@ class _ModelCheck:
         except GEError as exc:
             self.error(path, str(exc).removeprefix(f"{path}: "))
             return info
-        compiled = model.kind is ModelKind.ONNX and bool(info.atc)  # compiled with ATC at load
-        if model.kind is not info.model_kind and not compiled:
+        compiled = model.format == ONNX and bool(info.atc)  # compiled with ATC at load
+        if model.format != info.model_format and not compiled:
             self.error(
                 path,
-                f"is a {model.kind.description} (engine {model.engine.name}), but parameter engine is "
-                f"{info.name!r}, which runs a {info.model_kind.description}",
+                f"is a {model.format.description} (engine {model.engine.name}), but parameter engine is "
+                f"{info.name!r}, which runs a {info.model_format.description}",
             )
             return info
         completed = self._auto_completed(config, version_dir, code, parameters)

@@ -24,9 +24,9 @@ from typing import Any
 from google.protobuf import json_format
 
 from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, build_atc_command, config_gears
-from ge_python_backend.engines import ModelKind, engine, engine_parameters
+from ge_python_backend.engines import engine, engine_parameters
 from ge_python_backend.engines.compile import CACHE_ENV
-from ge_python_backend.engines.registry import AUTO
+from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import ModelConfig, format_config, mc, read_config_file
@@ -309,7 +309,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
     plan = plan_serving(spec, request)
     notes = list(plan.notes)
     engine_name = options.engine or model.engine.name
-    compiled = model.kind is ModelKind.ONNX and engine_name != AUTO and bool(engine(engine_name).atc)
+    compiled = model.format == ONNX and engine_name != AUTO and bool(engine(engine_name).atc)
     preferred = _compiled_gears(plan) if compiled else plan.preferred_batch_sizes
     config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=plan.max_batch_size)
     inputs: list[ConfigTensor | Mapping[str, Any]] = list(plan.inputs)

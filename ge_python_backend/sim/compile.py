@@ -40,7 +40,8 @@ from ge_python_backend.ascend.aipp import (
 from ge_python_backend.ascend.atcflags import Dim, format_dims, parse_gear_list, parse_input_shape, parse_int_list
 from ge_python_backend.ascend.constants import AclDataType, data_type_named
 from ge_python_backend.ascend.layout import GearKind, LayoutTensor, ModelLayout, Shape
-from ge_python_backend.ascend.simom import (
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.sim.simom import (
     InputRole,
     ModelInput,
     NetworkInput,
@@ -48,7 +49,6 @@ from ge_python_backend.ascend.simom import (
     dynamic_shape_input,
     write_sim_om,
 )
-from ge_python_backend.errors import ConfigError
 from ge_python_backend.specs import UNBOUNDED, ModelSpec, format_shape, numpy_dtype
 from ge_python_backend.version import __version__
 

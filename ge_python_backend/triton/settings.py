@@ -17,16 +17,15 @@ from typing import Any
 import numpy as np
 
 from ge_python_backend.engines import (
-    ModelKind,
     ResponseMode,
     auto_candidates,
-    detect_kind,
+    detect_format,
     engine,
     engine_choices,
     engine_parameters,
 )
 from ge_python_backend.engines.offline import read_model_spec
-from ge_python_backend.engines.registry import AUTO
+from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.params import (
     Parameter,
@@ -398,7 +397,7 @@ def auto_complete(
 
 
 def _model_file(settings: ModelSettings, version_dir: Path):
-    """The model file GEModel will open (or compile), and its kind (engine auto: the first
+    """The model file GEModel will open (or compile), and its format (engine auto: the first
     candidate, NPU engines first, as ``check`` does; no device is touched)."""
     if settings.engine == AUTO:
         candidates = auto_candidates(version_dir, settings.model_file)
@@ -410,13 +409,13 @@ def _model_file(settings: ModelSettings, version_dir: Path):
         path = info.load_plan(version_dir, settings.model_file)[0]
         if not path.is_file():
             raise ConfigError(f"model file {path} does not exist (parameter model_file, engine {info.name})")
-    kind = detect_kind(path)
-    if kind is ModelKind.ONNX and info.atc:  # compiled at load: the ONNX file says what the .om will take
-        return path, kind
-    if kind is not info.model_kind:
-        found = kind.description if kind is not None else "not a model file ge-triton knows"
-        raise ConfigError(f"model file {path} is {found}; engine {info.name} runs a {info.model_kind.description}")
-    return path, kind
+    found = detect_format(path)
+    if found == ONNX and info.atc:  # compiled at load: the ONNX file says what the .om will take
+        return path, found
+    if found != info.model_format:
+        what = found.description if found is not None else "not a model file ge-triton knows"
+        raise ConfigError(f"model file {path} is {what}; engine {info.name} runs a {info.model_format.description}")
+    return path, found
 
 
 def _with_declared_dims(spec: ModelSpec, config: Mapping[str, Any], settings: ModelSettings) -> ModelSpec:

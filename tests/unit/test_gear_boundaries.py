@@ -26,7 +26,6 @@ from ge_python_backend import GEModel
 from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat, AippMode
 from ge_python_backend.ascend.constants import data_type_named
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout
-from ge_python_backend.ascend.simom import load_sim_om, write_sim_om
 from ge_python_backend.cli import main
 from ge_python_backend.engines.base import Engine, PhaseTimes, Slot
 from ge_python_backend.errors import ConfigError, InputError
@@ -37,6 +36,7 @@ from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.sim import sim_compile
+from ge_python_backend.sim.simom import load_sim_om, write_sim_om
 from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
 from tests.support import acl_sim_nets as nets
 from tests.support import corpus, refusals

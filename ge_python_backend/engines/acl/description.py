@@ -369,18 +369,11 @@ def _dims_order(
 def _file_order(model_path: Path) -> tuple[str, ...]:
     """The --input_shape order recorded in the model file (() when it cannot be read, or the file
     does not record it: the readers then offer a guess, which the gears must decide instead)."""
-    from ge_python_backend.ascend.om import read_om
-    from ge_python_backend.ascend.simom import is_sim_om, load_sim_om
+    from ge_python_backend.engines.offline import read_record
 
     try:
-        with model_path.open("rb") as handle:
-            head = handle.read(8)
-        if is_sim_om(head):
-            om = load_sim_om(model_path)
-            return om.layout.shape_order if om.shape_order_recorded else ()
-        found = read_om(model_path)
-        return tuple(found.shape_order) if found.shape_order_recorded else ()
-    except (OSError, OmFormatError, AttributeError) as exc:
+        return read_record(model_path).shape_order
+    except (OSError, OmFormatError, ConfigError) as exc:
         LOG.debug("the --input_shape order of %s is not readable (%s); finding it from the gears", model_path, exc)
         return ()
 

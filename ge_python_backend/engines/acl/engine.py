@@ -25,7 +25,7 @@ from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, 
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_HBM_MEM, ACL_SUCCESS, MallocPolicy
 from ge_python_backend.ascend.layout import Shape
 from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, DeviceLimits, device_limits
-from ge_python_backend.ascend.resources import ModelResources, model_resources
+from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.engines import compile as compile_at_load
 from ge_python_backend.engines.acl.options import PARAMETERS as ACL_PARAMETERS
 from ge_python_backend.engines.acl.options import AclOptions, ProfilingPlan
@@ -39,6 +39,7 @@ from ge_python_backend.engines.acl.preflight import (
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
 from ge_python_backend.engines.base import Engine, Shapes, Slot
+from ge_python_backend.engines.offline import model_resources
 from ge_python_backend.engines.registry import EngineInfo
 from ge_python_backend.errors import ConfigError, InputError
 
@@ -124,7 +125,7 @@ class AclEngine(Engine):
             check(acl, ret, "acl.rt.create_context", f"opening device {device_id}")
             self._context = context
             self.device_mode = self._runtime.run_mode() == ACL_DEVICE
-            resources = model_resources(path)
+            resources = model_resources(Path(model_path))
             self._check_limits(resources, slots, peers)
             self._start_dump()
             self._profiling = self._start_profiling()
