@@ -203,6 +203,8 @@ class _ModelCheck:
         codes = {v: self._model_code(config, v) for v in versions}
         if any(code.problem for code in codes.values()):
             return self.problems  # reported: the file cannot load, nothing more can be told from it
+        if codes and all(code.step for code in codes.values()):
+            return self.problems  # a pipeline step: no model file, no engine; the generic checks ran
         if any(not code.uses_package for code in codes.values()):
             self.warning(self.config_path, "model.py does not use ge_python_backend; only generic checks ran")
             return self.problems

@@ -140,10 +140,14 @@ class GenerateOptions:
 
 @dataclass(frozen=True)
 class Generated:
+    """What generate wrote: the model file's folder, every file, its config, notes; ``folders``
+    lists every model folder written (the model file's first, then a template's other models)."""
+
     model_dir: Path
     files: tuple[Path, ...]
     config: Any
     notes: tuple[str, ...]
+    folders: tuple[Path, ...] = ()
 
 
 def check_name(name: str) -> str:
@@ -523,30 +527,62 @@ def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Ge
     template = load_template(options.template)
     values = template.values(options.template_options)
     values.update(name=name, source=Path(model_path).name, model_file=model.default_name)
-    config, notes = build_config(model, template, values, options)
-    model_dir = safe_join(Path(repository), name)
+    names = [check_name(folder) for folder in template.model_names(values)]
+    if len(set(names)) < len(names):
+        raise ConfigError(f"template {template.name!r} would write model folders {names}, twice the same name")
+    if template.models and (options.add_version or options.backend == "ge"):
+        flag = "--add-version" if options.add_version else "--backend ge"
+        raise ConfigError(f"template {template.name!r} writes several models ({', '.join(names)}); {flag} cannot")
+    config, notes = build_config(model, template, values, replace(options, name=names[0]))
+    model_dir = safe_join(Path(repository), names[0])
     if options.backend == "ge":
         notes.append('backend "ge": no model.py; install the backend once with `ge-triton install-backend`')
     if options.add_version:
         return _generate_version(model_dir, model_path, model, template, values, config, notes, options)
-    if model_dir.exists() and not options.overwrite:
-        raise ConfigError(f"{model_dir} exists; pass --force to replace it, or --add-version to add a version")
+    folders = [safe_join(Path(repository), folder) for folder in names]
+    for folder in folders:
+        if folder.exists() and not options.overwrite:
+            raise ConfigError(f"{folder} exists; pass --force to replace it, or --add-version to add a version")
     _check_policy_versions(config, {options.version})
+    if template.models:
+        values.update(_model_values(template, config, model_path))
     staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX))
     try:
-        staged = staging / name
+        staged = staging / names[0]
         staged.mkdir()
         (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
         files = [staged / "config.pbtxt"] + _write_version(staged, model_path, model, template, values, options)
-        _verify(staged, model_dir, template.copied(staged, options.version, values))
-        if model_dir.exists():
-            shutil.rmtree(model_dir)
-        model_dir.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(staged), str(model_dir))
+        files += template.write_models(staging, options.version, values)
+        if template.models:
+            _verify(staging, Path(repository), {})
+        else:
+            _verify(staged, model_dir, template.copied(staged, options.version, values))
+        for folder in folders:
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(staging / folder.name), str(folder))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    written = tuple(model_dir / f.relative_to(staged) for f in files)
-    return Generated(model_dir, written, config, tuple(notes))
+    written = tuple(Path(repository) / f.relative_to(staging) for f in files)
+    return Generated(model_dir, written, config, tuple(notes), tuple(folders))
+
+
+def _model_values(template: Template, config, model_path: Path) -> dict[str, str]:
+    """What a template's other models may name of the model folder's config: its name, its one
+    input and one output (name, data type, dims) and max_batch_size."""
+    if len(config.input) != 1 or len(config.output) != 1:
+        raise ConfigError(
+            f"template {template.name!r} builds a pipeline around a model of one input and one output; "
+            f"{Path(model_path).name} has inputs {[e.name for e in config.input]} and outputs "
+            f"{[e.name for e in config.output]}"
+        )
+    values = {"model_name": config.name, "max_batch_size": str(config.max_batch_size)}
+    for kind, entry in (("input", config.input[0]), ("output", config.output[0])):
+        values[f"model_{kind}"] = entry.name
+        values[f"model_{kind}_type"] = mc.DataType.Name(entry.data_type)
+        values[f"model_{kind}_dims"] = ", ".join(str(d) for d in entry.dims)
+    return values
 
 
 def _generate_version(
