@@ -237,15 +237,23 @@ class GEModel:
                 lambda line: self.log_info(f"{instance}: {line}"),
                 settings.version_dir,
             )
-        self.engine = self._engine = open_engine(
-            info.name,
-            path,
-            device_id=settings.device_id,
-            slots=settings.slots,
-            options=self._engine_options(),
-            peers=settings.instances_on_device,
-            version_dir=settings.version_dir,
-        )
+        try:
+            self.engine = self._engine = open_engine(
+                info.name,
+                path,
+                device_id=settings.device_id,
+                slots=settings.slots,
+                options=self._engine_options(),
+                peers=settings.instances_on_device,
+                version_dir=settings.version_dir,
+            )
+        except GEError as exc:
+            if not compiled:
+                raise
+            raise EngineError(
+                f"{exc} (the model was compiled at load into {path.parent}: if that file is damaged, delete the "
+                "folder and the next load compiles it again)"
+            ) from None
         settings.layout.check(self.engine.spec)  # names the state/unbatched tensors the model lacks
         spec = refine_spec(
             self.engine.spec, settings.inputs, settings.outputs, batching=settings.batching, layout=settings.layout
