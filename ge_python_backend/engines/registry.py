@@ -112,7 +112,7 @@ class EngineInfo:
     and may define ``available(info, options) -> (bool, reason)`` for ``engine: auto``, with
     ``atc``, ``compile_target(info, options, version_dir) -> engines.compile.CompileTarget``,
     ``offline_problems(options, version_dir, spec) -> list[str]`` for ``check`` and
-    ``planned_parameters(spec, max_batch_size, given) -> dict[str, str]`` for ``generate``.
+    ``generated_parameters(spec, max_batch_size, given) -> dict[str, str]`` for ``generate``.
     """
 
     name: str
@@ -156,12 +156,12 @@ class EngineInfo:
         own = {p.name for p in self.own_parameters()}
         return list(check({k: v for k, v in options.items() if k in own}, version_dir, spec))
 
-    def planned_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
+    def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
         """The parameters of this engine a generated config needs to load ``spec`` with
         ``max_batch_size`` (``given``: what the user asked for): the module's optional
-        ``planned_parameters(spec, max_batch_size, given)``."""
-        plan = getattr(self.implementation(), "planned_parameters", None)
-        return dict(plan(spec, max_batch_size, given)) if plan is not None else {}
+        ``generated_parameters(spec, max_batch_size, given)``."""
+        generated = getattr(self.implementation(), "generated_parameters", None)
+        return dict(generated(spec, max_batch_size, given)) if generated is not None else {}
 
     def load_pyacl(self) -> Any:
         """The pyACL module (real or simulated) this engine drives."""
@@ -175,7 +175,7 @@ class EngineInfo:
         path = Path(model_file or self.default_file)
         return path if path.is_absolute() else Path(version_dir) / path
 
-    def load_plan(self, version_dir: Path, model_file: str = "") -> tuple[Path, bool]:
+    def model_source(self, version_dir: Path, model_file: str = "") -> tuple[Path, bool]:
         """The file this engine loads from ``version_dir``, and whether it compiles it first: an
         engine with ``atc`` compiles a ``model_file`` that is an .onnx or .pb, or, when its own
         default file is absent and no ``model_file`` is set, ``model.onnx`` (else ``model.pb``)."""
@@ -236,7 +236,7 @@ def registered() -> dict[str, EngineInfo]:
     return engines
 
 
-def engine(name: str) -> EngineInfo:
+def engine_info(name: str) -> EngineInfo:
     """The engine called ``name``; ConfigError listing the registered ones otherwise."""
     found = registered().get(name)
     if found is None:
@@ -305,7 +305,7 @@ def auto_candidates(version_dir: Path, model_file: str = "") -> AutoCandidates:
     a simulated .om must be served with its engine named."""
     found, notes, looked_for = [], [], []
     for info in sorted((i for i in registered().values() if not i.stands_in_for), key=lambda i: not i.npu):
-        path, compiled = info.load_plan(version_dir, model_file)
+        path, compiled = info.model_source(version_dir, model_file)
         if path.name not in looked_for:
             looked_for.append(path.name)
         if not path.is_file():
@@ -417,7 +417,7 @@ def open_engine(
     ``options`` are the engine parameters the config sets; each engine takes its own, and the
     exclusive parameters of another engine (the simulator's) are refused.
     """
-    info = stand_in(engine(name))
+    info = stand_in(engine_info(name))
     own_names = {p.name for p in info.own_parameters()}
     for other in registered().values():
         if other is info or not other.exclusive_parameters:

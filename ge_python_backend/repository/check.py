@@ -38,10 +38,11 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
+from ge_python_backend.engines import EngineInfo, auto_candidates, engine_info, engine_parameters
 from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.hooks.classification import ImageClassifier
+from ge_python_backend.modelconfig.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.params import Parameter
 from ge_python_backend.repository.config import config_json, mc, read_config_file
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, NPU_GE_BACKEND_NAME, ge_backend_file
@@ -49,7 +50,6 @@ from ge_python_backend.repository.modelcode import HOOKS, ModelCode, read_model_
 from ge_python_backend.repository.modelfile import read_model_file
 from ge_python_backend.repository.versions import FolderKind, read_version_folder
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
 from ge_python_backend.triton.npu_ge import translate
 from ge_python_backend.triton.settings import (
@@ -559,8 +559,8 @@ class _ModelCheck:
             for note in candidates.notes:
                 self.warning(version_dir, f"engine auto: {note}")
             return candidates.found[0]
-        info = engine(choice)
-        path = info.load_plan(version_dir, model_file)[0]
+        info = engine_info(choice)
+        path = info.model_source(version_dir, model_file)[0]
         if not path.is_file():
             self.error(path, f"missing: engine {info.name} loads it (parameter model_file, else the engine's default)")
             return None

@@ -5,7 +5,7 @@
     <repository>/<name>/<version>/model.py        (unless backend "ge": then no per-model code)
 
 The config is a ``ModelConfig`` protobuf built from the model's own description through
-``serving.plan`` (the same plan GEModel's auto-complete fills a config with); flags override
+``modelconfig.derive`` (the same derivation GEModel's auto-complete fills a config with); flags override
 what the model implies, and contradictions are errors that say what conflicts. The folder is
 written to a staging folder first and checked with ``check`` (the rules GEModel and
 tritonserver 2.51 apply at load): a folder that would not load is never written.
@@ -24,17 +24,23 @@ from typing import Any
 from google.protobuf import json_format
 
 from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, build_atc_command, config_gears
-from ge_python_backend.engines import engine, engine_parameters
+from ge_python_backend.engines import engine_info, engine_parameters
 from ge_python_backend.engines.compile import CACHE_ENV
 from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.modelconfig.derive import (
+    DEFAULT_QUEUE_DELAY_US,
+    ConfigChoices,
+    ConfigTensor,
+    DerivedConfig,
+    derive_config,
+)
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import ModelConfig, format_config, mc, read_config_file
 from ge_python_backend.repository.modelfile import ModelFile, read_model_file
 from ge_python_backend.repository.templates import Template, load_template, safe_join
 from ge_python_backend.repository.versions import MAX_VERSION, FolderKind, read_version_folder
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.serving.plan import DEFAULT_QUEUE_DELAY_US, ConfigTensor, PlanRequest, plan_serving
 from ge_python_backend.serving.sequences import StatePair
 from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_shapes, format_shape
 from ge_python_backend.triton.settings import CORE_PARAMETERS
@@ -203,7 +209,7 @@ def with_shapes(spec: ModelSpec, shapes: Mapping[str, tuple[int, ...]]) -> Model
 
 
 def _add_entry(entries, entry: ConfigTensor | Mapping[str, Any]) -> None:
-    """One config input/output: a planned model tensor or a template's literal entry."""
+    """One config input/output: a derived model tensor or a template's literal entry."""
     added = entries.add()
     if isinstance(entry, ConfigTensor):
         added.name = entry.name
@@ -302,7 +308,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
             "--warmup with --sequence: Triton's warm-up requests carry no sequence correlation ID, which a stateful "
             "model needs, so the load would fail ('failed to run warmup sample'); leave --warmup out"
         )
-    request = PlanRequest(
+    request = ConfigChoices(
         layout=layout,
         states=frozenset(name for pair in options.states for name in (pair.input, pair.output)),
         max_batch_size=options.max_batch_size,
@@ -310,19 +316,19 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
         client_inputs=template.inputs is None,
         client_outputs=template.outputs is None,
     )
-    plan = plan_serving(spec, request)
-    notes = list(plan.notes)
+    derived = derive_config(spec, request)
+    notes = list(derived.notes)
     engine_name = options.engine or model.engine.name
-    compiled = model.format == ONNX and engine_name != AUTO and bool(engine(engine_name).atc)
-    preferred = _compiled_gears(plan) if compiled else plan.preferred_batch_sizes
-    config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=plan.max_batch_size)
-    inputs: list[ConfigTensor | Mapping[str, Any]] = list(plan.inputs)
-    outputs: list[ConfigTensor | Mapping[str, Any]] = list(plan.outputs)
+    compiled = model.format == ONNX and engine_name != AUTO and bool(engine_info(engine_name).atc)
+    preferred = _compiled_gears(derived) if compiled else derived.preferred_batch_sizes
+    config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=derived.max_batch_size)
+    inputs: list[ConfigTensor | Mapping[str, Any]] = list(derived.inputs)
+    outputs: list[ConfigTensor | Mapping[str, Any]] = list(derived.outputs)
     if template.inputs is not None:
         inputs = template.render_data(list(template.inputs), values, "inputs")
     if template.outputs is not None:
         outputs = template.render_data(list(template.outputs), values, "outputs")
-    clash = {name for name, _ in CONTROL_INPUTS} & {t.name for t in plan.inputs}
+    clash = {name for name, _ in CONTROL_INPUTS} & {t.name for t in derived.inputs}
     if options.sequence and clash:
         raise ConfigError(f"model input {sorted(clash)[0]!r} clashes with a sequence control input name")
     for entry in inputs:
@@ -342,7 +348,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
         parameters["sequence_state_batch_axis"] = str(options.state_batch_axis)
     if options.unbatched_inputs:
         parameters["unbatched_inputs"] = ",".join(options.unbatched_inputs)
-    parameters.update(_engine_parameters(engine_name, model, spec, plan.max_batch_size, options))
+    parameters.update(_engine_parameters(engine_name, model, spec, derived.max_batch_size, options))
     if options.streams > 1:
         notes.append(
             f"streams {options.streams}: answers are returned from execute, so the slots run only the batches of one "
@@ -360,10 +366,10 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
     return config, notes
 
 
-def _compiled_gears(plan) -> tuple[int, ...]:
+def _compiled_gears(derived: DerivedConfig) -> tuple[int, ...]:
     """The batch gears the compile at load gives the .om (as preferred sizes: the batcher then forms
-    batches of those sizes): the planned preferred sizes and max_batch_size, else the powers of two."""
-    return config_gears(ConfigFacts("", plan.max_batch_size, plan.preferred_batch_sizes))
+    batches of those sizes): the derived preferred sizes and max_batch_size, else the powers of two."""
+    return config_gears(ConfigFacts("", derived.max_batch_size, derived.preferred_batch_sizes))
 
 
 def _compile_note(config, version: int, engine_name: str, spec: ModelSpec) -> str:
@@ -384,19 +390,19 @@ def _engine_parameters(
     engine_name: str, model: ModelFile, spec: ModelSpec, max_batch_size: int, options: GenerateOptions
 ) -> dict[str, str]:
     """The engine's own parameters the model needs to load (e.g. the largest shapes of an unbounded
-    shape range, ``EngineInfo.planned_parameters``), from the flags that give them."""
-    info = model.engine if engine_name == AUTO else engine(engine_name)
+    shape range, ``EngineInfo.generated_parameters``), from the flags that give them."""
+    info = model.engine if engine_name == AUTO else engine_info(engine_name)
     given = {"acl_max_shapes": options.max_shapes} if options.max_shapes else {}
-    planned = info.planned_parameters(spec, max_batch_size, given)
-    if options.max_shapes and "acl_max_shapes" not in planned:
+    parameters_needed = info.generated_parameters(spec, max_batch_size, given)
+    if options.max_shapes and "acl_max_shapes" not in parameters_needed:
         raise ConfigError(f"--max-shapes applies to the acl engines; engine {info.name} does not take it")
-    return planned
+    return parameters_needed
 
 
 def default_instances(engine_name: str, model: ModelFile) -> int:
     """The instance count generate writes when --instances is not given: 1 off the NPU; on it
     DEFAULT_NPU_INSTANCES, or HOST_BOUND_NPU_INSTANCES for a model file below HOST_BOUND_MODEL_BYTES."""
-    npu = model.engine.npu if engine_name == AUTO else engine(engine_name).npu
+    npu = model.engine.npu if engine_name == AUTO else engine_info(engine_name).npu
     if not npu:
         return 1
     try:

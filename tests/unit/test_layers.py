@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("repository",),
     ("hooks",),
     ("triton",),
+    ("modelconfig",),
     ("serving",),
     ("sim",),
     ("engines",),

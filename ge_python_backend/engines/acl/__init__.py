@@ -10,9 +10,9 @@ from ge_python_backend.engines.acl.engine import (
     AclEngine,
     available,
     compile_target,
+    generated_parameters,
     offline_problems,
     open_engine,
-    planned_parameters,
 )
 
 __all__ = [
@@ -22,5 +22,5 @@ __all__ = [
     "compile_target",
     "offline_problems",
     "open_engine",
-    "planned_parameters",
+    "generated_parameters",
 ]

@@ -28,13 +28,13 @@ from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, DeviceLimits
 from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.engines import compile as compile_at_load
 from ge_python_backend.engines.acl.options import PARAMETERS as ACL_PARAMETERS
-from ge_python_backend.engines.acl.options import AclOptions, ProfilingPlan
+from ge_python_backend.engines.acl.options import AclOptions, ProfilingSettings
 from ge_python_backend.engines.acl.preflight import (
     aipp_config_problem,
     checked_options,
+    generated_parameters,
     max_shapes_problems,
     offline_problems,
-    planned_parameters,
 )
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
@@ -52,7 +52,7 @@ __all__ = [
     "compile_target",
     "offline_problems",
     "open_engine",
-    "planned_parameters",
+    "generated_parameters",
 ]
 
 #: the engine's own parameters and those of the compile at load (an .onnx or .pb under this engine).
@@ -132,11 +132,11 @@ class AclEngine(Engine):
             setup = self._slot_setup(path, resources)
             first = AclSlot(0, acl, setup, None)
             self._slots.append(first)
-            self._slots.extend(AclSlot(i, acl, setup, first.plan) for i in range(1, slots))
+            self._slots.extend(AclSlot(i, acl, setup, first.description) for i in range(1, slots))
         except BaseException:
             self.close()
             raise
-        self.layout = first.plan.layout
+        self.layout = first.description.layout
         self._dynamic_aipp = any(t.dynamic_aipp for t in self.layout.inputs)
         # the pid msprof's on-demand profiling attaches to (docs/profiling.md, mode e)
         LOG.info("pid %d: for msprof --dynamic=on --pid=%d", os.getpid(), os.getpid())
@@ -244,12 +244,12 @@ class AclEngine(Engine):
         self._dumping = True
 
     def _start_profiling(self) -> _ProfilingWindow | None:
-        plan = self._options.profiling
-        if plan is None:
+        profiling = self._options.profiling
+        if profiling is None:
             return None
-        self._runtime.start_profiling(plan.folder)
-        LOG.info("profiling into %s", plan.folder)
-        return _ProfilingWindow(self._runtime, plan, self._device_id, self._bind_quietly)
+        self._runtime.start_profiling(profiling.folder)
+        LOG.info("profiling into %s", profiling.folder)
+        return _ProfilingWindow(self._runtime, profiling, self._device_id, self._bind_quietly)
 
     def _bind_quietly(self) -> None:
         """Make the engine's context current in a helper thread (the profiling timer); never raises."""
@@ -302,10 +302,10 @@ class AclEngine(Engine):
         28-395): values within their ranges, always; the images within the buffer
         (max_src_image_size); the AIPP output the network's H x W where GE checks it, an NCHW/NHWC
         network input (acl_aipp.cpp:107-170) without shape ranges (acl_aipp.cpp:184-188)."""
-        plan = self._slots[0].plan
-        network = plan.aipp_networks.get(name)
+        description = self._slots[0].description
+        network = description.aipp_networks.get(name)
         tensor = self.layout.input(name)
-        images = aipp_batch(plan, name, shape)
+        images = aipp_batch(description, name, shape)
         found = config.field_problems()
         if network is not None:
             found = AippConfig(**{**config.__dict__, "aipp_mode": AippMode.STATIC}).problems(
@@ -333,17 +333,17 @@ class AclEngine(Engine):
         acl_profiling_max_batches; messages never show the token."""
         token, _, count = value.partition(":")
         window = self._profiling
-        if window is None or not window.plan.tokens:
+        if window is None or not window.settings.tokens:
             raise InputError(
                 f"request parameter {PROFILE_PARAMETER!r}: this model allows no profiling on demand (it needs "
                 "parameters acl_profiling_dir and acl_profiling_tokens_file)"
             )
-        if not window.plan.allows(token):
+        if not window.settings.allows(token):
             raise InputError(
                 f"request parameter {PROFILE_PARAMETER!r}: profiling on demand is not allowed with "
                 "that token (the model's acl_profiling_tokens_file)"
             )
-        most = window.plan.max_batches
+        most = window.settings.max_batches
         if not count:
             batches = min(_DEFAULT_ON_DEMAND_BATCHES, most)
         elif count.isascii() and count.isdigit() and len(count) <= _MAX_DIGITS:  # no '-5', '1_000', '٣'
@@ -438,9 +438,11 @@ class _ProfilingWindow:
     175-230), one per device; prof.init (before any model loads) and finalize are the runtime's,
     once per process. A window of S seconds closes on a timer, with or without batches."""
 
-    def __init__(self, runtime: AclRuntime, plan: ProfilingPlan, device_id: int, bind: Callable[[], None]) -> None:
+    def __init__(
+        self, runtime: AclRuntime, settings: ProfilingSettings, device_id: int, bind: Callable[[], None]
+    ) -> None:
         self._runtime = runtime
-        self.plan = plan
+        self.settings = settings
         self._device_id = device_id
         self._bind = bind
         self._config = 0
@@ -450,20 +452,20 @@ class _ProfilingWindow:
         self._lock = threading.Lock()
 
     def loaded(self) -> None:
-        if self.plan.batches or self.plan.seconds:
-            self._start(self.plan.batches or None, self.plan.seconds)
+        if self.settings.batches or self.settings.seconds:
+            self._start(self.settings.batches or None, self.settings.seconds)
 
     def request(self, batches: int, request_id: str) -> None:
         """A window opened on demand: ``batches``, closed after max_seconds at the latest."""
         self._start(
-            batches, self.plan.max_seconds, f" for request {request_id[:128]!r}" if request_id else " for a request"
+            batches, self.settings.max_seconds, f" for request {request_id[:128]!r}" if request_id else " for a request"
         )
 
     def _start(self, batches: int | None, seconds: float, why: str = "") -> None:
         with self._lock:
             if self._config:
                 return  # a window is open: it goes on
-            config = self._runtime.open_window(self._device_id, self.plan.aicore_metrics, self.plan.data_types)
+            config = self._runtime.open_window(self._device_id, self.settings.aicore_metrics, self.settings.data_types)
             if config is None:
                 LOG.info(
                     "profiling: device %d is already being profiled by another model's window, which "
@@ -507,7 +509,7 @@ class _ProfilingWindow:
             self._config, self._left, self._until = 0, None, 0.0
         if timer is not None and timer is not threading.current_thread():
             timer.cancel()
-        LOG.info("profiling stopped; results in %s", self.plan.folder)
+        LOG.info("profiling stopped; results in %s", self.settings.folder)
 
     def close(self) -> None:
         self._stop()
