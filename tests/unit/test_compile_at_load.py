@@ -20,7 +20,8 @@ import pytest
 
 from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, apply_atc_flags, build_atc_command
 from ge_python_backend.engines import compile as compile_at_load
-from ge_python_backend.engines.compile import CompileError, CompileJob, CompileTarget, compiled_model
+from ge_python_backend.engines.base import CompileTarget
+from ge_python_backend.engines.compile import CompileError, CompileJob, compiled_model
 from ge_python_backend.engines.registry import engine_info, resolve_auto
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.generate import GenerateOptions, generate

@@ -27,33 +27,25 @@ from ge_python_backend.ascend.layout import Shape
 from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, DeviceLimits, device_limits
 from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.engines import compile as compile_at_load
+from ge_python_backend.engines.acl import preflight
 from ge_python_backend.engines.acl.options import PARAMETERS as ACL_PARAMETERS
 from ge_python_backend.engines.acl.options import AclOptions, ProfilingSettings
 from ge_python_backend.engines.acl.preflight import (
     aipp_config_problem,
     checked_options,
-    generated_parameters,
     max_shapes_problems,
-    offline_problems,
 )
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
-from ge_python_backend.engines.base import Engine, Shapes, Slot
+from ge_python_backend.engines.base import CompileTarget, Engine, Shapes, Slot
 from ge_python_backend.engines.offline import model_resources
-from ge_python_backend.engines.registry import EngineInfo
+from ge_python_backend.engines.registry import EngineDriver, EngineInfo, EngineLoad
 from ge_python_backend.errors import ConfigError, InputError
+from ge_python_backend.specs import ModelSpec
 
 LOG = logging.getLogger(__name__)
 
-__all__ = [
-    "PARAMETERS",
-    "AclEngine",
-    "available",
-    "compile_target",
-    "offline_problems",
-    "open_engine",
-    "generated_parameters",
-]
+__all__ = ["DRIVER", "PARAMETERS", "AclDriver", "AclEngine"]
 
 #: the engine's own parameters and those of the compile at load (an .onnx or .pb under this engine).
 #: No per-stream core limit: acl.rt.set_stream_res_limit does not reach an .om's tasks (fidelity.md
@@ -542,46 +534,55 @@ def _writable(folder: Path, what: str) -> None:
         raise ConfigError(f"{what}: {folder} is not writable")
 
 
-def open_engine(
-    model_path: Path,
-    *,
-    info: EngineInfo,
-    device_id: int,
-    slots: int,
-    options: Mapping[str, Any],
-    peers: int = 1,
-    version_dir: Path | None = None,
-) -> AclEngine:
-    """Open ``model_path`` with ``slots`` streams on ``device_id``, on the pyACL ``info`` names; the
-    files the options name lie in ``version_dir`` (default: the model's folder)."""
-    parsed = prepare_options(options, Path(version_dir or Path(model_path).parent))
-    return AclEngine(
-        model_path, acl=info.load_pyacl(), name=info.name, device_id=device_id, slots=slots, options=parsed, peers=peers
-    )
+class AclDriver(EngineDriver):
+    """Engines ``acl`` and ``acl-sim``: the pyACL ``EngineInfo.pyacl`` names (CANN's, or the simulator's)."""
+
+    parameters = PARAMETERS
+
+    def open(self, load: EngineLoad) -> AclEngine:
+        """``slots`` streams on ``device_id``; the files the options name lie in ``version_dir``."""
+        parsed = prepare_options(load.options, load.version_dir)
+        info = load.info
+        return AclEngine(
+            load.model_path,
+            acl=info.load_pyacl(),
+            name=info.name,
+            device_id=load.device_id,
+            slots=load.slots,
+            options=parsed,
+            peers=load.peers,
+        )
+
+    def available(self, info: EngineInfo, options: Mapping[str, Any]) -> tuple[bool, str]:
+        """Whether ``info`` can run here (its pyACL imports and sees a device), and why (not)."""
+        try:
+            acl_json = AclOptions.read(options, Path(".")).acl_json
+            count = AclRuntime.of(info.load_pyacl()).device_count(acl_json)
+        except (ConfigError, AclError) as exc:
+            return False, str(exc).split(". ")[0]
+        if count < 1:
+            return False, "pyACL sees no Ascend device"
+        return True, f"{count} Ascend device(s) ({info.name})"
+
+    def compile_target(self, info: EngineInfo, options: Mapping[str, Any], version_dir: Path) -> CompileTarget:
+        """What an .om compiled at load is for: ``acl.get_soc_name()`` (ATC's --soc_version, the name
+        without "Ascend" that ``npu-smi info`` shows) and ``acl.get_version()``, the ACL version of the
+        toolkit (acl_rt.h aclrtGetVersion), both asked after pyACL is initialised."""
+        acl = info.load_pyacl()
+        acl_json = AclOptions.read(options, version_dir).acl_json  # the engine inits with the same file
+        AclRuntime.of(acl).device_count(acl_json)
+        soc = acl.get_soc_name()
+        if not soc:
+            raise ConfigError(f"acl.get_soc_name() names no SoC ({info.name}); ATC needs --soc_version to compile")
+        major, minor, patch, ret = acl.get_version()
+        check(acl, ret, "acl.get_version")
+        return CompileTarget(str(soc), f"{info.name} {major}.{minor}.{patch}")
+
+    def offline_problems(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
+        return preflight.offline_problems(options, version_dir, spec)
+
+    def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
+        return preflight.generated_parameters(spec, max_batch_size, given)
 
 
-def available(info: EngineInfo, options: Mapping[str, Any] | None = None) -> tuple[bool, str]:
-    """Whether ``info`` can run here (its pyACL imports and sees a device), and why (not)."""
-    try:
-        acl_json = AclOptions.read(options or {}, Path(".")).acl_json
-        count = AclRuntime.of(info.load_pyacl()).device_count(acl_json)
-    except (ConfigError, AclError) as exc:
-        return False, str(exc).split(". ")[0]
-    if count < 1:
-        return False, "pyACL sees no Ascend device"
-    return True, f"{count} Ascend device(s) ({info.name})"
-
-
-def compile_target(info: EngineInfo, options: Mapping[str, Any], version_dir: Path) -> compile_at_load.CompileTarget:
-    """What an .om compiled at load is for: ``acl.get_soc_name()`` (ATC's --soc_version, the name
-    without "Ascend" that ``npu-smi info`` shows) and ``acl.get_version()``, the ACL version of the
-    toolkit (acl_rt.h aclrtGetVersion), both asked after pyACL is initialised."""
-    acl = info.load_pyacl()
-    acl_json = AclOptions.read(options, version_dir).acl_json  # the engine inits with the same file
-    AclRuntime.of(acl).device_count(acl_json)
-    soc = acl.get_soc_name()
-    if not soc:
-        raise ConfigError(f"acl.get_soc_name() names no SoC ({info.name}); ATC needs --soc_version to compile")
-    major, minor, patch, ret = acl.get_version()
-    check(acl, ret, "acl.get_version")
-    return compile_at_load.CompileTarget(str(soc), f"{info.name} {major}.{minor}.{patch}")
+DRIVER = AclDriver()
