@@ -1,4 +1,4 @@
-"""config.pbtxt written through Triton's own schema; reading it is ``triton/modelconfig.py``'s
+"""config.pbtxt written through Triton's own schema; reading it is ``modelconfig/files.py``'s
 (models read their peers' configs at load too), whose names are used from here as well."""
 
 from __future__ import annotations
@@ -8,9 +8,24 @@ from typing import Any
 
 from google.protobuf import text_format
 
-from ge_python_backend.triton.modelconfig import ModelConfig, check_server_compatible, config_json, mc, read_config_file
+from ge_python_backend.modelconfig.files import (
+    ModelConfig,
+    check_server_compatible,
+    config_json,
+    mc,
+    parse_config,
+    read_config_file,
+)
 
-__all__ = ["ModelConfig", "config_json", "format_config", "mc", "read_config_file", "set_parameters"]
+__all__ = [
+    "ModelConfig",
+    "config_json",
+    "format_config",
+    "mc",
+    "parse_config",
+    "read_config_file",
+    "set_parameters",
+]
 
 
 def format_config(config: Any) -> str:

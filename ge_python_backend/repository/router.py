@@ -2,7 +2,7 @@
 
 The router (``triton/router.py``) serves the inputs and outputs its members share, with the
 largest batch every member takes; its members are read, checked and limited by the same functions
-its load uses (``serving/members.py``, ``triton/router_settings.py``), so a folder written here
+its load uses (``modelconfig/members.py``, ``triton/router_settings.py``), so a folder written here
 loads, and one whose members changed since is refused at load with the same message.
 """
 
@@ -13,9 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.params import parse_list
-from ge_python_backend.repository.config import ModelConfig, mc
-from ge_python_backend.serving.members import (
+from ge_python_backend.modelconfig.members import (
     MemberFacts,
     TensorFacts,
     member_facts,
@@ -23,6 +21,8 @@ from ge_python_backend.serving.members import (
     parse_limits,
     router_io,
 )
+from ge_python_backend.params import parse_list
+from ge_python_backend.repository.config import ModelConfig, mc
 from ge_python_backend.triton.router_settings import DEFAULT_BLS_THREADS, read_member_config
 
 

@@ -15,7 +15,7 @@ preference (e.g. the NPU copy first, then a CPU or GPU copy of the same model):
   timeout); when none is left that could ever take it (all tried, or backing off), it is refused
   as unavailable at once, so the client or a load balancer can go elsewhere;
 - any other answer of a member, errors included (a bad request's INVALID_ARG), is the request's
-  answer: it is never retried elsewhere (``serving/members.py`` tells the two apart).
+  answer: it is never retried elsewhere (``serving/bls_errors.py`` tells the two apart).
 """
 
 from __future__ import annotations

@@ -24,14 +24,14 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from ge_python_backend.ascend.atc import ConfigFacts
-from ge_python_backend.engines import Engine, ResponseMode, engine, open_engine, resolve_auto
+from ge_python_backend.engines import Engine, ResponseMode, engine_info, open_engine, resolve_auto
 from ge_python_backend.engines.compile import compile_for
 from ge_python_backend.engines.registry import AUTO, COMPILE_SOURCES
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError
+from ge_python_backend.modelconfig.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.params import Parameter
+from ge_python_backend.serving.bls_errors import asks_for_code, tag_error
 from ge_python_backend.serving.lane import Item, Lane
-from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
-from ge_python_backend.serving.members import asks_for_code, tag_error
 from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import Arrays, Request, RequestInfo, Respond
 from ge_python_backend.serving.runner import Runner
@@ -221,8 +221,8 @@ class GEModel:
                 settings.engine_options,
             )
         else:
-            info = engine(settings.engine)
-        path, compiled = info.load_plan(settings.version_dir, settings.model_file)
+            info = engine_info(settings.engine)
+        path, compiled = info.model_source(settings.version_dir, settings.model_file)
         if not path.is_file():
             problem = "is a directory, not a file" if path.is_dir() else "does not exist"
             sources = f", nor {' or '.join(COMPILE_SOURCES)} to compile" if info.atc and not settings.model_file else ""
@@ -262,7 +262,7 @@ class GEModel:
         self._check_io(spec)
         mode = settings.response_mode
         if mode is ResponseMode.AUTO:
-            mode = engine(self.engine.name).response_mode
+            mode = engine_info(self.engine.name).response_mode
         if mode is ResponseMode.SENDER and not capabilities.response_sender_supported(pb_utils):
             self.log_warn(
                 f"{settings.instance_name}: response_mode sender needs Triton 24.06 or later (python_backend "
@@ -277,7 +277,7 @@ class GEModel:
         self._reads_sequence = hooked or settings.sequence_batching or bool(settings.sequence_state)
         self._reads_requested = hooked or len(settings.outputs) > 1
         if settings.metrics:
-            npu = engine(self.engine.name).npu
+            npu = engine_info(self.engine.name).npu
             self.metrics = TritonMetrics(
                 pb_utils,
                 {"model": settings.model_name, "version": settings.model_version, "instance": settings.instance_name},
@@ -482,6 +482,8 @@ def _readable(requests: Iterable[Request | None]) -> list[Request]:
 
 
 def _response(outputs: Arrays | None, error: GEError | None, request: Any) -> Any:
+    """``request``'s answer: its outputs, or the error with its Triton code (INVALID_ARG for the
+    client's fault, UNAVAILABLE out of service, else INTERNAL), tagged for a router that asks."""
     if error is None:
         assert outputs is not None  # Respond passes outputs or an error
         return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs.items()])
@@ -492,7 +494,7 @@ def _response(outputs: Arrays | None, error: GEError | None, request: Any) -> An
     else:
         code = "INTERNAL"
     message = str(error)
-    if asks_for_code(request.parameters()):  # a router forwarded it: BLS would lose the code (serving/members.py)
+    if asks_for_code(request.parameters()):  # a router forwarded it: BLS would lose the code (bls_errors.py)
         message = tag_error(code, message)
     return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, getattr(pb_utils.TritonError, code)))
 

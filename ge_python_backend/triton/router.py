@@ -28,7 +28,7 @@ request as a BLS request, answering it.
   unavailable is retried elsewhere. Before python_backend r25.04 BLS reports every error as
   INTERNAL, so the router asks members for their code (request parameter ``ge_error_code``, which
   GEModel honours) and recognises the unavailable ones by message otherwise
-  (``serving/members.py``).
+  (``serving/bls_errors.py``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import triton_python_backend_utils as pb_utils
 
 from ge_python_backend.engines.registry import ResponseMode
 from ge_python_backend.errors import ConfigError, GEError
-from ge_python_backend.serving.members import ERROR_CODE_PARAMETER, asks_for_code, read_member_error, tag_error
+from ge_python_backend.serving.bls_errors import ERROR_CODE_PARAMETER, asks_for_code, read_member_error, tag_error
 from ge_python_backend.serving.routing import Job, Router
 from ge_python_backend.triton import capabilities, lifeline, logbridge
 from ge_python_backend.triton.metrics import RouterMetrics

@@ -11,8 +11,8 @@ from typing import Any
 
 from ge_python_backend.engines.registry import ResponseMode
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.params import Parameter, parse_bool, parse_enum, parse_float, parse_list, parse_parameters
-from ge_python_backend.serving.members import (
+from ge_python_backend.modelconfig.files import config_dict, read_config_file
+from ge_python_backend.modelconfig.members import (
     MemberFacts,
     RouterIO,
     TensorFacts,
@@ -21,8 +21,8 @@ from ge_python_backend.serving.members import (
     parse_limits,
     router_io,
 )
+from ge_python_backend.params import Parameter, parse_bool, parse_enum, parse_float, parse_list, parse_parameters
 from ge_python_backend.serving.routing import MemberLimit
-from ge_python_backend.triton.modelconfig import config_dict, read_config_file
 from ge_python_backend.triton.settings import TRITON_PARAMETERS
 
 #: python_backend's BLS thread pool per model instance when the server is not told otherwise

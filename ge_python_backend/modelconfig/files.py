@@ -3,7 +3,7 @@
 The installed tritonclient may be newer than the 2.51 server and know fields that server
 refuses (``model_metrics``, ``ensemble_scheduling ... max_inflight_requests``); configs are
 checked for them when read and before they are written (``repository/config.py``). A model that
-reads another model's config at load (the router reads its members') reads it here.
+reads another model's config at load (the router reads its members') reads it here too.
 """
 
 from __future__ import annotations

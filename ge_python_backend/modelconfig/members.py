@@ -1,18 +1,14 @@
-"""What a router needs of its members: their configs' shared inputs and outputs, their limits,
-and what their errors mean (Triton-free).
+"""What a router needs of its members' configs: their shared inputs and outputs, and their limits.
 
 ``member_facts`` and ``router_io`` read members' configs (the JSON form Triton gives
 ``initialize``): the shared inputs and outputs, refused with the member and tensor named when the
 members disagree, and members that cannot be routed to (sequence batching: a sequence's state
-would split between members; decoupled models) refused. ``generate`` and the router's load use
-the same functions. ``read_member_error`` says whether a member's error means it was unavailable
-(the request may go elsewhere) or is the request's own answer.
+would split between members; decoupled models) refused. ``generate``, ``check`` and the router's
+load use the same functions.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -183,59 +179,3 @@ def member_limits(members: Sequence[MemberFacts], given: Mapping[str, int], inst
             f"member_limits names {unknown[0]!r}, which is not a member; members: {', '.join(m.name for m in members)}"
         )
     return [MemberLimit(m.name, -(-given.get(m.name, m.default_limit) // instances)) for m in members]
-
-
-#: Request parameter a router sets on what it forwards: a GEModel member then starts an error's
-#: message with its Triton error code (``tag_error``), because BLS hands the caller every error as
-#: INTERNAL before python_backend r25.04 (``src/request_executor.cc``: ``PbError(message)`` with
-#: the default code, r24.02 :151 and r24.10 :152; r25.04 :197 passes the code on).
-ERROR_CODE_PARAMETER = "ge_error_code"
-_TAG = re.compile(r"^\[ge:([A-Z_]+)\] ")
-
-#: Messages by which a member is unavailable when the code does not say so (BLS before r25.04):
-#: (pattern, where it comes from). Each is searched for in the whole message.
-UNAVAILABLE_MESSAGES = (
-    # BLS checks the member's readiness first (an unloaded or unknown model is not ready):
-    # python_backend r24.02 src/request_executor.cc:323-331, "Model 'NAME' is not ready."
-    (re.compile(r"Model '[^']*' is not ready\."), "python_backend request_executor.cc"),
-    # the member's queue policy: core r24.02 src/scheduler_utils.cc:137 and
-    # src/dynamic_batch_scheduler.cc:448 (both UNAVAILABLE there); the timeout is also the one the
-    # router forwards, whose expiry the router itself answers
-    (re.compile(r"Exceeds maximum queue size|Request timeout expired"), "core scheduler_utils.cc"),
-    # the member's stub process died: python_backend r24.02 src/stub_launcher.cc:776,
-    # src/python_be.cc:215 and :1431
-    (re.compile(r"Stub process (?:'[^']*' )?is not healthy\.|The stub process has exited unexpectedly\."), "stub"),
-)
-
-
-def asks_for_code(parameters: str) -> bool:
-    """Whether a request's parameters (its JSON text) ask for error codes in messages."""
-    return ERROR_CODE_PARAMETER in parameters and json.loads(parameters).get(ERROR_CODE_PARAMETER) is True
-
-
-def tag_error(code: str, message: str) -> str:
-    """A member's error message carrying its code for a router (see ERROR_CODE_PARAMETER)."""
-    return f"[ge:{code}] {message}"
-
-
-@dataclass(frozen=True)
-class MemberError:
-    """A member's error as the router reads it: its code, its message, and whether the member was
-    unavailable (the request was not served there and may go elsewhere)."""
-
-    code: str
-    message: str
-    unavailable: bool
-
-
-def read_member_error(code: str, message: str) -> MemberError:
-    """Classify an error a member answered: ``code`` as BLS reports it ("INTERNAL" for every error
-    before python_backend r25.04), the tag of a GEModel member, else the known messages."""
-    tagged = _TAG.match(message)
-    if tagged:
-        code, message = tagged.group(1), message[tagged.end() :]
-    if code == "UNAVAILABLE":
-        return MemberError(code, message, True)
-    if code == "INTERNAL" and not tagged and any(p.search(message) for p, _ in UNAVAILABLE_MESSAGES):
-        return MemberError("UNAVAILABLE", message, True)
-    return MemberError(code, message, False)
