@@ -584,11 +584,7 @@ def _read_source(model_path: Path | None, template: Template, values: dict[str, 
     return model
 
 
-def generate(model_path: Path | None, repository: Path, options: GenerateOptions) -> Generated:
-    """Write the model folder for ``model_path`` (None for a template whose source is its members)
-    into ``repository`` (or, with ``add_version``, one more version folder of an existing model),
-    once ``check`` finds it loads."""
-    name = check_name(options.name)
+def _check_backend(options: GenerateOptions) -> None:
     if options.backend not in ("python", "ge"):
         raise ConfigError(f"--backend {options.backend!r}: accepted python or ge")
     if options.backend == "ge" and options.template != "generic":
@@ -596,6 +592,14 @@ def generate(model_path: Path | None, repository: Path, options: GenerateOptions
             f"--backend ge serves models without per-model code, but template {options.template!r} brings its own "
             "model.py; use --backend python with it"
         )
+
+
+def generate(model_path: Path | None, repository: Path, options: GenerateOptions) -> Generated:
+    """Write the model folder for ``model_path`` (None for a template whose source is its members)
+    into ``repository`` (or, with ``add_version``, one more version folder of an existing model),
+    once ``check`` finds it loads."""
+    name = check_name(options.name)
+    _check_backend(options)
     if Path(repository).exists() and not Path(repository).is_dir():
         raise ConfigError(f"model repository {repository} is not a folder")
     template = load_template(options.template)
@@ -630,6 +634,8 @@ def generate(model_path: Path | None, repository: Path, options: GenerateOptions
         (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
         files = [staged / "config.pbtxt"] + _write_version(staged, model_path, model, template, values, options)
         files += template.write_models(staging, options.version, values)
+        for folder_name, (source, folder_template) in template.model_files(values).items():
+            files += _write_model_folder(staging / folder_name, source, folder_template, values, options, notes)
         if template.models:
             _verify(staging, Path(repository), {})
         else:
@@ -643,6 +649,18 @@ def generate(model_path: Path | None, repository: Path, options: GenerateOptions
         shutil.rmtree(staging, ignore_errors=True)
     written = tuple(Path(repository) / f.relative_to(staging) for f in files)
     return Generated(model_dir, written, config, tuple(notes), tuple(folders))
+
+
+def _write_model_folder(
+    folder: Path, source: Path, template: Template, values, options: GenerateOptions, notes: list[str]
+) -> list[Path]:
+    """A pipeline's folder for another model file, written as generate writes the first one."""
+    model = read_model_file(source)
+    config, more = build_config(model, template, values, replace(options, name=folder.name, template_options={}))
+    notes += [f"{folder.name}: {note}" for note in more]
+    folder.mkdir()
+    (folder / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
+    return [folder / "config.pbtxt"] + _write_version(folder, source, model, template, values, options)
 
 
 def _model_values(template: Template, config, model_path: Path) -> dict[str, str]:
