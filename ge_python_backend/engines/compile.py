@@ -51,6 +51,7 @@ from ge_python_backend.ascend.atc import (
     compiled_spec,
 )
 from ge_python_backend.ascend.atcflags import GE_OPTION_FLAGS, PATH_FLAGS
+from ge_python_backend.engines.base import CompileTarget
 from ge_python_backend.engines.offline import read_model_spec
 from ge_python_backend.engines.registry import ONNX, EngineInfo, stand_in
 from ge_python_backend.errors import ConfigError, EngineError
@@ -104,15 +105,6 @@ PARAMETERS = (
 
 class CompileError(EngineError):
     """ATC failed, timed out or wrote nothing: the load fails with its words."""
-
-
-@dataclass(frozen=True)
-class CompileTarget:
-    """Where the compiled model will run, as the device reports it."""
-
-    soc_version: str
-    #: the CANN (or simulator) version: a compiled model belongs to the toolkit that built it
-    cann_version: str
 
 
 @dataclass(frozen=True)
@@ -494,7 +486,7 @@ def offline_command(
     """The ATC command the load of ``source`` will run, built without a device (``OFFLINE_SOC``):
     ConfigError for whatever the builder refuses in the flags, the model or the config, in the
     words of the load (``ge-triton check`` reports it)."""
-    job = _job(stand_in(info), source, facts, options, CompileTarget(OFFLINE_SOC, ""))
+    job = _job(_compiler(info), source, facts, options, CompileTarget(OFFLINE_SOC, ""))
     return command_for(job, "<cache>/model")
 
 
@@ -520,16 +512,22 @@ def compile_for(
 ) -> Path:
     """The .om engine ``info`` runs for ``source`` (compiled, or from the cache). ``options`` are the
     model's engine parameters (``atc_*`` among them; files they name lie in ``version_dir``)."""
-    runs_as = stand_in(info)
-    target = runs_as.implementation().compile_target(runs_as, options, version_dir)
+    runs_as = _compiler(info)
+    target = runs_as.driver().compile_target(runs_as, options, version_dir)
     return compiled_model(_job(runs_as, source, facts, options, target), log)
+
+
+def _compiler(info: EngineInfo) -> EngineInfo:
+    """The engine that compiles for ``info`` (its stand-in's ATC); ConfigError when it has none."""
+    runs_as = stand_in(info)
+    if not runs_as.atc:
+        raise ConfigError(f"engine {runs_as.name} compiles nothing; give it a {runs_as.model_format.description}")
+    return runs_as
 
 
 def _job(
     runs_as: EngineInfo, source: Path, facts: ConfigFacts, options: Mapping[str, Any], target: CompileTarget
 ) -> CompileJob:
-    if not runs_as.atc:
-        raise ConfigError(f"engine {runs_as.name} compiles nothing; give it a {runs_as.model_format.description}")
     values = _values(options)
     return CompileJob(
         source=source,
