@@ -559,6 +559,8 @@ def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Ge
         (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
         files = [staged / "config.pbtxt"] + _write_version(staged, model_path, model, template, values, options)
         files += template.write_models(staging, options.version, values)
+        for folder_name, (source, folder_template) in template.model_files(values).items():
+            files += _write_model_folder(staging / folder_name, source, folder_template, values, options, notes)
         if template.models:
             _verify(staging, Path(repository), {})
         else:
@@ -572,6 +574,18 @@ def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Ge
         shutil.rmtree(staging, ignore_errors=True)
     written = tuple(Path(repository) / f.relative_to(staging) for f in files)
     return Generated(model_dir, written, config, tuple(notes), tuple(folders))
+
+
+def _write_model_folder(
+    folder: Path, source: Path, template: Template, values, options: GenerateOptions, notes: list[str]
+) -> list[Path]:
+    """A pipeline's folder for another model file, written as generate writes the first one."""
+    model = read_model_file(source)
+    config, more = build_config(model, template, values, replace(options, name=folder.name, template_options={}))
+    notes += [f"{folder.name}: {note}" for note in more]
+    folder.mkdir()
+    (folder / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
+    return [folder / "config.pbtxt"] + _write_version(folder, source, model, template, values, options)
 
 
 def _model_values(template: Template, config, model_path: Path) -> dict[str, str]:

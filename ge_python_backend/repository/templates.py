@@ -14,7 +14,9 @@ A template is a folder holding ``template.json`` and the files it names::
       "model_name": "${name}_model",                             # optional: the model file's folder (default ${name})
       "models": {"${name}": {"config": "ensemble.pbtxt.in"},     # optional: more model folders beside it, each
                  "${name}_pre": {"config": "pre.pbtxt.in",       # a config.pbtxt rendered (and read with Triton's
-                                 "files": {"{version}/model.py": "pre.py.in"}}}   # schema) and files as above
+                                 "files": {"{version}/model.py": "pre.py.in"}},   # schema) and files as above,
+                 "${name}_rec": {"model": "@rec",                # or the folder of another model file option,
+                                 "files": {...}, "parameters": {...}}}            # generated as the first one
     }
 
 Text is rendered with ``string.Template``: ``${name}``, ``${source}``, ``${model_file}`` and every
@@ -234,6 +236,8 @@ class Template:
 
         written = []
         for name_pattern, model in self.models.items():
+            if "model" in model:
+                continue  # a folder of another model file: generate writes it as it writes the first
             name = self.render(name_pattern, values, "models")
             folder = safe_join(repository, name)
             (folder / str(version)).mkdir(parents=True, exist_ok=True)  # tritonserver needs one, even for an ensemble
@@ -245,6 +249,23 @@ class Template:
             written.append(folder / "config.pbtxt")
             written += self.write_files(folder, version, values, model.get("files", {}))
         return written
+
+    def model_files(self, values: Mapping[str, str]) -> dict[str, tuple[Path, Template]]:
+        """The folders of ``models`` made from another model file (``"model": "@option"``): folder
+        -> (that file, the template its folder is written with: the entry's files and parameters)."""
+        found = {}
+        for name_pattern, model in self.models.items():
+            if "model" in model:
+                name = self.render(name_pattern, values, "models")
+                folder_template = Template(
+                    name=f"{self.name}:{name}",
+                    folder=self.folder,
+                    description="",
+                    parameters=model.get("parameters", {}),
+                    files=model.get("files", {}),
+                )
+                found[name] = (Path(values[model["model"][1:]]), folder_template)
+        return found
 
     def model_names(self, values: Mapping[str, str]) -> list[str]:
         """The folders the template writes: the model file's first, then those of ``models``."""
@@ -267,8 +288,13 @@ class Template:
                     f"accepted: {', '.join(OPTION_TYPES)}"
                 )
         for model in self.models.values():
+            if isinstance(model, Mapping) and isinstance(model.get("model"), str):
+                option = model["model"].removeprefix("@")
+                if not model["model"].startswith("@") or not self.options.get(option, {}).get("file"):
+                    raise ConfigError(f"template {self.name!r}: models entry {model['model']!r} names no file option")
+                continue
             if not isinstance(model, Mapping) or not isinstance(model.get("config"), str):
-                raise ConfigError(f"template {self.name!r}: each entry of models needs a config file")
+                raise ConfigError(f"template {self.name!r}: each entry of models needs a config file or a model")
             if not safe_join(self.folder, model["config"]).is_file():
                 raise ConfigError(f"template {self.name!r}: source {model['config']!r} is not a file in {self.folder}")
         for target, source in [

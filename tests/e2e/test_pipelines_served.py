@@ -1,6 +1,9 @@
-"""The pipeline templates through the real tritonserver, on acl-sim (the models compiled at load):
-detection (YOLO v5 and v8 heads, an ensemble) against a reference of letterbox, decoding and NMS
-written apart from the template (tests/support/yolo_reference.py) and ONNX Runtime called directly."""
+"""The pipeline templates through the real tritonserver, on acl-sim: detection (YOLO v5 and v8
+heads, an ensemble; the models compiled at load) against a reference of letterbox, decoding and
+NMS written apart from the template (tests/support/yolo_reference.py) and ONNX Runtime called
+directly; OCR (a BLS model over PP-OCR's det, cls and rec from the rapidocr-onnxruntime wheel,
+sim-compiled with a shape range over H/W for det and over batch and width for rec) against that
+wheel's own pipeline on rendered pages."""
 
 from __future__ import annotations
 
@@ -12,8 +15,9 @@ import pytest
 
 from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.repository.generate import GenerateOptions, generate
+from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
-from tests.support import yolo_reference
+from tests.support import ocr, yolo_reference
 from tests.support.clients import infer_many, url
 
 pytestmark = pytest.mark.e2e
@@ -40,7 +44,24 @@ def built(tmp_path_factory):
             template_options["classes"] = str(labels)
         options = GenerateOptions(name=name, template="detection", engine="acl-sim", template_options=template_options)
         generate(files[name], repo, options)
+    _ocr(repo, sources)
     return repo, files, root / "atc-cache"
+
+
+def _ocr(repo, sources) -> None:
+    """The OCR template over PP-OCR's networks as simulated .om files, when the wheel is installed."""
+    try:
+        wheel = ocr.require_rapidocr()
+    except pytest.skip.Exception:
+        return
+    det, cls, rec = sources / "det.om", sources / "cls.om", sources / "rec.om"
+    sim_compile(wheel.det, det, input_shapes="x:1,3,32~960,32~960")
+    sim_compile(wheel.cls, cls, input_shapes="x:-1,3,48,192", batch_gears="1,2,4,8")
+    sim_compile(wheel.rec, rec, input_shapes="x:1~6,3,48,320~3200")
+    keys = sources / "keys.txt"  # an .om keeps no ONNX metadata: the character list goes with --set keys
+    keys.write_text("\n".join(ocr.characters(wheel.rec)) + "\n", encoding="utf-8")
+    options = {"cls": str(cls), "rec": str(rec), "keys": str(keys)}
+    generate(det, repo, GenerateOptions(name="ocr", template="ocr", template_options=options))
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +135,25 @@ def test_a_bad_image_fails_alone(server):
     answers = infer_many("grpc", url(server, "grpc"), "det_v8", requests)
     assert answers[0][1] is None and answers[2][1] is None
     assert "IMAGE[0] has 12 bytes: expected 12288 bytes of raw pixels" in str(answers[1][1])
+
+
+def test_ocr_reads_each_page_as_the_wheels_pipeline(server):
+    ocr.require_rapidocr()
+    pages = [ocr.render(size, lines) for size, lines in ocr.PAGES]
+    requests = [{"IMAGE": np.array([ocr.png(rgb)], dtype=np.object_)} for rgb in pages]
+    answers = infer_many("grpc", url(server, "grpc"), "ocr", requests, concurrency=4)
+    for rgb, (outputs, error) in zip(pages, answers):
+        assert error is None, error
+        expected = ocr.reference(np.ascontiguousarray(rgb[:, :, ::-1]))
+        assert [t.decode() for t in outputs["TEXTS"]] == [text for _, text, _ in expected]
+        boxes = np.reshape([box for box, _, _ in expected], (-1, 4, 2))
+        np.testing.assert_allclose(outputs["BOXES"], boxes, atol=0.5)
+        np.testing.assert_allclose(outputs["SCORES"], [score for _, _, score in expected], atol=1e-4)
+
+
+def test_ocr_refuses_what_is_no_image(server):
+    ocr.require_rapidocr()
+    ((_, error),) = infer_many(
+        "http", url(server, "http"), "ocr", [{"IMAGE": np.array([b"plain text"], dtype=np.object_)}]
+    )
+    assert error is not None and "IMAGE[0] has 10 bytes and is no PNG or JPEG file" in str(error)

@@ -78,3 +78,32 @@ def test_several_models_cannot_take_another_version(tmp_path, yolo):
     generate(yolo, tmp_path, detection())
     with pytest.raises(ConfigError, match="writes several models .*; --add-version cannot"):
         generate(yolo, tmp_path, detection(add_version=True, version=2))
+
+
+def test_ocr_writes_three_networks_and_the_reading_model(tmp_path):
+    sources = tmp_path / "sources"
+    det = models.image_conv(sources / "det.onnx", batch=1, height=32, width=32)
+    cls = models.linear(sources / "cls.onnx", features=4, classes=2)
+    rec = models.linear(sources / "rec.onnx", features=4, classes=5)
+    options = {"cls": str(cls), "rec": str(rec), "text_score": "0.7"}
+    result = generate(det, tmp_path / "repo", GenerateOptions(name="ocr", template="ocr", template_options=options))
+    assert [f.name for f in result.folders] == ["ocr_det", "ocr_cls", "ocr_rec", "ocr"]
+    repo = tmp_path / "repo"
+    for network, source in (("ocr_det", det), ("ocr_cls", cls), ("ocr_rec", rec)):
+        assert (repo / network / "1" / "model.onnx").read_bytes() == source.read_bytes()
+        assert read_model_code(repo / network / "1" / "model.py").uses_package
+    reader = read_config_file(repo / "ocr" / "config.pbtxt")
+    assert {o.name: list(o.dims) for o in reader.output} == {"TEXTS": [-1], "SCORES": [-1], "BOXES": [-1, 4, 2]}
+    assert reader.max_batch_size == 0 and [list(i.dims) for i in reader.input] == [[1]]
+    parameters = {k: v.string_value for k, v in reader.parameters.items()}
+    assert parameters["det_model"] == "ocr_det" and parameters["rec_model"] == "ocr_rec"
+    assert parameters["text_score"] == "0.7"
+    assert not (repo / "ocr" / "1" / "keys.txt").exists(), "without --set keys the rec ONNX's metadata serves"
+    assert read_model_code(repo / "ocr" / "1" / "model.py").step
+    assert not check_repository(repo).errors
+
+
+def test_ocr_needs_its_classifier_and_recogniser(tmp_path):
+    det = models.image_conv(tmp_path / "det.onnx", batch=1, height=32, width=32)
+    with pytest.raises(ConfigError, match=r"template 'ocr' needs option 'cls' \(--set cls=\.\.\.\)"):
+        generate(det, tmp_path / "repo", GenerateOptions(name="ocr", template="ocr"))
