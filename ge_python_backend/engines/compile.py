@@ -44,6 +44,7 @@ from typing import Any
 
 from ge_python_backend.ascend.atc import AtcCommand, AtcRequest, ConfigFacts, apply_atc_flags, build_atc_command
 from ge_python_backend.ascend.atcflags import GE_OPTION_FLAGS, PATH_FLAGS
+from ge_python_backend.engines.base import CompileTarget
 from ge_python_backend.engines.registry import EngineInfo, stand_in
 from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import Parameter, parse_float
@@ -96,15 +97,6 @@ PARAMETERS = (
 
 class CompileError(EngineError):
     """ATC failed, timed out or wrote nothing: the load fails with its words."""
-
-
-@dataclass(frozen=True)
-class CompileTarget:
-    """Where the compiled model will run, as the device reports it."""
-
-    soc_version: str
-    #: the CANN (or simulator) version: a compiled model belongs to the toolkit that built it
-    cann_version: str
 
 
 @dataclass(frozen=True)
@@ -486,9 +478,7 @@ def compile_for(
     """The .om engine ``info`` runs for ``source`` (compiled, or from the cache). ``options`` are the
     model's engine parameters (``atc_*`` among them; files they name lie in ``version_dir``)."""
     runs_as = stand_in(info)
-    if not runs_as.atc:
-        raise ConfigError(f"engine {runs_as.name} compiles nothing; give it a {runs_as.model_format.description}")
-    target = runs_as.implementation().compile_target(runs_as, options, version_dir)
+    target = runs_as.driver().compile_target(runs_as, options, version_dir)
     values = {p.name: p.default for p in PARAMETERS} | {k: v for k, v in options.items() if k in _NAMES}
     job = CompileJob(
         source=source,

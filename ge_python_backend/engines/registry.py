@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import shutil
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -26,7 +27,7 @@ from ge_python_backend.errors import ConfigError
 from ge_python_backend.params import Choice, Parameter, parse_bool
 
 if TYPE_CHECKING:
-    from ge_python_backend.engines.base import Engine
+    from ge_python_backend.engines.base import CompileTarget, Engine
     from ge_python_backend.specs import ModelSpec
 
 LOG = logging.getLogger(__name__)
@@ -103,17 +104,55 @@ DEFAULT_RESPONSE_MODE = ResponseMode.RETURN
 
 
 @dataclass(frozen=True)
-class EngineInfo:
-    """One engine.
+class EngineLoad:
+    """What an engine opens: ``model_path`` with ``slots`` execution contexts on ``device_id``;
+    ``options``: this engine's own parameters as the config sets them (parsed); ``peers``: the
+    model's instances on that device; ``version_dir``: where relative paths in ``options`` lie."""
 
-    ``module`` implements it: it defines ``PARAMETERS`` and
-    ``open_engine(model_path, *, info, device_id, slots, options, peers, version_dir)`` (``peers``:
-    the model's instances on that device; ``version_dir``: where relative paths in ``options`` lie),
-    and may define ``available(info, options) -> (bool, reason)`` for ``engine: auto``, with
-    ``atc``, ``compile_target(info, options, version_dir) -> engines.compile.CompileTarget``,
-    ``offline_problems(options, version_dir, spec) -> list[str]`` for ``check`` and
-    ``planned_parameters(spec, max_batch_size, given) -> dict[str, str]`` for ``generate``.
-    """
+    model_path: Path
+    info: EngineInfo
+    device_id: int
+    slots: int
+    options: Mapping[str, Any]
+    peers: int
+    version_dir: Path
+
+
+class EngineDriver(ABC):
+    """An engine's implementation, the only way the registry reaches it: ``EngineInfo.module``
+    defines ``DRIVER``, an instance of a subclass (mypy checks every subclass against this one).
+    ``open`` is required; the rest have defaults for an engine without the feature."""
+
+    #: the engine's own config parameters
+    parameters: tuple[Parameter, ...] = ()
+
+    @abstractmethod
+    def open(self, load: EngineLoad) -> Engine:
+        """The opened engine (ConfigError or EngineError saying what is wrong)."""
+
+    def available(self, info: EngineInfo, options: Mapping[str, Any]) -> tuple[bool, str]:
+        """Whether ``info`` can run here (for ``engine: auto``), and why (not)."""
+        return True, ""
+
+    def compile_target(self, info: EngineInfo, options: Mapping[str, Any], version_dir: Path) -> CompileTarget:
+        """What a model compiled at load is for (engines with ``atc``)."""
+        raise ConfigError(f"engine {info.name} compiles nothing; give it a {info.model_format.description}")
+
+    def offline_problems(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
+        """What loading ``spec`` would refuse in ``options`` (the engine's own parsed parameters),
+        found without opening it (``check``)."""
+        return []
+
+    def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
+        """The parameters a generated config needs to load ``spec`` with ``max_batch_size``
+        (``given``: what the user asked for), for ``generate``."""
+        return {}
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """One engine: its name, the module whose ``DRIVER`` (an ``EngineDriver``) implements it, the
+    model format it runs and how the rest of the package treats it."""
 
     name: str
     module: str
@@ -140,28 +179,25 @@ class EngineInfo:
     #: ONNX or TensorFlow model into the model file this engine runs (compile at load); () for none
     atc: tuple[str, ...] = ()
 
-    def implementation(self) -> Any:
-        return importlib.import_module(self.module)
+    def driver(self) -> EngineDriver:
+        """The implementation (its module imported now); ConfigError when it has none."""
+        found = getattr(importlib.import_module(self.module), "DRIVER", None)
+        if not isinstance(found, EngineDriver):
+            raise ConfigError(f"engine {self.name!r}: {self.module}.DRIVER is not an EngineDriver ({found!r})")
+        return found
 
     def own_parameters(self) -> tuple[Parameter, ...]:
-        return tuple(self.implementation().PARAMETERS) + self.parameters
+        return self.driver().parameters + self.parameters
 
     def offline_problems(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
         """What loading the model on this engine would refuse in ``options`` (the parsed engine
-        parameters a config sets), found without opening it: the module's optional
-        ``offline_problems(options, version_dir, spec)`` on this engine's own parameters."""
-        check = getattr(self.implementation(), "offline_problems", None)
-        if check is None:
-            return []
+        parameters a config sets, of which the engine's own are checked), found without opening it."""
         own = {p.name for p in self.own_parameters()}
-        return list(check({k: v for k, v in options.items() if k in own}, version_dir, spec))
+        return self.driver().offline_problems({k: v for k, v in options.items() if k in own}, version_dir, spec)
 
-    def planned_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
-        """The parameters of this engine a generated config needs to load ``spec`` with
-        ``max_batch_size`` (``given``: what the user asked for): the module's optional
-        ``planned_parameters(spec, max_batch_size, given)``."""
-        plan = getattr(self.implementation(), "planned_parameters", None)
-        return dict(plan(spec, max_batch_size, given)) if plan is not None else {}
+    def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
+        """The parameters of this engine a generated config needs (``EngineDriver.generated_parameters``)."""
+        return self.driver().generated_parameters(spec, max_batch_size, given)
 
     def load_pyacl(self) -> Any:
         """The pyACL module (real or simulated) this engine drives."""
@@ -175,7 +211,7 @@ class EngineInfo:
         path = Path(model_file or self.default_file)
         return path if path.is_absolute() else Path(version_dir) / path
 
-    def load_plan(self, version_dir: Path, model_file: str = "") -> tuple[Path, bool]:
+    def model_source(self, version_dir: Path, model_file: str = "") -> tuple[Path, bool]:
         """The file this engine loads from ``version_dir``, and whether it compiles it first: an
         engine with ``atc`` compiles a ``model_file`` that is an .onnx or .pb, or, when its own
         default file is absent and no ``model_file`` is set, ``model.onnx`` (else ``model.pb``)."""
@@ -236,7 +272,7 @@ def registered() -> dict[str, EngineInfo]:
     return engines
 
 
-def engine(name: str) -> EngineInfo:
+def engine_info(name: str) -> EngineInfo:
     """The engine called ``name``; ConfigError listing the registered ones otherwise."""
     found = registered().get(name)
     if found is None:
@@ -305,7 +341,7 @@ def auto_candidates(version_dir: Path, model_file: str = "") -> AutoCandidates:
     a simulated .om must be served with its engine named."""
     found, notes, looked_for = [], [], []
     for info in sorted((i for i in registered().values() if not i.stands_in_for), key=lambda i: not i.npu):
-        path, compiled = info.load_plan(version_dir, model_file)
+        path, compiled = info.model_source(version_dir, model_file)
         if path.name not in looked_for:
             looked_for.append(path.name)
         if not path.is_file():
@@ -333,8 +369,7 @@ def resolve_auto(
     reasons: list[str] = []
     for info, path in candidates.found:
         runs_as = stand_in(info)
-        check = getattr(runs_as.implementation(), "available", None)
-        available, reason = check(runs_as, options or {}) if check else (True, "")
+        available, reason = runs_as.driver().available(runs_as, options or {})
         compiled = bool(info.atc) and path.suffix.lower() in COMPILE_SUFFIXES
         if available and compiled and shutil.which(runs_as.atc[0]) is None:
             available, reason = False, f"{path.name} needs compiling and {runs_as.atc[0]!r} is not on PATH"
@@ -417,7 +452,7 @@ def open_engine(
     ``options`` are the engine parameters the config sets; each engine takes its own, and the
     exclusive parameters of another engine (the simulator's) are refused.
     """
-    info = stand_in(engine(name))
+    info = stand_in(engine_info(name))
     own_names = {p.name for p in info.own_parameters()}
     for other in registered().values():
         if other is info or not other.exclusive_parameters:
@@ -431,12 +466,7 @@ def open_engine(
     own = {key: value for key, value in options.items() if key in own_names}
     if info.prepare is not None:
         info.prepare(own)
-    return info.implementation().open_engine(
-        model_path,
-        info=info,
-        device_id=device_id,
-        slots=slots,
-        options=own,
-        peers=peers,
-        version_dir=version_dir or Path(model_path).parent,
+    load = EngineLoad(
+        Path(model_path), info, device_id, slots, own, peers, Path(version_dir or Path(model_path).parent)
     )
+    return info.driver().open(load)

@@ -38,10 +38,11 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
+from ge_python_backend.engines import EngineInfo, auto_candidates, engine_info, engine_parameters
 from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.hooks.classification import ImageClassifier
+from ge_python_backend.modelconfig.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.params import Parameter
 from ge_python_backend.repository.config import config_json, mc, read_config_file
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, NPU_GE_BACKEND_NAME, ge_backend_file
@@ -49,7 +50,6 @@ from ge_python_backend.repository.modelcode import HOOKS, ModelCode, read_model_
 from ge_python_backend.repository.modelfile import read_model_file
 from ge_python_backend.repository.versions import FolderKind, read_version_folder
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
 from ge_python_backend.triton.npu_ge import translate
 from ge_python_backend.triton.settings import (
@@ -203,6 +203,8 @@ class _ModelCheck:
         codes = {v: self._model_code(config, v) for v in versions}
         if any(code.problem for code in codes.values()):
             return self.problems  # reported: the file cannot load, nothing more can be told from it
+        if codes and all(code.step for code in codes.values()):
+            return self.problems  # a pipeline step: no model file, no engine; the generic checks ran
         if any(not code.uses_package for code in codes.values()):
             self.warning(self.config_path, "model.py does not use ge_python_backend; only generic checks ran")
             return self.problems
@@ -557,8 +559,8 @@ class _ModelCheck:
             for note in candidates.notes:
                 self.warning(version_dir, f"engine auto: {note}")
             return candidates.found[0]
-        info = engine(choice)
-        path = info.load_plan(version_dir, model_file)[0]
+        info = engine_info(choice)
+        path = info.model_source(version_dir, model_file)[0]
         if not path.is_file():
             self.error(path, f"missing: engine {info.name} loads it (parameter model_file, else the engine's default)")
             return None

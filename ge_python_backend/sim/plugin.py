@@ -17,7 +17,7 @@ from typing import Any
 from ge_python_backend.engines.registry import EngineInfo, ModelFormat
 from ge_python_backend.params import Parameter, parse_bool, parse_float
 from ge_python_backend.sim.device import DEFAULT_COPY_GBPS
-from ge_python_backend.sim.faults import FaultPlan
+from ge_python_backend.sim.faults import FaultSchedule
 from ge_python_backend.sim.simom import MAGIC
 
 #: The simulated .om ``sim-compile`` writes (``sim/simom.py``): only this engine runs it.
@@ -41,7 +41,7 @@ def _launch_share(raw: str) -> float:
 PARAMETERS = (
     Parameter(
         "acl_sim_faults",
-        FaultPlan.parse,
+        FaultSchedule.parse,
         None,
         "faults such as 'execute_async:3=507011, malloc:2, memcpy_async:9=lost' (FUNCTION:N[=RET|=lost])",
         "acl-sim only: fail the Nth call of a pyACL function, or lose the device",

@@ -20,13 +20,15 @@ from ge_python_backend.engines import (
     ResponseMode,
     auto_candidates,
     detect_format,
-    engine,
     engine_choices,
+    engine_info,
     engine_parameters,
 )
 from ge_python_backend.engines.offline import read_model_spec
 from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError, GEError
+from ge_python_backend.modelconfig.derive import ConfigChoices, complete_config, derive_config, wanted_batch
+from ge_python_backend.modelconfig.matching import refine_spec
 from ge_python_backend.params import (
     Parameter,
     parse_bool,
@@ -38,9 +40,7 @@ from ge_python_backend.params import (
     parse_parameters,
 )
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.serving.matching import refine_spec
 from ge_python_backend.serving.outputs import DeclaredTensor
-from ge_python_backend.serving.plan import PlanRequest, complete_config, plan_serving, wanted_batch
 from ge_python_backend.serving.sequences import StatePair, parse_initial_values, parse_state_pairs
 from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
 
@@ -355,8 +355,8 @@ def auto_complete(
 ) -> list[str]:
     """Complete ``config`` (Triton's JSON form, changed in place) from the model file in
     ``version_dir``, as GEModel's ``auto_complete_config`` does: ``max_batch_size`` from the
-    gears, inputs, outputs and ``dynamic_batching`` with the preferred sizes, planned by
-    ``serving.plan`` exactly as ``ge-triton generate`` plans them. What the config declares is
+    gears, inputs, outputs and ``dynamic_batching`` with the preferred sizes, derived by
+    ``modelconfig.derive`` exactly as ``ge-triton generate`` derives them. What the config declares is
     kept and checked (ConfigError naming the field, the model's value and the config's); a hook
     in ``overridden`` leaves its side (inputs for preprocess, outputs for postprocess) to the
     config. Returns what was filled, one line each. A model file that cannot be found or read
@@ -365,7 +365,7 @@ def auto_complete(
     Only ``max_batch_size``, ``input``, ``output``, the scheduler (when the config sets none)
     and ``model_transaction_policy`` survive auto-complete (CORE r24.10
     ``src/backend_model.cc:741-793``), so parameters and instance groups are never touched."""
-    probe = dict(config, input=[], output=[])  # the declared I/O is checked against the plan below
+    probe = dict(config, input=[], output=[])  # the declared I/O is checked against the derived config below
     args = {
         "model_config": json.dumps(probe),
         "model_repository": str(version_dir.parent),
@@ -380,7 +380,7 @@ def auto_complete(
         return [f"nothing: the model file cannot be read here ({exc}); initialize reports it"]
     spec = _with_declared_dims(model_spec, config, settings)
     states = frozenset(name for pair in settings.sequence_state for name in (pair.input, pair.output))
-    request = PlanRequest(
+    request = ConfigChoices(
         layout=settings.layout,
         states=states,
         max_batch_size=wanted_batch(config),
@@ -390,7 +390,7 @@ def auto_complete(
     )
     return complete_config(
         config,
-        plan_serving(spec, request),
+        derive_config(spec, request),
         fill_inputs="preprocess" not in overridden,
         fill_outputs="postprocess" not in overridden,
     )
@@ -405,8 +405,8 @@ def _model_file(settings: ModelSettings, version_dir: Path):
             raise ConfigError(candidates.nothing_message(f"in {version_dir}"))
         info, path = candidates.found[0]
     else:
-        info = engine(settings.engine)
-        path = info.load_plan(version_dir, settings.model_file)[0]
+        info = engine_info(settings.engine)
+        path = info.model_source(version_dir, settings.model_file)[0]
         if not path.is_file():
             raise ConfigError(f"model file {path} does not exist (parameter model_file, engine {info.name})")
     found = detect_format(path)

@@ -323,7 +323,7 @@ def test_a_failure_that_is_not_an_acl_error_still_drains_the_stream(models, monk
 )
 def test_injected_failure_raises_then_the_engine_recovers(models, fault, function, code):
     onnx_path, om_path = models["batch"]
-    engine = open_sim(om_path, acl_sim_faults=sim.FaultPlan.parse(fault))
+    engine = open_sim(om_path, acl_sim_faults=sim.FaultSchedule.parse(fault))
     rng = np.random.default_rng(0)
     try:
         engine.bind_thread()
@@ -340,7 +340,7 @@ def test_injected_failure_raises_then_the_engine_recovers(models, fault, functio
 
 def test_lost_device_fails_every_run_and_still_closes_cleanly(models):
     onnx_path, om_path = models["static"]
-    engine = open_sim(om_path, acl_sim_faults=sim.FaultPlan.parse("execute_async:2=lost"))
+    engine = open_sim(om_path, acl_sim_faults=sim.FaultSchedule.parse("execute_async:2=lost"))
     rng = np.random.default_rng(0)
     try:
         engine.bind_thread()
@@ -358,7 +358,7 @@ def test_lost_device_fails_every_run_and_still_closes_cleanly(models):
 def test_parameters_parse_and_refuse_bad_values():
     values = parse_parameters({"acl_sim_faults": "malloc:3", "acl_sim_device_ms": "2.5"}, PARAMETERS)
     assert values == {
-        "acl_sim_faults": sim.FaultPlan.parse("malloc:3"),
+        "acl_sim_faults": sim.FaultSchedule.parse("malloc:3"),
         "acl_sim_device_ms": 2.5,
         "acl_sim_row_ms": None,
         "acl_sim_core_busy": None,

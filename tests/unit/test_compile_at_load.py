@@ -20,8 +20,9 @@ import pytest
 
 from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, apply_atc_flags, build_atc_command
 from ge_python_backend.engines import compile as compile_at_load
-from ge_python_backend.engines.compile import CompileError, CompileJob, CompileTarget, compiled_model
-from ge_python_backend.engines.registry import engine, resolve_auto
+from ge_python_backend.engines.base import CompileTarget
+from ge_python_backend.engines.compile import CompileError, CompileJob, compiled_model
+from ge_python_backend.engines.registry import engine_info, resolve_auto
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.sim import atc as sim_atc
@@ -419,9 +420,9 @@ def test_engine_auto_compiles_only_onnx_when_a_device_and_an_atc_are_there(linea
     lines.clear()
     assert resolve_auto(linear.parent, lines.append).name == "acl"
     assert lines[0].startswith("engine auto: chose acl (model.onnx present; compiled with ATC at load;")
-    assert engine("acl").load_plan(linear.parent) == (linear, True)
+    assert engine_info("acl").model_source(linear.parent) == (linear, True)
     (linear.parent / "model.om").write_bytes(b"IMOD")
-    assert engine("acl").load_plan(linear.parent) == (linear.parent / "model.om", False)
+    assert engine_info("acl").model_source(linear.parent) == (linear.parent / "model.om", False)
 
 
 def test_generate_engine_acl_writes_the_onnx_folder_and_shows_the_atc_command(linear, tmp_path):

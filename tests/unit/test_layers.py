@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("repository",),
     ("hooks",),
     ("triton",),
+    ("modelconfig",),
     ("serving",),
     ("sim",),
     ("engines",),
@@ -38,7 +39,7 @@ RANK = {top: rank for rank, names in enumerate(LAYERS) for top in names}
 NARROW_EDGES = (("sim", "engines", ("engines.registry",)),)
 
 #: The simulator is a plug-in: only these layers import it (the package serves without it:
-#: test_without_simulator.py).
+#: test_engine_plugins.py).
 SIM_IMPORTERS = ("sim", "ops", "cli")
 PB_UTILS = "triton_python_backend_utils"
 PB_UTILS_LAYERS = ("triton", "testing")

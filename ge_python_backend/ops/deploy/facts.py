@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
+from ge_python_backend.engines import EngineInfo, auto_candidates, engine_info, engine_parameters
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.repository.check import Problem, check_repository
@@ -106,7 +106,7 @@ def model_facts(folder: Path) -> ModelFacts:
     versions = sorted(int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit())
     newest = folder / str(versions[-1])
     info = _engine(newest, values)
-    model_path, compiled = info.load_plan(newest, values["model_file"])
+    model_path, compiled = info.model_source(newest, values["model_file"])
     providers = raw.get("onnxruntime_providers", "")
     npu = (info.npu and not info.stands_in_for) or CANN_PROVIDER in providers
     device_ids = tuple(values["device_ids"] or (values["device_id"] or 0,))
@@ -136,7 +136,7 @@ def model_facts(folder: Path) -> ModelFacts:
 def _engine(version_dir: Path, values: Mapping[str, Any]) -> EngineInfo:
     """The engine GEModel would run on an NPU host (auto: an NPU engine first, as check does)."""
     if values["engine"] != AUTO:
-        return engine(values["engine"])
+        return engine_info(values["engine"])
     found = auto_candidates(version_dir, values["model_file"]).found
     if not found:  # check already reported this as an error
         raise ConfigError(f"{version_dir}: engine auto finds no model file")

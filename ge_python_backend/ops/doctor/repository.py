@@ -16,7 +16,7 @@ from ge_python_backend.ascend.limits import SOC_VERSIONS, arch_compatible, platf
 from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.engines.acl.engine import copy_events, instance_streams, size_text
 from ge_python_backend.engines.offline import model_resources, read_model_spec
-from ge_python_backend.engines.registry import detect_format, engine, stand_in
+from ge_python_backend.engines.registry import detect_format, engine_info, stand_in
 from ge_python_backend.errors import GEError
 from ge_python_backend.ops.deploy.facts import ModelFacts, model_facts
 from ge_python_backend.ops.doctor.devices import DeviceFacts, RuntimeFacts
@@ -119,7 +119,7 @@ def _compiled(model: ModelFacts, which: Callable[[str], str | None]) -> Finding:
     device is known only once it exists."""
     check = f"model:{model.name}"
     name = model.model_path.name if model.model_path is not None else "the model"
-    program = stand_in(engine(model.engine)).atc[0]
+    program = stand_in(engine_info(model.engine)).atc[0]
     found = which(program)
     if found is None:
         return error(

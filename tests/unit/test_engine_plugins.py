@@ -1,6 +1,7 @@
-"""The simulator is a plug-in: the package imports, generates and serves without it.
+"""Engines behind one contract, and the simulator as a plug-in the package serves without.
 
-A child interpreter blocks every import of ``ge_python_backend.sim`` before anything else runs,
+Every registered engine is reached through an ``EngineDriver`` (the registry's only way in; mypy
+checks each subclass). A child interpreter blocks every import of ``ge_python_backend.sim`` before anything else runs,
 imports each module of ``engines/``, ``serving/``, ``triton/`` and ``repository/``, generates a
 model folder for an ONNX model and answers requests through GEModel, compared with ONNX Runtime
 called directly. The registry leaves the plug-in out with a warning naming it.
@@ -12,6 +13,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
+
+from ge_python_backend.engines.registry import ONNX, EngineDriver, EngineInfo, registered
+from ge_python_backend.errors import ConfigError
 
 CHILD = textwrap.dedent(
     """
@@ -66,3 +72,16 @@ def test_the_package_imports_generates_and_serves_with_the_simulator_blocked(tmp
     assert "served ['acl', 'onnxruntime']" in child.stdout
     # the registry names the plug-in it left out, and why
     assert "engine plug-in 'acl-sim'" in child.stderr and "is blocked in this test" in child.stderr
+
+
+def test_every_registered_engine_is_reached_through_an_engine_driver():
+    drivers = {name: info.driver() for name, info in registered().items()}
+    assert set(drivers) >= {"onnxruntime", "acl", "acl-sim"}
+    assert all(isinstance(driver, EngineDriver) for driver in drivers.values())
+    assert drivers["acl"] is drivers["acl-sim"]  # one implementation, two pyACLs
+
+
+def test_an_engine_module_without_a_driver_is_refused_naming_it():
+    info = EngineInfo("broken", "json", ONNX, "model.onnx", npu=False, summary="no driver")
+    with pytest.raises(ConfigError, match="engine 'broken': json.DRIVER is not an EngineDriver"):
+        info.own_parameters()
