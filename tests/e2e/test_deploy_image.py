@@ -208,7 +208,10 @@ def test_the_pods_read_only_root_keeps_the_checkout_and_its_python_wherever_they
     if not readonly_root.available() or readonly_root.CHECKOUT.parent == Path("/"):
         pytest.skip("needs root with unshare and mount, and a checkout below a folder of its own")
     parent = str(readonly_root.CHECKOUT.parent)
-    script = "import pathlib, ge_python_backend, sys; pathlib.Path(sys.argv[1], 'w').write_text(''); print(ge_python_backend.__file__)"
+    script = (
+        "import pathlib, ge_python_backend, sys; pathlib.Path(sys.argv[1], 'w').write_text(''); "
+        "print(ge_python_backend.__file__)"
+    )
     done = subprocess.run(
         [*readonly_root.prefix(tmp_path, [parent], str(tmp_path)), sys.executable, "-c", script, parent],
         capture_output=True,
