@@ -96,7 +96,7 @@ def check_server(repository: Path) -> TritonServer:
 
 def _load_one(server: TritonServer, repository: Path, model: str, timeout: float, unload: bool) -> LoadResult:
     log_start = len(server.log_text())
-    status, body = _post(server, f"/v2/repository/models/{model}/load", timeout)
+    status, body = server.repository_call("load", model, timeout)
     if status != 200:
         message = _error_text(body)
         if _POLL_FAILED in message:
@@ -114,7 +114,7 @@ def _load_one(server: TritonServer, repository: Path, model: str, timeout: float
         changes = tuple(config_changes(read_config_file(repository / model / "config.pbtxt"), served))
     finally:
         if unload:
-            _post(server, f"/v2/repository/models/{model}/unload", timeout)
+            server.repository_call("unload", model, timeout)
     return LoadResult(model, True, changes=changes)
 
 
@@ -131,23 +131,6 @@ def _exit_code(server: TritonServer, grace: float = 10.0) -> int | None:
 def _last_words(log: str) -> str:
     """What a dying tritonserver printed: the uncaught exception ("terminate called ...", "what(): ...")."""
     return " ".join(line.strip() for line in log.splitlines() if "terminate called" in line or "what():" in line)
-
-
-def _post(server: TritonServer, path: str, timeout: float) -> tuple[int, str]:
-    """POST to the repository API (load, unload)."""
-    request = urllib.request.Request(
-        f"http://{server.http_address}{path}",
-        data=b"{}",
-        method="POST",
-        headers=server.http_headers(Api.MODEL_REPOSITORY),
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read().decode(errors="replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")
-    except (urllib.error.URLError, OSError) as exc:
-        return 0, str(exc)
 
 
 def _served_config(server: TritonServer, model: str) -> dict[str, Any]:
