@@ -58,11 +58,13 @@ def parse_int(minimum: int | None = None, maximum: int | None = None) -> Callabl
     return parse
 
 
-def parse_float(minimum: float | None = None) -> Callable[[str], float]:
+def parse_float(minimum: float | None = None, maximum: float | None = None) -> Callable[[str], float]:
     def parse(raw: str) -> float:
         value = float(raw)
-        if minimum is not None and value < minimum:
+        if minimum is not None and not value >= minimum:  # NaN fails too
             raise ValueError(f"must be >= {minimum}")
+        if maximum is not None and not value <= maximum:
+            raise ValueError(f"must be <= {maximum}")
         return value
 
     return parse

@@ -32,6 +32,9 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
     echo "bootstrap: installing ge-python-backend[dev] into $venv"
     "$venv/bin/python" -m pip install --quiet --upgrade pip
     "$venv/bin/python" -m pip install --quiet -e "$root[dev]"
+    # PP-OCR's det/cls/rec ONNX models and the pipeline the OCR tests compare with; without its dependencies
+    # (pyproject.toml's dev extra names the ones it needs; its opencv-python would clash with opencv-python-headless).
+    "$venv/bin/python" -m pip install --quiet --no-deps "rapidocr-onnxruntime==1.4.4"
     touch "$stamp"
 fi
 

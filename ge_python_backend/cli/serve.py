@@ -19,6 +19,8 @@ from ge_python_backend.ops.access import (
 )
 from ge_python_backend.ops.server import TritonServer
 
+#: tritonserver's --model-control-mode values
+MODEL_CONTROL_MODES = ("none", "poll", "explicit")
 #: Each ends serve, and with it tritonserver and the temporary folder.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -88,6 +90,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for readiness")
     parser.add_argument(
+        "--model-control-mode",
+        choices=MODEL_CONTROL_MODES,
+        default="none",
+        help="tritonserver's model control: none loads every model at start; poll also reloads the ones whose "
+        "files change; explicit loads only --load-model's at start, and the others through the model repository "
+        "API (an operator API: it needs the key) (default: none)",
+    )
+    parser.add_argument(
+        "--load-model",
+        dest="load_models",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --model-control-mode explicit: a model to load at start, or '*' for every model (repeatable)",
+    )
+    parser.add_argument(
         "--server-arg",
         dest="server_args",
         action="append",
@@ -108,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
             http_port=args.http_port,
             grpc_port=args.grpc_port,
             metrics_port=args.metrics_port,
+            model_control_mode=args.model_control_mode,
+            load_models=args.load_models,
             exit_on_error=False,  # the models that load are served; the others are listed with the reason
             log_verbose=args.log_verbose,
             extra_args=args.server_args,
@@ -173,4 +193,11 @@ def _print_ready(server: TritonServer) -> None:
             label = states.get(model.state, model.state)
             reason = f": {model.reason}" if model.reason and not model.ready else ""
             print(f"model  {label:7} {model.name} (version {model.version}){reason}", flush=True)
+    unloaded = sorted(model.name for model in server.models if not model.state)
+    if unloaded and server.model_control_mode == "explicit":
+        print(
+            f"model  -       not loaded: {', '.join(unloaded)} (explicit mode: POST /v2/repository/models/NAME/load "
+            "loads one)",
+            flush=True,
+        )
     print("Ctrl-C stops the server.", flush=True)

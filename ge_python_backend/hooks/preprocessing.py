@@ -134,8 +134,13 @@ def decode_images(images: np.ndarray, image: ImageInput, max_input_bytes: int, t
     return pixels
 
 
-def decode_image(data: bytes, image: ImageInput, max_input_bytes: int, where: str) -> np.ndarray:
-    """One image's bytes -> uint8 ``[height, width, channels]`` (raw pixels or PNG/JPEG)."""
+def decode_image(
+    data: bytes, image: ImageInput, max_input_bytes: int, where: str, any_size: bool = False
+) -> np.ndarray:
+    """One image's bytes -> uint8 ``[height, width, channels]`` (raw pixels or PNG/JPEG).
+
+    Raw pixels are always the model's size; a file must be too, unless ``any_size`` (the caller
+    resizes it, e.g. ``detection.letterbox``): then it comes at its own size."""
     if len(data) > max_input_bytes:
         raise InputError(f"{where} has {len(data)} bytes, above max_input_bytes {max_input_bytes}")
     if len(data) == image.raw_size:
@@ -146,10 +151,10 @@ def decode_image(data: bytes, image: ImageInput, max_input_bytes: int, where: st
             f"{where} has {len(data)} bytes: expected {image.raw_size} bytes of raw pixels "
             f"({image.height}x{image.width}x{image.channels} uint8, channels last) or a PNG or JPEG file"
         )
-    return _decode_file(data, kind, image, where)
+    return _decode_file(data, kind, image, where, any_size)
 
 
-def _decode_file(data: bytes, kind: str, image: ImageInput, where: str) -> np.ndarray:
+def _decode_file(data: bytes, kind: str, image: ImageInput, where: str, any_size: bool) -> np.ndarray:
     try:
         from PIL import Image
     except ImportError:
@@ -159,17 +164,18 @@ def _decode_file(data: bytes, kind: str, image: ImageInput, where: str) -> np.nd
         ) from None
     try:
         with Image.open(io.BytesIO(data), formats=[kind]) as picture:
-            if picture.size != (image.width, image.height):
+            if not any_size and picture.size != (image.width, image.height):
                 raise InputError(
                     f"{where} is a {picture.size[0]}x{picture.size[1]} (width x height) {kind}; the model takes "
                     f"{image.width}x{image.height} and images are not resized: resize it before sending"
                 )
+            width, height = picture.size
             pixels = _eight_bit(picture, image.channels, where)
     except InputError:
         raise
     except Exception as exc:  # Pillow raises OSError, ValueError, SyntaxError, ... for broken files
         raise InputError(f"{where}: cannot decode the {kind} file ({type(exc).__name__}: {exc})") from None
-    return pixels.reshape(image.height, image.width, image.channels)
+    return pixels.reshape(height, width, image.channels)
 
 
 #: Pillow modes of a 16-bit grey PNG (newer Pillow: I;16, older: I), and their value range

@@ -236,9 +236,6 @@ class TritonServer:
         self.startup_timeout = startup_timeout
         self.install = install
         self.stop_with_parent = stop_with_parent
-        self._own_workspace = workspace is None
-        self.workspace = Path(workspace or tempfile.mkdtemp(prefix="ge-triton-"))
-        self.log_path = Path(log_path) if log_path is not None else self.workspace / "tritonserver.log"
         self.process: subprocess.Popen | None = None
         #: the models and their states once the server is ready (``wait_ready``)
         self.models: list[ModelState] = []
@@ -249,6 +246,11 @@ class TritonServer:
             return forced[name][-1] if forced.get(name) else default
 
         self.model_control_mode = last("model-control-mode", model_control_mode)
+        if self.load_models and self.model_control_mode != "explicit":  # tritonserver exits at start on it
+            raise ServerError(
+                f"--load-model {self.load_models[0]}: models are loaded by name only in model control mode explicit "
+                f"(in force: {self.model_control_mode}, in which every model loads at start)"
+            )
         self.exit_on_error = _true(last("exit-on-error", str(exit_on_error)))
         given = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
         self.endpoints = tuple(
@@ -287,6 +289,10 @@ class TritonServer:
             [*ours.get("http-restricted-api", ()), *forced.get("http-restricted-api", ())],
             [*ours.get("grpc-restricted-protocol", ()), *forced.get("grpc-restricted-protocol", ())],
         )
+        # last: a refused command line leaves no folder behind
+        self._own_workspace = workspace is None
+        self.workspace = Path(workspace or tempfile.mkdtemp(prefix="ge-triton-"))
+        self.log_path = Path(log_path) if log_path is not None else self.workspace / "tritonserver.log"
 
     @property
     def http_address(self) -> str:

@@ -325,6 +325,53 @@ def custom_operator(path: Path) -> Path:
     return path
 
 
+def yolo(path: Path, head: str, classes: int = 3, size: int = 64, stride: int = 8, batch: int | str = "batch") -> Path:
+    """A small detector with a real YOLO head layout: ``images`` FP32 [batch, 3, size, size] (RGB
+    in [0, 1]) -> ``output0`` v5 [batch, cells, 5 + classes] (cx, cy, w, h, objectness, class
+    scores) or v8 [batch, 4 + classes, cells] (cx, cy, w, h, class scores), one anchor per
+    ``stride`` x ``stride`` cell. Centres sit in their cell (grid + sigmoid, times the stride), sizes
+    are up to six cells: neighbouring boxes overlap, so NMS has work to do."""
+    _, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(11 if head == "v5" else 12)
+    cells = (size // stride) ** 2
+    channels = 4 + classes + (1 if head == "v5" else 0)
+    grid_y, grid_x = np.mgrid[0 : size // stride, 0 : size // stride].astype(np.float32)
+    offset = np.zeros((1, channels, cells), np.float32)
+    offset[0, 0], offset[0, 1] = grid_x.reshape(-1), grid_y.reshape(-1)
+    scale = np.ones((1, channels, 1), np.float32)
+    scale[0, :2], scale[0, 2:4] = stride, 6 * stride
+    weights = rng.standard_normal((channels, 3, 1, 1)).astype(np.float32) * 3
+    nodes = [
+        helper.make_node(
+            "AveragePool", ["images"], ["pooled"], kernel_shape=[stride, stride], strides=[stride, stride]
+        ),
+        helper.make_node("Conv", ["pooled", "K", "B"], ["raw"]),
+        helper.make_node("Sigmoid", ["raw"], ["unit"]),
+        helper.make_node("Reshape", ["unit", "flat"], ["cellwise"]),
+        helper.make_node("Add", ["cellwise", "grid"], ["placed"]),
+        helper.make_node("Mul", ["placed", "scale"], ["v8" if head == "v8" else "head"]),
+    ]
+    if head == "v8":
+        nodes[-1].output[0] = "output0"
+    else:
+        nodes.append(helper.make_node("Transpose", ["head"], ["output0"], perm=[0, 2, 1]))
+    out_shape = [batch, channels, cells] if head == "v8" else [batch, cells, channels]
+    graph = helper.make_graph(
+        nodes,
+        f"yolo_{head}",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [batch, 3, size, size])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, out_shape)],
+        [
+            numpy_helper.from_array(weights, "K"),
+            numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32) * 0.5, "B"),
+            numpy_helper.from_array(np.array([0, channels, cells], np.int64), "flat"),
+            numpy_helper.from_array(offset, "grid"),
+            numpy_helper.from_array(scale, "scale"),
+        ],
+    )
+    return _save(_model(graph, ir_version=8), path)
+
+
 def reference(onnx_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """What ONNX Runtime, called directly on the ONNX file, returns for ``feeds``."""
     import onnxruntime as ort

@@ -264,6 +264,40 @@ def test_off_loopback_serve_refuses_http_inference_and_the_operator_apis_without
         serve.kill()
 
 
+def test_explicit_model_control_loads_the_named_models_at_start_and_the_others_on_request(repo):
+    serve = Serve(repo, "--model-control-mode", "explicit", "--load-model", "linear")
+    try:
+        text = serve.until("Ctrl-C stops the server")
+        assert "model  ready   linear (version 1)\n" in text
+        assert "model  -       not loaded: broken, linear_sim (explicit mode: " in text
+        assert "FAILED" not in text  # broken is not loaded, so not failed
+        key = re.search(rf"need header {API_KEY_HEADER}: (\S+) ", text).group(1)
+        port = serve.ports[0]
+        assert _http(port, "POST", "/v2/repository/models/linear_sim/load", {}, {API_KEY_HEADER: key})[0] == 200
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
+        assert client.is_model_ready("linear_sim") and not client.is_model_ready("broken")
+        status, answer = _http(port, "POST", "/v2/repository/models/linear/unload", {}, {API_KEY_HEADER: key})
+        assert status == 200, answer
+        assert not client.is_model_ready("linear")
+        assert serve.end(signal.SIGINT) and serve.process.returncode == 0
+    finally:
+        serve.kill()
+
+
+def test_load_model_without_explicit_mode_is_refused_before_tritonserver_starts(repo):
+    result = subprocess.run(
+        [sys.executable, "-m", "ge_python_backend", "serve", str(repo), "--load-model", "linear"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "ge-triton serve: error: --load-model linear: models are loaded by name only in model control mode " in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr
+
+
 def test_sigterm_during_the_startup_wait_stops_everything_at_once(tmp_path):
     (tmp_path / "repo" / "slow" / "1").mkdir(parents=True)
     (tmp_path / "repo" / "slow" / "config.pbtxt").write_text(SLOW_CONFIG)

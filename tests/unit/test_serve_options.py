@@ -49,6 +49,23 @@ def test_without_http_there_is_nothing_to_check_readiness_with(tmp_path):
         TritonServer(tmp_path, extra_args=["--allow-http=false"])
 
 
+def test_load_model_needs_explicit_model_control_in_force_and_a_refusal_leaves_no_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr("tempfile.tempdir", None)
+    with pytest.raises(ServerError, match="--load-model a: models are loaded by name only in model control mode"):
+        TritonServer(tmp_path, load_models=["a"])
+    with pytest.raises(ServerError, match=r"\(in force: poll,"):
+        TritonServer(
+            tmp_path, model_control_mode="explicit", load_models=["a"], extra_args=["--model-control-mode=poll"]
+        )
+    assert list((tmp_path / "tmp").iterdir()) == []
+    server = TritonServer(tmp_path, load_models=["a", "*"], extra_args=["--model-control-mode=explicit"])
+    command = server.command(TritonInstall(tmp_path / "tritonserver", tmp_path, None), tmp_path)
+    assert "--load-model=a" in command and "--load-model=*" in command
+    server.close()
+
+
 def test_http_inference_off_restricts_the_inference_api_with_a_secret_value(tmp_path):
     install = TritonInstall(tmp_path / "tritonserver", tmp_path, None)
     server = TritonServer(tmp_path, http_inference=False)
