@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, disable_created_metrics, generate_latest
 
+from ge_python_backend.ops.server import HealthCheck
 from ge_python_backend.ops.supervisor import Supervisor
 
 LOG = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class Front:
         port: int,
         supervisor: Supervisor,
         triton_metrics: str | None,
-        triton_health: Callable[[str], int],
+        triton_health: Callable[[HealthCheck], int],
     ) -> None:
         disable_created_metrics()  # no *_created series beside each counter (tritonserver writes none)
         self.supervisor = supervisor
@@ -78,8 +79,8 @@ class Front:
             upstream += b"\n"
         return 200, upstream + own
 
-    def health(self, check: str) -> tuple[int, bytes]:
-        reasons = self.supervisor.verdict("ready" if check == "ready" else "live", self.triton_health(check))
+    def health(self, check: HealthCheck) -> tuple[int, bytes]:
+        reasons = self.supervisor.verdict(check, self.triton_health(check))
         if reasons:
             return 503, ("".join(f"{reason}\n" for reason in reasons)).encode()
         return 200, f"{check}\n".encode()
@@ -94,8 +95,10 @@ class Front:
                 if path == "/metrics":
                     status, body = front.metrics()
                     content_type = CONTENT_TYPE_PLAIN_0_0_4 if status == 200 else content_type
-                elif path in ("/health/ready", "/health/live"):
-                    status, body = front.health(path.rsplit("/", 1)[1])
+                elif path == "/health/ready":
+                    status, body = front.health("ready")
+                elif path == "/health/live":
+                    status, body = front.health("live")
                 elif path == "/health":
                     status, body = 200, json.dumps(front.supervisor.status(), indent=1).encode()
                     content_type = "application/json"

@@ -28,7 +28,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from ge_python_backend.ops.access import OPERATOR_APIS, Api
-from ge_python_backend.ops.server import TritonServer
+from ge_python_backend.ops.server import TritonServer, error_text
 from ge_python_backend.repository.config import mc, read_config_file
 
 #: What the load API answers when the config already failed at the repository poll.
@@ -98,7 +98,7 @@ def _load_one(server: TritonServer, repository: Path, model: str, timeout: float
     log_start = len(server.log_text())
     status, body = server.repository_call("load", model, timeout)
     if status != 200:
-        message = _error_text(body)
+        message = error_text(body)
         if _POLL_FAILED in message:
             message = _poll_reason(server.log_text()[log_start:], model) or message
         if status == 0:
@@ -139,16 +139,6 @@ def _served_config(server: TritonServer, model: str) -> dict[str, Any]:
     )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
-
-
-def _error_text(body: str) -> str:
-    """The error of a load API answer; a Python exception's traceback ("At: ...", added by the
-    stub) is left out: the message says what is wrong, the server log has the rest."""
-    try:
-        text = str(json.loads(body).get("error", body))
-    except (json.JSONDecodeError, AttributeError):
-        text = body
-    return text.split("\n\nAt:\n")[0].strip().rstrip(";").strip()
 
 
 def _poll_reason(log: str, model: str) -> str:

@@ -37,6 +37,12 @@ from ge_python_backend.ops.access import Access, Api, random_value, restriction_
 from ge_python_backend.ops.bench.metrics import Scrape, fetch
 from ge_python_backend.ops.processes import Stub, stubs_of
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, NPU_GE_BACKEND_NAME, write_ge_backend
+from ge_python_backend.triton.settings import RELOAD_PARAMETER
+
+#: what the repository API does to a model
+RepositoryAction = Literal["load", "unload"]
+#: tritonserver's health checks (/v2/health/<check>)
+HealthCheck = Literal["ready", "live"]
 
 
 class ServerError(GEError):
@@ -307,6 +313,11 @@ class TritonServer:
         return f"http://{_connect_host(self._metrics.host)}:{self._metrics.port}/metrics"
 
     @property
+    def metrics_endpoint(self) -> Endpoint:
+        """The metrics address and port in force (tritonserver's own, unless ``front_metrics``)."""
+        return self._metrics
+
+    @property
     def triton_metrics_url(self) -> str | None:
         """tritonserver's own metrics page (``metrics_url`` unless ``front_metrics``); None when off."""
         endpoint = self.triton_metrics
@@ -469,9 +480,14 @@ class TritonServer:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def health(self, check: Literal["ready", "live"]) -> int:
+    def health(self, check: HealthCheck) -> int:
         """The HTTP status of tritonserver's /v2/health/<check> (0: no answer)."""
         return self._get(f"/v2/health/{check}")
+
+    def version_ready(self, model: str, version: str) -> bool | None:
+        """Whether tritonserver serves ``model`` version ``version`` (None: no answer)."""
+        status = self._get(f"/v2/models/{model}/versions/{version}/ready")
+        return None if status == 0 else status == 200
 
     def stubs(self) -> list[Stub]:
         """This server's Python backend stub processes (none when it is not running)."""
@@ -488,12 +504,14 @@ class TritonServer:
         except (urllib.error.URLError, OSError, ValueError):
             return None
 
-    def repository_call(self, action: Literal["load", "unload"], model: str, timeout: float) -> tuple[int, str]:
+    def repository_call(
+        self, action: RepositoryAction, model: str, timeout: float, body: dict | None = None
+    ) -> tuple[int, str]:
         """POST /v2/repository/models/<model>/<action> with the operator key when it needs one:
         (HTTP status, body); status 0 when the server did not answer (the body says why)."""
         request = urllib.request.Request(
             f"http://{self.http_address}/v2/repository/models/{model}/{action}",
-            data=b"{}",
+            data=json.dumps(body or {}).encode(),
             method="POST",
             headers=self.http_headers(Api.MODEL_REPOSITORY),
         )
@@ -504,6 +522,29 @@ class TritonServer:
             return exc.code, exc.read().decode(errors="replace")
         except (urllib.error.URLError, OSError) as exc:
             return 0, str(exc)
+
+    def reload(self, model: str, note: str, timeout: float) -> tuple[int, str]:
+        """Load ``model`` afresh, in place, with the config it is served with plus parameter
+        RELOAD_PARAMETER = ``note``: (HTTP status, body) as ``repository_call``.
+
+        A plain load of a loaded model whose files did not change does nothing, and one with the
+        same config only updates its instance groups, keeping the instances it has, dead ones too
+        (core r24.10 ``model_repository_manager.cc`` ``InitializeModelInfo``, ``model_lifecycle.cc``
+        ``AsyncLoad`` with ``ConfigChangeRequiresReload``, which ignores ``instance_group`` and
+        ``version_policy`` only). Another parameter value makes it a full load, in the background:
+        the old instances serve until the new ones are ready, and stay if the load fails."""
+        request = urllib.request.Request(
+            f"http://{self.http_address}/v2/models/{model}/config", headers=self.http_headers(Api.MODEL_CONFIG)
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                config = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(errors="replace")
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            return 0, f"reading the config of {model}: {exc}"
+        config.setdefault("parameters", {})[RELOAD_PARAMETER] = {"string_value": note}
+        return self.repository_call("load", model, timeout, {"parameters": {"config": json.dumps(config)}})
 
     def http_headers(self, api: Api) -> dict[str, str]:
         """The headers an HTTP call to ``api`` needs on this server (none when it is open)."""
@@ -584,6 +625,16 @@ class TritonServer:
             self.stop()
         else:
             self.close()
+
+
+def error_text(body: str) -> str:
+    """The error of a repository API answer; a Python exception's traceback ("At: ...", added by the
+    stub) is left out: the message says what is wrong, the server log has the rest."""
+    try:
+        text = str(json.loads(body).get("error", body))
+    except (json.JSONDecodeError, AttributeError):
+        text = body
+    return text.split("\n\nAt:\n")[0].strip().rstrip(";").strip()
 
 
 def _connect_host(host: str) -> str:

@@ -20,9 +20,10 @@ one that is killed cannot) died: ``stub_died``. A live stub whose heartbeat is o
 ``hang_s`` hangs: it is killed first, ``stub_hung``. A live stub whose ``ge_engine_healthy`` is 0
 is out of service: ``engine_failed``.
 
-What it does: ``POST /v2/repository/models/<model>/load`` with the operator key, which reloads a
-loaded model in place (the new instances start, then the old ones end; the model keeps serving
-on its healthy instances meanwhile). The first recovery runs at once; a model that fails again
+What it does: it reloads the model in place through the repository API, with the operator key
+(``TritonServer.reload``: the config it is served with, plus a parameter that makes tritonserver
+load it afresh): the new instances start, then the old ones end, and the model keeps serving on
+its healthy instances meanwhile. The first recovery runs at once; a model that fails again
 within ``settle_s`` of a recovery (or whose reload fails) is reloaded after a backoff that
 doubles, and after ``attempts`` such recoveries in a row it is unloaded and left so, with an
 error that says what to do. Each step is logged with its cause; recoveries are counted in
@@ -34,6 +35,7 @@ recovers nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -41,13 +43,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.ops.bench.metrics import Scrape
 from ge_python_backend.ops.processes import Stub
+from ge_python_backend.ops.server import HealthCheck, RepositoryAction, error_text
 from ge_python_backend.params import Choice
 from ge_python_backend.triton.metrics import HEARTBEAT
 
@@ -60,8 +63,6 @@ UNRECOVERABLE = "ge_model_unrecoverable"
 SUPERVISOR_HEARTBEAT = "ge_supervisor_heartbeat_timestamp_seconds"
 #: a supervisor whose last look is older than this is stuck: serve is neither ready nor live
 STALE_S = 30.0
-
-Check = Literal["ready", "live"]
 
 
 class Cause(Choice):
@@ -76,8 +77,7 @@ class Cause(Choice):
 SUPERVISOR_METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     RECOVERIES: (
         "counter",
-        "Reloads by ge-triton serve's supervisor that brought the model back to READY, by cause: "
-        + ", ".join(c.value for c in Cause),
+        "Reloads by ge-triton serve's supervisor that brought the model back to READY, by cause",
         ("model", "cause"),
     ),
     HEALTHY: (
@@ -93,6 +93,13 @@ SUPERVISOR_METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("model",),
     ),
     SUPERVISOR_HEARTBEAT: ("gauge", "Unix time of the supervisor's last look at the server", ()),
+}
+
+
+_CAUSE_TEXT = {
+    Cause.STUB_DIED: "its dead stub",
+    Cause.STUB_HUNG: "its hung stub",
+    Cause.ENGINE_FAILED: "its failed engine",
 }
 
 
@@ -172,16 +179,16 @@ class Observation:
     #: wall-clock time of the look (GEModel's heartbeats are wall-clock times)
     time: float
     stubs: tuple[Stub, ...]
-    #: (model, version) -> state, for every version the repository index gives a state
-    states: Mapping[tuple[str, str], str]
+    #: the (model, version) pairs of the stubs seen, now and at the last look, that are READY
+    ready_versions: Set[tuple[str, str]]
     #: GEModel's series by stub pid; None when the metrics endpoint did not answer
     series: Mapping[int, InstanceSeries] | None
 
     def ready(self, model: str, version: str) -> bool:
-        return self.states.get((model, version)) == "READY"
+        return (model, version) in self.ready_versions
 
     def ready_models(self) -> set[str]:
-        return {model for (model, _), state in self.states.items() if state == "READY"}
+        return {model for model, _ in self.ready_versions}
 
 
 @dataclass(frozen=True)
@@ -243,11 +250,13 @@ class Server(Protocol):
 
     def stubs(self) -> list[Stub]: ...
 
-    def model_states(self) -> Any: ...  # list[ModelState] | None
+    def version_ready(self, model: str, version: str) -> bool | None: ...
 
     def scrape(self) -> Scrape | None: ...
 
-    def repository_call(self, action: str, model: str, timeout: float) -> tuple[int, str]: ...
+    def repository_call(self, action: RepositoryAction, model: str, timeout: float) -> tuple[int, str]: ...
+
+    def reload(self, model: str, note: str, timeout: float) -> tuple[int, str]: ...
 
     def running(self) -> bool: ...
 
@@ -287,6 +296,8 @@ class Supervisor:
     recovery_off: str = ""
     kill: Callable[[int], None] = field(default=lambda pid: os.kill(pid, signal.SIGKILL))
     clock: Callable[[], float] = time.monotonic
+    #: runs a recovery (None: on a thread of its own, so a long reload holds up nothing else)
+    spawn: Callable[[Callable[[], None]], None] | None = None
 
     def __post_init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -301,6 +312,7 @@ class Supervisor:
         self._thread: threading.Thread | None = None
         self._workers: dict[str, threading.Thread] = {}
         self._published: set[str] = set()
+        self._reloads = 0  # every reload's note differs: the same config would not reload
         self._ready: Set[str] = frozenset()
         self.last_look = 0.0  # wall clock
 
@@ -311,7 +323,9 @@ class Supervisor:
     # -- the loop ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._stubs = self.server.stubs()
+        """The first look now (the models and their stubs are known when this returns), then one
+        every ``interval_s`` on a thread of its own."""
+        self.look()
         self._thread = threading.Thread(target=self._run, name="ge-supervisor", daemon=True)
         self._thread.start()
 
@@ -332,16 +346,25 @@ class Supervisor:
                 LOG.exception("supervisor: looking at tritonserver failed")
 
     def observe(self) -> Observation | None:
-        """Stubs, index and metrics now; None when the index does not answer."""
+        """Stubs, readiness and metrics now; None when tritonserver does not answer.
+
+        Readiness per model version (the health API), not the repository index: the index waits
+        while any model loads (measured on 2.51: 5 s and more during a reload), the health API
+        answers at once."""
         stubs = self.server.stubs()
-        states = self.server.model_states()  # after the stubs: an unload shows here before its stubs end
-        if states is None:
-            return None
+        versions = {(stub.model, stub.version) for stub in [*stubs, *self._stubs]}
+        ready = set()
+        for model, version in sorted(versions):  # after the stubs: an unload shows here before its stubs end
+            answer = self.server.version_ready(model, version)
+            if answer is None:
+                return None
+            if answer:
+                ready.add((model, version))
         scrape = self.server.scrape()
         return Observation(
             time=time.time(),
             stubs=tuple(stubs),
-            states={(s.name, s.version): s.state for s in states if s.state},
+            ready_versions=frozenset(ready),
             series=None if scrape is None else instance_series(scrape),
         )
 
@@ -355,46 +378,50 @@ class Supervisor:
             retiring = set().union(*(r.retiring for r in self.records.values()))
             problems = find_problems(before, now, self.policy, retiring)
             broken = {p.model: p for p in problems}
-            for model in now.ready_models() - set(self.records):
+            ready = now.ready_models()
+            for model in ready - set(self.records):
                 self.records[model] = ModelRecord()
+            alive = {stub.pid for stub in now.stubs}
             for model, record in self.records.items():
                 problem = broken.get(model)
                 record.problem = problem.detail if problem else ""
-                if record.unrecoverable and problem is None and model in now.ready_models() and not record.recovering:
-                    if self.recovery_off:
-                        continue  # stays until serve restarts: nothing here can tell it was fixed
+                record.retiring &= alive
+                if record.unrecoverable and not (problem or record.recovering or self.recovery_off) and model in ready:
                     LOG.info("supervisor: model %s is loaded and serving again; watching it again", model)
                     record.unrecoverable, record.streak = "", 0
-            alive = {stub.pid for stub in now.stubs}
-            for record in self.records.values():
-                record.retiring &= alive
-            for problem in problems:
-                self._handle(problem)
+            recoveries = [(p.model, work) for p in problems if (work := self._handle(p)) is not None]
             self._publish(now)
             self.last_look = now.time
+        for model, work in recoveries:
+            self._spawn(model, work)
         return problems
 
-    def _handle(self, problem: Problem) -> None:
+    def _handle(self, problem: Problem) -> Callable[[], None] | None:
+        """Under the lock: what to run to recover ``problem``'s model (None: nothing now)."""
         record = self.records.setdefault(problem.model, ModelRecord())
         if record.unrecoverable:
-            return
+            return None
         if record.recovering:
             record.pending = problem  # e.g. a new instance died during the reload
-            return
+            return None
         if self.recovery_off:
             record.unrecoverable = f"{problem.detail}; recovery is off: {self.recovery_off}"
             LOG.error("supervisor: model %s: %s", problem.model, record.unrecoverable)
-            return
+            return None
         now = self.clock()
         if record.recovered_at is not None and now - record.recovered_at < self.policy.settle_s:
             record.streak += 1
         else:
             record.streak = 0
         record.recovering = problem.detail
-        worker = threading.Thread(
-            target=self._recover, args=(problem, record), name=f"ge-recover-{problem.model}", daemon=True
-        )
-        self._workers[problem.model] = worker
+        return lambda: self._recover(problem, record)
+
+    def _spawn(self, model: str, work: Callable[[], None]) -> None:
+        if self.spawn is not None:
+            self.spawn(work)
+            return
+        worker = threading.Thread(target=work, name=f"ge-recover-{model}", daemon=True)
+        self._workers[model] = worker
         worker.start()
 
     # -- recovering a model ---------------------------------------------------------------------
@@ -402,61 +429,77 @@ class Supervisor:
     def _recover(self, problem: Problem, record: ModelRecord) -> None:
         model, policy = problem.model, self.policy
         started = self.clock()
+        why = problem.detail
         try:
+            for pid in problem.hung:
+                with contextlib.suppress(ProcessLookupError):
+                    self.kill(pid)
             while record.streak < policy.attempts:
                 delay = policy.backoff(record.streak)
                 LOG.warning(
                     "supervisor: model %s: %s; reloading it%s (recovery %d of %d in a row)",
                     model,
-                    problem.detail,
+                    why,
                     f" in {delay:g} s" if delay else "",
                     record.streak + 1,
                     policy.attempts,
                 )
                 if self._stop.wait(delay):
                     return
-                for pid in problem.hung:
-                    self.kill(pid)
-                with self._lock:
-                    record.retiring = {stub.pid for stub in self.server.stubs() if stub.model == model}
-                    record.pending = None
-                status, body = self.server.repository_call("load", model, policy.load_timeout_s)
+                status, body = self._reload(problem, record)
                 if status == 200:
+                    fresh = self.server.stubs()
                     with self._lock:
                         record.recovered_at = self.clock()
                         record.recoveries += 1
+                        known = {stub.pid for stub in self._stubs}  # the new stubs are watched from now on
+                        self._stubs += [stub for stub in fresh if stub.pid not in known]
                     self._recoveries.labels(model=model, cause=problem.cause.value).inc()
                     LOG.warning(
-                        "supervisor: model %s serves again, %.1f s after its %s was found (%s)",
+                        "supervisor: model %s serves again, %.1f s after %s was found (%s)",
                         model,
                         self.clock() - started,
-                        problem.cause.value.replace("_", " "),
+                        _CAUSE_TEXT[problem.cause],
                         problem.detail,
                     )
                     return
-                LOG.error("supervisor: model %s: the reload failed (HTTP %d): %s", model, status, body.strip())
+                why = f"the reload failed (HTTP {status or 'no answer'}): {error_text(body)}"
+                LOG.error("supervisor: model %s: %s", model, why)
                 if not self.server.running():
                     return
                 with self._lock:
                     record.streak += 1
                     record.retiring = set()
-            self._give_up(problem, record)
+            self._give_up(model, record, why)
         finally:
             with self._lock:
                 record.recovering = ""
                 self._workers.pop(model, None)
                 pending, record.pending = record.pending, None
-                if pending is not None and not self._stop.is_set():
-                    self._handle(pending)
+                work = self._handle(pending) if pending is not None and not self._stop.is_set() else None
+            if work is not None:
+                self._spawn(model, work)
 
-    def _give_up(self, problem: Problem, record: ModelRecord) -> None:
-        model = problem.model
+    def _reload(self, problem: Problem, record: ModelRecord) -> tuple[int, str]:
+        """Reload ``problem``'s model in place; the stubs it has now are retiring meanwhile."""
+        with self._lock:
+            record.retiring = {stub.pid for stub in self.server.stubs() if stub.model == problem.model}
+            record.pending = None
+            self._reloads += 1
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            # never the same note twice: the same config would not reload
+            note = f"{self._reloads}: {problem.cause.value} at {when}"
+        return self.server.reload(problem.model, note, self.policy.load_timeout_s)
+
+    def _give_up(self, model: str, record: ModelRecord, why: str) -> None:
         status, body = self.server.repository_call("unload", model, self.policy.load_timeout_s)
-        unloaded = "left unloaded" if status == 200 else f"could not be unloaded either (HTTP {status}: {body.strip()})"
+        unloaded = "left unloaded"
+        if status != 200:
+            unloaded = f"could not be unloaded either (HTTP {status}: {error_text(body)})"
         with self._lock:
             record.unrecoverable = (
-                f"failed again within {self.policy.settle_s:g} s of each of {self.policy.attempts} recoveries "
-                f"(last: {problem.detail}); {unloaded}"
+                f"broken again after {self.policy.attempts} recoveries in a row, each within "
+                f"{self.policy.settle_s:g} s of the last (last: {why}); {unloaded}"
             )
         LOG.error(
             "supervisor: model %s %s. Fix its cause, then load it: POST /v2/repository/models/%s/load (with the "
@@ -507,7 +550,7 @@ class Supervisor:
                 "models": models,
             }
 
-    def verdict(self, check: Check, server_status: int) -> list[str]:
+    def verdict(self, check: HealthCheck, server_status: int) -> list[str]:
         """Why serve is not ready (or not live): [] when it is. ``server_status``: what
         tritonserver's own /v2/health/<check> answered (0: nothing).
 
