@@ -7,8 +7,28 @@ from pathlib import Path
 import pytest
 
 from ge_python_backend.testing import install_fake_pb_utils
+from tests.support import versions
 
 install_fake_pb_utils()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tritonserver",
+        choices=sorted(versions.RELEASES),
+        default=versions.BUNDLED.name,
+        help="the Triton release every tritonserver of the session is (24.02: tritonserver 2.43.0, unpacked by "
+        "tools/bootstrap.sh; default: the bundled 2.51.0)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    versions.select(config.getoption("--tritonserver"))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    release = versions.under_test()
+    return f"tritonserver {release.server} (Triton {release.name})"
 
 
 @pytest.fixture(scope="session")

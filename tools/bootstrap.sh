@@ -38,6 +38,50 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
     touch "$stamp"
 fi
 
+# tritonserver 2.43.0 (Triton 24.02, the release CANN's own GE backend image runs) for the tests'
+# 24.02 lane (tools/test.sh --tritonserver=24.02): the server files of the nvidia-pytriton 0.5.3 wheel
+# (bin/, backends/, the Python stubs 3.8-3.11 and its bundled libraries), unpacked beside the 2.51
+# one, not installed (it would replace it). TRITON_VERSION says its version, as in Triton's images.
+# Never fatal: without it only the 24.02 lane cannot run, and it says so.
+triton_2402="$venv/tritonserver-24.02"
+if [ ! -f "$triton_2402/.complete" ]; then
+    echo "bootstrap: unpacking tritonserver 2.43.0 (nvidia-pytriton 0.5.3) into $triton_2402"
+    download="$(mktemp -d)"
+    if "$venv/bin/python" -m pip download --quiet --no-deps --dest "$download" "nvidia-pytriton==0.5.3" &&
+        "$venv/bin/python" - "$download" "$triton_2402" <<'PYTHON'
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+download, target = Path(sys.argv[1]), Path(sys.argv[2])
+(wheel,) = download.glob("nvidia_pytriton-0.5.3-*.whl")
+partial = target.with_name(target.name + ".partial")
+shutil.rmtree(partial, ignore_errors=True)
+with zipfile.ZipFile(wheel) as archive:
+    for member in archive.infolist():
+        if member.filename.startswith(("pytriton/tritonserver/", "nvidia_pytriton.libs/")):
+            path = Path(archive.extract(member, partial))
+            if (member.external_attr >> 16) & 0o111:  # the server and the stubs (zipfile drops the mode)
+                path.chmod(0o755)
+(partial / "pytriton" / "tritonserver" / "TRITON_VERSION").write_text("2.43.0\n")
+(partial / ".complete").write_text(wheel.name + "\n")
+shutil.rmtree(target, ignore_errors=True)
+partial.rename(target)
+PYTHON
+    then
+        stubs="$triton_2402/pytriton/tritonserver/python_backend_stubs"
+        version="$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+        if [ ! -x "$stubs/$version/triton_python_backend_stub" ]; then
+            echo "bootstrap: tritonserver 2.43.0 has no Python backend stub for Python $version" \
+                "(it has $(ls "$stubs" | tr '\n' ' ')); the Triton 24.02 lane cannot run with this .venv" >&2
+        fi
+    else
+        echo "bootstrap: could not unpack nvidia-pytriton 0.5.3; the Triton 24.02 lane cannot run" >&2
+    fi
+    rm -rf "$download"
+fi
+
 # Debian packages some tests need, installed only when missing, with apt-get, as root; never fatal:
 # without one, the tests that need it are skipped with the reason. A package's service is not
 # started (a temporary policy-rc.d forbids it) when the image has none.

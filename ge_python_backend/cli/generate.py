@@ -172,9 +172,11 @@ def run(args: argparse.Namespace) -> int:
         max_shapes=args.max_shapes,
     )
     result = generate(args.model, args.output, options)
-    print(f"wrote {result.model_dir}")
-    for path in result.files:
-        print(f"  {path.relative_to(result.model_dir)}")
+    for folder in result.folders or (result.model_dir,):
+        print(f"wrote {folder}")
+        for path in result.files:
+            if path.is_relative_to(folder):
+                print(f"  {path.relative_to(folder)}")
     for note in result.notes:
         print(f"note: {note}")
     return 0

@@ -59,10 +59,17 @@ class TritonInstall:
 
 
 def find_tritonserver() -> TritonInstall:
-    """tritonserver on PATH, else the one inside the installed nvidia-pytriton wheel."""
+    """tritonserver on PATH, else the one inside the installed nvidia-pytriton wheel. A tritonserver on
+    PATH that lies in an nvidia-pytriton tree gets that tree's bundled libraries, which the Python
+    stub copied out of the tree no longer finds through its relative RPATH."""
     on_path = shutil.which("tritonserver")
     if on_path:
         binary = Path(on_path).resolve()
+        tree = binary.parent.parent  # <root>/pytriton/tritonserver/bin/tritonserver in a wheel's tree
+        if (tree.name, tree.parent.name) == ("tritonserver", "pytriton") and (
+            tree.parent.parent / "nvidia_pytriton.libs"
+        ).is_dir():
+            return pytriton_install(tree.parent.parent)
         return TritonInstall(binary, binary.parent.parent / "backends", binary.parent.parent / "lib")
     try:
         import pytriton

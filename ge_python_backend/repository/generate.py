@@ -5,7 +5,7 @@
     <repository>/<name>/<version>/model.py        (unless backend "ge": then no per-model code)
 
 The config is a ``ModelConfig`` protobuf built from the model's own description through
-``serving.plan`` (the same plan GEModel's auto-complete fills a config with); flags override
+``modelconfig.derive`` (the same derivation GEModel's auto-complete fills a config with); flags override
 what the model implies, and contradictions are errors that say what conflicts. The folder is
 written to a staging folder first and checked with ``check`` (the rules GEModel and
 tritonserver 2.51 apply at load): a folder that would not load is never written.
@@ -24,17 +24,23 @@ from typing import Any
 from google.protobuf import json_format
 
 from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, build_atc_command, config_gears
-from ge_python_backend.engines import ModelKind, engine, engine_parameters
+from ge_python_backend.engines import engine_info, engine_parameters
 from ge_python_backend.engines.compile import CACHE_ENV
-from ge_python_backend.engines.registry import AUTO
+from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.modelconfig.derive import (
+    DEFAULT_QUEUE_DELAY_US,
+    ConfigChoices,
+    ConfigTensor,
+    DerivedConfig,
+    derive_config,
+)
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import ModelConfig, format_config, mc, read_config_file
 from ge_python_backend.repository.modelfile import ModelFile, read_model_file
 from ge_python_backend.repository.templates import Template, load_template, safe_join
 from ge_python_backend.repository.versions import MAX_VERSION, FolderKind, read_version_folder
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.serving.plan import DEFAULT_QUEUE_DELAY_US, ConfigTensor, PlanRequest, plan_serving
 from ge_python_backend.serving.sequences import StatePair
 from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_shapes, format_shape
 from ge_python_backend.triton.settings import CORE_PARAMETERS
@@ -140,10 +146,14 @@ class GenerateOptions:
 
 @dataclass(frozen=True)
 class Generated:
+    """What generate wrote: the model file's folder, every file, its config, notes; ``folders``
+    lists every model folder written (the model file's first, then a template's other models)."""
+
     model_dir: Path
     files: tuple[Path, ...]
     config: Any
     notes: tuple[str, ...]
+    folders: tuple[Path, ...] = ()
 
 
 def check_name(name: str) -> str:
@@ -199,7 +209,7 @@ def with_shapes(spec: ModelSpec, shapes: Mapping[str, tuple[int, ...]]) -> Model
 
 
 def _add_entry(entries, entry: ConfigTensor | Mapping[str, Any]) -> None:
-    """One config input/output: a planned model tensor or a template's literal entry."""
+    """One config input/output: a derived model tensor or a template's literal entry."""
     added = entries.add()
     if isinstance(entry, ConfigTensor):
         added.name = entry.name
@@ -298,7 +308,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
             "--warmup with --sequence: Triton's warm-up requests carry no sequence correlation ID, which a stateful "
             "model needs, so the load would fail ('failed to run warmup sample'); leave --warmup out"
         )
-    request = PlanRequest(
+    request = ConfigChoices(
         layout=layout,
         states=frozenset(name for pair in options.states for name in (pair.input, pair.output)),
         max_batch_size=options.max_batch_size,
@@ -306,19 +316,19 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
         client_inputs=template.inputs is None,
         client_outputs=template.outputs is None,
     )
-    plan = plan_serving(spec, request)
-    notes = list(plan.notes)
+    derived = derive_config(spec, request)
+    notes = list(derived.notes)
     engine_name = options.engine or model.engine.name
-    compiled = model.kind is ModelKind.ONNX and engine_name != AUTO and bool(engine(engine_name).atc)
-    preferred = _compiled_gears(plan) if compiled else plan.preferred_batch_sizes
-    config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=plan.max_batch_size)
-    inputs: list[ConfigTensor | Mapping[str, Any]] = list(plan.inputs)
-    outputs: list[ConfigTensor | Mapping[str, Any]] = list(plan.outputs)
+    compiled = model.format == ONNX and engine_name != AUTO and bool(engine_info(engine_name).atc)
+    preferred = _compiled_gears(derived) if compiled else derived.preferred_batch_sizes
+    config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=derived.max_batch_size)
+    inputs: list[ConfigTensor | Mapping[str, Any]] = list(derived.inputs)
+    outputs: list[ConfigTensor | Mapping[str, Any]] = list(derived.outputs)
     if template.inputs is not None:
         inputs = template.render_data(list(template.inputs), values, "inputs")
     if template.outputs is not None:
         outputs = template.render_data(list(template.outputs), values, "outputs")
-    clash = {name for name, _ in CONTROL_INPUTS} & {t.name for t in plan.inputs}
+    clash = {name for name, _ in CONTROL_INPUTS} & {t.name for t in derived.inputs}
     if options.sequence and clash:
         raise ConfigError(f"model input {sorted(clash)[0]!r} clashes with a sequence control input name")
     for entry in inputs:
@@ -338,7 +348,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
         parameters["sequence_state_batch_axis"] = str(options.state_batch_axis)
     if options.unbatched_inputs:
         parameters["unbatched_inputs"] = ",".join(options.unbatched_inputs)
-    parameters.update(_engine_parameters(engine_name, model, spec, plan.max_batch_size, options))
+    parameters.update(_engine_parameters(engine_name, model, spec, derived.max_batch_size, options))
     if options.streams > 1:
         notes.append(
             f"streams {options.streams}: answers are returned from execute, so the slots run only the batches of one "
@@ -356,10 +366,10 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
     return config, notes
 
 
-def _compiled_gears(plan) -> tuple[int, ...]:
+def _compiled_gears(derived: DerivedConfig) -> tuple[int, ...]:
     """The batch gears the compile at load gives the .om (as preferred sizes: the batcher then forms
-    batches of those sizes): the planned preferred sizes and max_batch_size, else the powers of two."""
-    return config_gears(ConfigFacts("", plan.max_batch_size, plan.preferred_batch_sizes))
+    batches of those sizes): the derived preferred sizes and max_batch_size, else the powers of two."""
+    return config_gears(ConfigFacts("", derived.max_batch_size, derived.preferred_batch_sizes))
 
 
 def _compile_note(config, version: int, engine_name: str, spec: ModelSpec) -> str:
@@ -380,19 +390,19 @@ def _engine_parameters(
     engine_name: str, model: ModelFile, spec: ModelSpec, max_batch_size: int, options: GenerateOptions
 ) -> dict[str, str]:
     """The engine's own parameters the model needs to load (e.g. the largest shapes of an unbounded
-    shape range, ``EngineInfo.planned_parameters``), from the flags that give them."""
-    info = model.engine if engine_name == AUTO else engine(engine_name)
+    shape range, ``EngineInfo.generated_parameters``), from the flags that give them."""
+    info = model.engine if engine_name == AUTO else engine_info(engine_name)
     given = {"acl_max_shapes": options.max_shapes} if options.max_shapes else {}
-    planned = info.planned_parameters(spec, max_batch_size, given)
-    if options.max_shapes and "acl_max_shapes" not in planned:
+    parameters_needed = info.generated_parameters(spec, max_batch_size, given)
+    if options.max_shapes and "acl_max_shapes" not in parameters_needed:
         raise ConfigError(f"--max-shapes applies to the acl engines; engine {info.name} does not take it")
-    return planned
+    return parameters_needed
 
 
 def default_instances(engine_name: str, model: ModelFile) -> int:
     """The instance count generate writes when --instances is not given: 1 off the NPU; on it
     DEFAULT_NPU_INSTANCES, or HOST_BOUND_NPU_INSTANCES for a model file below HOST_BOUND_MODEL_BYTES."""
-    npu = model.engine.npu if engine_name == AUTO else engine(engine_name).npu
+    npu = model.engine.npu if engine_name == AUTO else engine_info(engine_name).npu
     if not npu:
         return 1
     try:
@@ -523,30 +533,76 @@ def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Ge
     template = load_template(options.template)
     values = template.values(options.template_options)
     values.update(name=name, source=Path(model_path).name, model_file=model.default_name)
-    config, notes = build_config(model, template, values, options)
-    model_dir = safe_join(Path(repository), name)
+    names = [check_name(folder) for folder in template.model_names(values)]
+    if len(set(names)) < len(names):
+        raise ConfigError(f"template {template.name!r} would write model folders {names}, twice the same name")
+    if template.models and (options.add_version or options.backend == "ge"):
+        flag = "--add-version" if options.add_version else "--backend ge"
+        raise ConfigError(f"template {template.name!r} writes several models ({', '.join(names)}); {flag} cannot")
+    config, notes = build_config(model, template, values, replace(options, name=names[0]))
+    model_dir = safe_join(Path(repository), names[0])
     if options.backend == "ge":
         notes.append('backend "ge": no model.py; install the backend once with `ge-triton install-backend`')
     if options.add_version:
         return _generate_version(model_dir, model_path, model, template, values, config, notes, options)
-    if model_dir.exists() and not options.overwrite:
-        raise ConfigError(f"{model_dir} exists; pass --force to replace it, or --add-version to add a version")
+    folders = [safe_join(Path(repository), folder) for folder in names]
+    for folder in folders:
+        if folder.exists() and not options.overwrite:
+            raise ConfigError(f"{folder} exists; pass --force to replace it, or --add-version to add a version")
     _check_policy_versions(config, {options.version})
+    if template.models:
+        values.update(_model_values(template, config, model_path))
     staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX))
     try:
-        staged = staging / name
+        staged = staging / names[0]
         staged.mkdir()
         (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
         files = [staged / "config.pbtxt"] + _write_version(staged, model_path, model, template, values, options)
-        _verify(staged, model_dir, template.copied(staged, options.version, values))
-        if model_dir.exists():
-            shutil.rmtree(model_dir)
-        model_dir.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(staged), str(model_dir))
+        files += template.write_models(staging, options.version, values)
+        for folder_name, (source, folder_template) in template.model_files(values).items():
+            files += _write_model_folder(staging / folder_name, source, folder_template, values, options, notes)
+        if template.models:
+            _verify(staging, Path(repository), {})
+        else:
+            _verify(staged, model_dir, template.copied(staged, options.version, values))
+        for folder in folders:
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(staging / folder.name), str(folder))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    written = tuple(model_dir / f.relative_to(staged) for f in files)
-    return Generated(model_dir, written, config, tuple(notes))
+    written = tuple(Path(repository) / f.relative_to(staging) for f in files)
+    return Generated(model_dir, written, config, tuple(notes), tuple(folders))
+
+
+def _write_model_folder(
+    folder: Path, source: Path, template: Template, values, options: GenerateOptions, notes: list[str]
+) -> list[Path]:
+    """A pipeline's folder for another model file, written as generate writes the first one."""
+    model = read_model_file(source)
+    config, more = build_config(model, template, values, replace(options, name=folder.name, template_options={}))
+    notes += [f"{folder.name}: {note}" for note in more]
+    folder.mkdir()
+    (folder / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
+    return [folder / "config.pbtxt"] + _write_version(folder, source, model, template, values, options)
+
+
+def _model_values(template: Template, config, model_path: Path) -> dict[str, str]:
+    """What a template's other models may name of the model folder's config: its name, its one
+    input and one output (name, data type, dims) and max_batch_size."""
+    if len(config.input) != 1 or len(config.output) != 1:
+        raise ConfigError(
+            f"template {template.name!r} builds a pipeline around a model of one input and one output; "
+            f"{Path(model_path).name} has inputs {[e.name for e in config.input]} and outputs "
+            f"{[e.name for e in config.output]}"
+        )
+    values = {"model_name": config.name, "max_batch_size": str(config.max_batch_size)}
+    for kind, entry in (("input", config.input[0]), ("output", config.output[0])):
+        values[f"model_{kind}"] = entry.name
+        values[f"model_{kind}_type"] = mc.DataType.Name(entry.data_type)
+        values[f"model_{kind}_dims"] = ", ".join(str(d) for d in entry.dims)
+    return values
 
 
 def _generate_version(

@@ -16,7 +16,6 @@ from ge_python_backend.ascend.acljson import AclJson, problems
 from ge_python_backend.ascend.constants import ret_code
 from ge_python_backend.ascend.layout import LayoutTensor, Shape
 from ge_python_backend.ascend.limits import arch_compatible, device_limits, platform_npu_arch
-from ge_python_backend.ascend.simom import InputRole, SimOm, decode_sim_om, is_sim_om
 from ge_python_backend.errors import OmFormatError
 from ge_python_backend.sim.aipp import decode_dynamic
 from ge_python_backend.sim.mdl_aipp import AippCalls
@@ -38,6 +37,7 @@ from ge_python_backend.sim.models import (
     run_session,
 )
 from ge_python_backend.sim.signature import AclFail, acl_function
+from ge_python_backend.sim.simom import InputRole, SimOm, decode_sim_om, is_sim_om
 from ge_python_backend.sim.state import INVALID_PARAM, Context
 
 INVALID_FILE = ret_code("ACL_ERROR_INVALID_FILE")

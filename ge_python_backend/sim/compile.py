@@ -21,6 +21,7 @@ AIPP). Every gear is run once on ONNX Runtime, which yields each gear's output s
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,8 @@ from ge_python_backend.ascend.aipp import (
 from ge_python_backend.ascend.atcflags import Dim, format_dims, parse_gear_list, parse_input_shape, parse_int_list
 from ge_python_backend.ascend.constants import AclDataType, data_type_named
 from ge_python_backend.ascend.layout import GearKind, LayoutTensor, ModelLayout, Shape
-from ge_python_backend.ascend.simom import (
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.sim.simom import (
     InputRole,
     ModelInput,
     NetworkInput,
@@ -48,7 +50,6 @@ from ge_python_backend.ascend.simom import (
     dynamic_shape_input,
     write_sim_om,
 )
-from ge_python_backend.errors import ConfigError
 from ge_python_backend.specs import UNBOUNDED, ModelSpec, format_shape, numpy_dtype
 from ge_python_backend.version import __version__
 
@@ -409,11 +410,12 @@ def compile_model(
     """``sim_compile`` on parsed ATC options."""
     import onnx
 
-    onnx_bytes = onnx_path.read_bytes()
     try:
-        model = onnx.load_from_string(onnx_bytes)
+        model = onnx.load_from_string(onnx_path.read_bytes())
     except Exception as exc:  # protobuf DecodeError and friends
         raise ConfigError(f"{onnx_path} is not an ONNX model: {exc}") from None
+    _embed_external_data(model, onnx_path)
+    onnx_bytes = model.SerializeToString()
     onnx_inputs = _onnx_inputs(model)
     kind = options.kind
     shapes = _shapes(options, onnx_inputs)
@@ -454,6 +456,38 @@ def compile_model(
     om = SimOm(layout, tuple(model_inputs), producer, onnx_bytes, True, *resources)
     write_sim_om(out_path, om)
     return om.spec()
+
+
+def _embed_external_data(model: Any, onnx_path: Path) -> None:
+    """Read the weights the graph keeps in external-data files into the model (the sim-OM carries
+    the whole model, as an .om carries its weights). Each ``location`` is taken relative to the
+    folder of the model file's real path, as ATC's ONNX parser takes it (hicann/ge
+    parser/parser/onnx/onnx_parser.cc:791-860), with its ``offset`` and ``length``."""
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
+    folder = Path(os.path.realpath(onnx_path)).parent
+    for tensor in _get_all_tensors(model):
+        if not uses_external_data(tensor):
+            continue
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        path = folder / entries.get("location", "")
+        offset, length = int(entries.get("offset", 0) or 0), int(entries.get("length", -1) or -1)
+        try:
+            with path.open("rb") as handle:
+                handle.seek(offset)
+                data = handle.read(length if length >= 0 else -1)
+        except OSError as exc:
+            raise ConfigError(
+                f"tensor {tensor.name!r} keeps its data in {path} (external data), which cannot be read: "
+                f"{exc.strerror or exc}"
+            ) from None
+        if length >= 0 and len(data) != length:
+            raise ConfigError(
+                f"tensor {tensor.name!r}: external data {path} holds {len(data)} bytes at offset {offset}, not {length}"
+            )
+        tensor.raw_data = data
+        del tensor.external_data[:]
+        tensor.data_location = tensor.DEFAULT
 
 
 def _inputs(

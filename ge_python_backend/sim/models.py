@@ -22,9 +22,9 @@ import numpy as np
 from ge_python_backend.ascend.aipp import AippConfig
 from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, ret_code
 from ge_python_backend.ascend.layout import Shape
-from ge_python_backend.ascend.simom import InputRole, SimOm
 from ge_python_backend.sim.aipp import transform
 from ge_python_backend.sim.signature import AclFail
+from ge_python_backend.sim.simom import InputRole, SimOm
 from ge_python_backend.specs import format_shape, numpy_dtype
 
 MODEL_EXECUTE = ret_code("ACL_ERROR_RT_MODEL_EXECUTE")

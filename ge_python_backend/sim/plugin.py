@@ -1,8 +1,9 @@
 """``acl-sim``: the acl engine's own code on this simulator, registered through the engine registry.
 
 ``pyproject.toml`` names ``ENGINE`` in the ``ge_python_backend.engines`` entry-point group; the
-registry loads it, so nothing in ``engines/`` imports the simulator. ``GE_ACL_SIMULATOR=1`` makes
-engine ``acl`` run here too (logged loudly).
+registry loads it, so nothing in ``engines/`` imports the simulator; it declares the simulated .om
+format (``SIM_OM``) the same way. ``GE_ACL_SIMULATOR=1`` runs engine ``acl`` here on a machine
+without pyACL (a test switch, refused where pyACL imports: ``registry.stand_in``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.engines.registry import EngineInfo, ModelKind
+from ge_python_backend.engines.registry import EngineInfo, ModelFormat
 from ge_python_backend.params import Parameter, parse_float
-from ge_python_backend.sim.faults import FaultPlan
+from ge_python_backend.sim.faults import FaultSchedule
+from ge_python_backend.sim.simom import MAGIC
+
+#: The simulated .om ``sim-compile`` writes (``sim/simom.py``): only this engine runs it.
+SIM_OM = ModelFormat("sim-om", "simulated .om", "ge_python_backend.sim.simom:read_record", magic=MAGIC)
 
 PARAMETERS = (
     Parameter(
         "acl_sim_faults",
-        FaultPlan.parse,
+        FaultSchedule.parse,
         None,
         "faults such as 'execute_async:3=507011, malloc:2, memcpy_async:9=lost' (FUNCTION:N[=RET|=lost])",
         "acl-sim only: fail the Nth call of a pyACL function, or lose the device",
@@ -66,7 +71,7 @@ def atc_program() -> tuple[str, ...]:
 ENGINE = EngineInfo(
     name="acl-sim",
     module="ge_python_backend.engines.acl",
-    model_kind=ModelKind.SIM_OM,
+    model_format=SIM_OM,
     default_file="model.om",
     npu=True,
     summary="a simulated .om on the pyACL simulator (ONNX Runtime on the CPU)",

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from ge_python_backend.ascend.constants import RET_CODES, ret_code
 from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
 from ge_python_backend.sim.dfx import DumpState, ProfilingState
-from ge_python_backend.sim.faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultPlan, FaultState
+from ge_python_backend.sim.faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultSchedule, FaultState
 from ge_python_backend.sim.memory import DeviceMemory, HostMemory, read_host, write_host
 from ge_python_backend.sim.models import AippSet, DataBuffer, Dataset, LoadedModel, ModelDesc, TensorDesc
 from ge_python_backend.sim.signature import AclFail, Signature, shape_result
@@ -127,7 +127,7 @@ class SimState:
     def configure(
         self,
         *,
-        faults: FaultPlan | str | None = None,
+        faults: FaultSchedule | str | None = None,
         device_ms: float | None = None,
         row_ms: float | None = None,
         device_count: int | None = None,
@@ -137,7 +137,7 @@ class SimState:
         soc_name: str | None = None,
         memcpy_alignment: int | None = None,
     ) -> None:
-        """Change the simulated hardware. ``faults`` installs a new plan (fresh counters, device back);
+        """Change the simulated hardware. ``faults`` installs a new schedule (fresh counters, device back);
         the run mode changes only while no memory is allocated."""
         if absent_gears_ret is not None and absent_gears_ret not in RET_CODES:
             raise ValueError(f"absent_gears_ret {absent_gears_ret} is not a code the CANN headers define")
@@ -150,8 +150,8 @@ class SimState:
                 self.config.run_mode = run_mode
                 self.device_memory = DeviceMemory(addressable=run_mode == "device")
             if faults is not None:
-                plan = FaultPlan.parse(faults) if isinstance(faults, str) else faults
-                self.faults = FaultState(plan)
+                schedule = FaultSchedule.parse(faults) if isinstance(faults, str) else faults
+                self.faults = FaultState(schedule)
             for name, value in (
                 ("device_ms", device_ms),
                 ("row_ms", row_ms),
@@ -165,7 +165,7 @@ class SimState:
                     setattr(self.config, name, value)
 
     def lose_device(self, reason: str = "lost (Simulator.lose_device)") -> None:
-        """From now on every device call fails, until a new fault plan is installed."""
+        """From now on every device call fails, until a new fault schedule is installed."""
         self.faults.lose_device(reason)
 
     def finalize(self) -> None:

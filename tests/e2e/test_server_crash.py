@@ -3,9 +3,8 @@ lifelines) exits within seconds, idle and with requests in flight, for every eng
 mode (``ge_python_backend/triton/lifeline.py`` says why a stub could outlive its server).
 
 One tritonserver per case serves all the models; the case kills it once and watches the processes
-of its process group, found through /proc before the kill. With GE_TRITONSERVER_2402 the same runs
-on tritonserver 2.43 (Triton 24.02: ``tests/support/versions.py``), where answers are returned
-from execute whatever ``response_mode`` says.
+of its process group, found through /proc before the kill. In the 24.02 lane (tritonserver 2.43:
+``tests/support/versions.py``) answers are returned from execute whatever ``response_mode`` says.
 """
 
 from __future__ import annotations
@@ -23,9 +22,8 @@ import tritonclient.http as httpclient
 from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.triton.lifeline import STUB_EXECUTABLE
 from tests.support import reliability_repos as rr
-from tests.support.versions import install_2402
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.contract]
 #: every process of the killed server must be gone within this long
 EXIT_WITHIN_S = 8.0
 #: (model, parameters, generate options): both engines, both response modes
@@ -112,10 +110,9 @@ class Clients:
             thread.join(30)
 
 
-@pytest.mark.parametrize("triton", ["2.51 (24.10)", "2.43 (24.02)"])
 @pytest.mark.parametrize("load", ["idle", "requests in flight"])
-def test_every_process_of_a_killed_server_exits_within_seconds(repo, load, triton):
-    server = TritonServer(repo, install=install_2402() if triton.startswith("2.43") else None)
+def test_every_process_of_a_killed_server_exits_within_seconds(repo, load):
+    server = TritonServer(repo)
     try:
         server.start()
         assert server.process is not None

@@ -1,21 +1,61 @@
-"""A second tritonserver to test on: 2.43.0 (Triton 24.02, what CANN's own GE backend image runs),
-from an unpacked nvidia-pytriton 0.5.3 wheel named by GE_TRITONSERVER_2402
-(``pip download nvidia-pytriton==0.5.3 --no-deps`` and unzip it); tests skip without it."""
+"""The tritonserver the end-to-end tests run against.
+
+By default the bundled one (``nvidia-pytriton`` 0.7.0: tritonserver 2.51.0, Triton 24.10). With
+``--tritonserver=24.02`` (``tools/test.sh --tritonserver=24.02 -m contract``, the 24.02 lane of
+``.ci/run``) the whole session runs on tritonserver 2.43.0 (Triton 24.02, the release CANN's own GE
+backend image runs): the server files of ``nvidia-pytriton`` 0.5.3 that ``tools/bootstrap.sh``
+unpacks into ``.venv/tritonserver-24.02``. Its ``bin`` goes first on ``PATH``, so every server a test
+starts (``TritonServer``, ``ge-triton serve``, ``tools/demo.sh``) is that one: ``find_tritonserver``
+takes the ``tritonserver`` on ``PATH`` first.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ge_python_backend.ops.server import TritonInstall, pytriton_install
+from ge_python_backend.ops.server import pytriton_install
 
-TRITON_2402_ENV = "GE_TRITONSERVER_2402"
+#: where tools/bootstrap.sh unpacks nvidia-pytriton 0.5.3's server files (beside this venv's own 2.51)
+TRITON_2402_ROOT = Path(sys.prefix) / "tritonserver-24.02"
 
 
-def install_2402() -> TritonInstall:
-    root = os.environ.get(TRITON_2402_ENV)
-    if not root:
-        pytest.skip(f"{TRITON_2402_ENV} is not set (an unpacked nvidia-pytriton 0.5.3 wheel: tritonserver 2.43.0)")
-    return pytriton_install(Path(root))
+@dataclass(frozen=True)
+class Release:
+    """A Triton release the tests can run against, and what its Python backend offers GEModel."""
+
+    name: str  # Triton's release: "24.10"
+    server: str  # tritonserver's version: "2.51.0"
+    #: a non-decoupled request's response sender (python_backend r24.06, triton/capabilities.py)
+    response_senders: bool
+
+
+BUNDLED = Release("24.10", "2.51.0", response_senders=True)
+TRITON_2402 = Release("24.02", "2.43.0", response_senders=False)
+RELEASES = {release.name: release for release in (BUNDLED, TRITON_2402)}
+
+_under_test = BUNDLED
+
+
+def under_test() -> Release:
+    """The release this session's servers are (``--tritonserver``)."""
+    return _under_test
+
+
+def select(name: str) -> None:
+    """Run the session's servers on release ``name`` (called once, by the ``--tritonserver`` option)."""
+    global _under_test
+    release = RELEASES[name]
+    if release is TRITON_2402:
+        if not (TRITON_2402_ROOT / ".complete").is_file():
+            raise pytest.UsageError(
+                f"--tritonserver=24.02: no tritonserver 2.43.0 in {TRITON_2402_ROOT}; run bash tools/bootstrap.sh "
+                "(it unpacks nvidia-pytriton 0.5.3's server files there) and see its message"
+            )
+        binary = pytriton_install(TRITON_2402_ROOT).binary
+        os.environ["PATH"] = os.pathsep.join([str(binary.parent), os.environ.get("PATH", "")])
+    _under_test = release

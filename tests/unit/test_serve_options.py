@@ -19,7 +19,7 @@ from ge_python_backend.ops.access import (
     command_lines_hidden,
     parse_apis,
 )
-from ge_python_backend.ops.server import ServerError, TritonInstall, TritonServer
+from ge_python_backend.ops.server import ServerError, TritonInstall, TritonServer, find_tritonserver
 from ge_python_backend.ops.server import arguments_in_force as in_force
 
 
@@ -42,6 +42,31 @@ def test_extra_arguments_decide_ports_and_readiness_rules(tmp_path):
     command = server.command(TritonInstall(tmp_path / "tritonserver", tmp_path, None), tmp_path)
     assert "--exit-on-error=false" in command and command[-1] == "explicit"
     server.close()
+
+
+def _executable(path):
+    path.parent.mkdir(parents=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_tritonserver_on_path_from_a_wheel_tree_gets_the_wheel_libraries(tmp_path, monkeypatch):
+    """The Python stub is copied out of the tree, where its relative RPATH no longer finds them."""
+    wheel = tmp_path / "wheel"
+    binary = _executable(wheel / "pytriton" / "tritonserver" / "bin" / "tritonserver")
+    (wheel / "nvidia_pytriton.libs").mkdir()
+    monkeypatch.setenv("PATH", str(binary.parent))
+    assert find_tritonserver() == TritonInstall(
+        binary, wheel / "pytriton" / "tritonserver" / "backends", wheel / "nvidia_pytriton.libs"
+    )
+
+
+@pytest.mark.parametrize("prefix", ["opt/tritonserver", "tritonserver", "pytriton/tritonserver"])
+def test_a_tritonserver_on_path_elsewhere_gets_its_own_lib_folder(tmp_path, monkeypatch, prefix):
+    binary = _executable(tmp_path / prefix / "bin" / "tritonserver")
+    monkeypatch.setenv("PATH", str(binary.parent))
+    assert find_tritonserver() == TritonInstall(binary, binary.parents[1] / "backends", binary.parents[1] / "lib")
 
 
 def test_without_http_there_is_nothing_to_check_readiness_with(tmp_path):

@@ -11,8 +11,8 @@ import numpy as np
 
 from ge_python_backend.ascend.constants import ACL_HBM_MEM, ACL_SUCCESS, MallocPolicy, MemcpyKind
 from ge_python_backend.ascend.limits import SOC_VERSIONS, device_limits, platform_npu_arch
-from ge_python_backend.ascend.resources import model_resources
 from ge_python_backend.engines.acl.runtime import log_failure
+from ge_python_backend.engines.offline import model_resources
 from ge_python_backend.ops.conformance.build import STATIC_ROWS
 from ge_python_backend.ops.conformance.probes import UNKNOWN, ProbeContext, Skip, close, probe
 
@@ -316,10 +316,10 @@ def soc_version(context: ProbeContext) -> None:
     model = context.models.om("static")
     if model is not None:  # ATC took the name as --soc_version and recorded it
         from ge_python_backend.engines.offline import read_model_spec
-        from ge_python_backend.engines.registry import detect_kind
+        from ge_python_backend.engines.registry import detect_format
 
-        kind = detect_kind(model)
-        facts = read_model_spec(model, kind).facts if kind is not None else {}
+        model_format = detect_format(model)
+        facts = read_model_spec(model, model_format).facts if model_format is not None else {}
         context.expect(
             "the static model's soc_version (compiled --soc_version=<that name>)", facts.get("soc_version"), soc
         )
