@@ -1,5 +1,4 @@
-"""serve's supervisor heals models through a real tritonserver: 2.51, and 2.43 (Triton 24.02)
-where ``GE_TRITONSERVER_2402`` names it (tests/support/versions.py).
+"""serve's supervisor heals models through a real tritonserver.
 
 Each model is written by ``generate`` with its defaults, one per engine: onnxruntime, acl-sim
 (the default folder of a simulated .om: two instances) and the classification template (hooks:
@@ -38,7 +37,6 @@ from ge_python_backend.ops.supervisor import RecoveryPolicy
 from tests.support import reliability_repos as rr
 from tests.support import repos
 from tests.support.load import Load, classifier_requests, linear_requests, stub_pids
-from tests.support.versions import install_2402
 
 pytestmark = pytest.mark.e2e
 #: the issue's bar: serving again this long after the kill, with nobody acting
@@ -69,15 +67,13 @@ def built(tmp_path_factory):
     return repo, sources, requests
 
 
-@pytest.fixture(scope="module", params=["2.51"])
-def served(request, built, tmp_path_factory):
-    install = None if request.param == "2.51" else install_2402()
+@pytest.fixture(scope="module")
+def served(built, tmp_path_factory):
     server = TritonServer(
         built[0],
         log_path=tmp_path_factory.mktemp("log") / "tritonserver.log",
         model_control_mode="explicit",
         load_models=["*"],
-        install=install,
         front_metrics=True,
         # a dead stub's model never finishes unloading (its response factories leak): shutdown
         # waits --exit-timeout-secs for it
