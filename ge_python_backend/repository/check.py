@@ -55,6 +55,7 @@ from ge_python_backend.repository.versions import FolderKind, read_version_folde
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
 from ge_python_backend.triton.npu_ge import folder_parameters
+from ge_python_backend.triton.router_settings import RouterSettings
 from ge_python_backend.triton.settings import (
     CORE_PARAMETERS,
     TRITON_PARAMETERS,
@@ -101,12 +102,15 @@ class CheckReport:
         return tuple(sorted({p.path.relative_to(self.root).parts[0] for p in self.problems if p.fatal}))
 
 
-def check_repository(repository: Path, backends: Path | None = None, ge_backend_ready: bool = False) -> CheckReport:
+def check_repository(
+    repository: Path, backends: Path | None = None, ge_backend_ready: bool = False, peers: Path | None = None
+) -> CheckReport:
     """Check every model folder of ``repository`` (or ``repository`` itself when it is one).
 
     ``backends``: the Triton backends folder where backend "ge" should be installed (None: no
     tritonserver was found, so whether it is installed cannot be told); ``ge_backend_ready``:
-    the server that loads the models installs it itself."""
+    the server that loads the models installs it itself; ``peers``: the repository a router's
+    members are in (default: the one its folder is in)."""
     repository = Path(repository)
     if not repository.is_dir():
         raise ConfigError(f"model repository {repository} is not a folder")
@@ -119,7 +123,7 @@ def check_repository(repository: Path, backends: Path | None = None, ge_backend_
     ge_backend = _GeBackend(backends, ge_backend_ready)
     problems: list[Problem] = []
     for folder in folders:
-        problems += _ModelCheck(folder, ge_backend).run()
+        problems += _ModelCheck(folder, ge_backend, peers or folder.parent).run()
     return CheckReport(tuple(f.name for f in folders), tuple(problems), root)
 
 
@@ -170,10 +174,11 @@ class _Parameters:
 
 
 class _ModelCheck:
-    def __init__(self, folder: Path, ge_backend: _GeBackend) -> None:
+    def __init__(self, folder: Path, ge_backend: _GeBackend, peers: Path) -> None:
         self.folder = folder
         self.config_path = folder / "config.pbtxt"
         self.ge_backend = ge_backend
+        self.peers = peers
         self.problems: list[Problem] = []
 
     def error(self, path: Path, message: str, fatal: bool = False) -> None:
@@ -216,6 +221,9 @@ class _ModelCheck:
             return self.problems  # a pipeline step: no model file, no engine; the generic checks ran
         if any(not code.uses_package for code in codes.values()):
             self.warning(self.config_path, "model.py does not use ge_python_backend; only generic checks ran")
+            return self.problems
+        if codes and all(code.router for code in codes.values()):
+            self._check_router(config)
             return self.problems
         parameters = self._parameters(config, codes)
         if parameters.refused:
@@ -458,6 +466,18 @@ class _ModelCheck:
         if code.problem:
             self.error(path, code.problem)
         return code
+
+    def _check_router(self, config) -> None:
+        """A router: its parameters, members and own inputs and outputs, read as its load reads them."""
+        args = {
+            "model_config": config_json(config, self.folder.name),
+            "model_repository": str(self.peers / self.folder.name),
+            "model_name": self.folder.name,
+        }
+        try:
+            RouterSettings.read(args)
+        except ConfigError as exc:
+            self.error(self.config_path, str(exc))
 
     # -- parameters ---------------------------------------------------------------------------
 

@@ -31,7 +31,8 @@ class ModelCode:
     ge_python_backend (``ImageClassifier`` tells ``check`` to run the classifier's checks).
     ``step``: its class is a ``PipelineStep`` (no model file, no engine: only generic checks).
     ``auto_completes``: its class is GEModel's own auto-complete (it derives from GEModel and
-    does not define ``auto_complete_config``), so the server completes the config with it."""
+    does not define ``auto_complete_config``), so the server completes the config with it.
+    ``router``: its class derives from RouterModel (``triton/router.py``)."""
 
     path: Path
     uses_package: bool
@@ -42,6 +43,7 @@ class ModelCode:
     auto_completes: bool = False
     #: a pipeline step (``triton.step.PipelineStep``): a Python model without an engine of its own
     step: bool = False
+    router: bool = False
 
 
 def read_model_code(path: Path) -> ModelCode:
@@ -60,6 +62,8 @@ def read_model_code(path: Path) -> ModelCode:
         return _unknown(path, uses_package, "defines no class TritonPythonModel, which Triton's Python backend loads")
     if any(_last_name(base) == STEP_CLASS for base in model_class.bases):
         return ModelCode(path, False, frozenset(), (), imported=frozenset(_imported(tree)), step=True)
+    if any(_last_name(base) == "RouterModel" for base in model_class.bases):
+        return ModelCode(path, uses_package, frozenset(), (), router=True)
     if not any(_last_name(base) == "GEModel" for base in model_class.bases):
         return _unknown(path, uses_package)
     methods = {node.name for node in model_class.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}

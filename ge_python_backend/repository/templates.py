@@ -16,8 +16,14 @@ A template is a folder holding ``template.json`` and the files it names::
                  "${name}_pre": {"config": "pre.pbtxt.in",       # a config.pbtxt rendered (and read with Triton's
                                  "files": {"{version}/model.py": "pre.py.in"}},   # schema) and files as above,
                  "${name}_rec": {"model": "@rec",                # or the folder of another model file option,
-                                 "files": {...}, "parameters": {...}}}            # generated as the first one
+                                 "files": {...}, "parameters": {...}}},           # generated as the first one
+      "source": "model"                                          # optional, see below
     }
+
+``source`` says where the model's inputs and outputs come from: ``"model"`` (the default), the model
+file ``generate`` is given; ``"members"``, the configs of the models of the output repository that
+option ``members`` names (comma-separated; the router: ``repository/router.py``), with no model
+file. A parameter that renders empty is left out of the config (unset).
 
 Text is rendered with ``string.Template``: ``${name}``, ``${source}``, ``${model_file}`` and every
 option are available; in the configs of ``models`` also the model folder's ``${model_name}`` and,
@@ -58,6 +64,8 @@ from ge_python_backend.params import parse_bool, parse_int, parse_list
 ENV_TEMPLATE_PATH = "GE_TRITON_TEMPLATE_PATH"
 
 OPTION_TYPES = ("string", "int", "float", "float_list", "bool")
+#: where a template's inputs and outputs come from (``source``)
+SOURCES = ("model", "members")
 #: What a placeholder becomes while a Python template is checked: an identifier, so the template
 #: tokenizes and parses wherever it sits.
 _MARKER = "GE_TEMPLATE_VALUE_{}_"
@@ -96,6 +104,7 @@ class Template:
     files: Mapping[str, str] = field(default_factory=dict)
     model_name: str = "${name}"
     models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    source: str = "model"
 
     def values(self, given: Mapping[str, str]) -> dict[str, str]:
         """Option values: given ones, then defaults; unknown or missing options are errors."""
@@ -279,8 +288,15 @@ class Template:
             if source.startswith("@") and values[source[1:]]
         }
 
+    def _check_source(self) -> None:
+        if self.source not in SOURCES:
+            raise ConfigError(f"template {self.name!r} has source {self.source!r}; accepted: {', '.join(SOURCES)}")
+        if self.source == "members" and "members" not in self.options:
+            raise ConfigError(f"template {self.name!r} has source members but no option 'members' naming them")
+
     def check(self) -> None:
         """Refuse option types, target paths and sources that are wrong before anything is written."""
+        self._check_source()
         for key, option in self.options.items():
             if option.get("type", "string") not in OPTION_TYPES:
                 raise ConfigError(
@@ -396,6 +412,7 @@ def load_template(name: str) -> Template:
         files=data.get("files", {}),
         model_name=data.get("model_name", "${name}"),
         models=data.get("models", {}),
+        source=data.get("source", "model"),
     )
     template.check()
     return template

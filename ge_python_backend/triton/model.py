@@ -30,6 +30,7 @@ from ge_python_backend.engines.registry import AUTO, COMPILE_SOURCES
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError
 from ge_python_backend.modelconfig.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.params import Parameter
+from ge_python_backend.serving.bls_errors import asks_for_code, tag_error
 from ge_python_backend.serving.lane import Item, Lane
 from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import Arrays, Request, RequestInfo, Respond
@@ -480,27 +481,32 @@ def _readable(requests: Iterable[Request | None]) -> list[Request]:
     return [request for request in requests if request is not None]
 
 
-def _response(outputs: Arrays | None, error: GEError | None) -> Any:
+def _response(outputs: Arrays | None, error: GEError | None, request: Any) -> Any:
+    """``request``'s answer: its outputs, or the error with its Triton code (INVALID_ARG for the
+    client's fault, UNAVAILABLE out of service, else INTERNAL), tagged for a router that asks."""
     if error is None:
         assert outputs is not None  # Respond passes outputs or an error
         return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs.items()])
     if isinstance(error, InputError):
-        code = pb_utils.TritonError.INVALID_ARG
+        code = "INVALID_ARG"
     elif isinstance(error, EngineError) and error.fatal:  # out of service: another instance may serve it
-        code = pb_utils.TritonError.UNAVAILABLE
+        code = "UNAVAILABLE"
     else:
-        code = pb_utils.TritonError.INTERNAL
-    return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
+        code = "INTERNAL"
+    message = str(error)
+    if asks_for_code(request.parameters()):  # a router forwarded it: BLS would lose the code (bls_errors.py)
+        message = tag_error(code, message)
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, getattr(pb_utils.TritonError, code)))
 
 
-def _respond_into(responses: list, index: int, outputs: Arrays | None, error: GEError | None) -> None:
-    responses[index] = _response(outputs, error)
+def _respond_into(responses: list, index: int, request: Any, outputs: Arrays | None, error: GEError | None) -> None:
+    responses[index] = _response(outputs, error, request)
 
 
-def _through_sender(sender: Any) -> Respond:
+def _through_sender(sender: Any, request: Any) -> Respond:
     def respond(outputs: Arrays | None, error: GEError | None) -> None:
         if lifeline.server_alive():  # a send to a dead server would wait for it forever
-            sender.send(_response(outputs, error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender.send(_response(outputs, error, request), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     return respond
 
@@ -521,8 +527,8 @@ class _Replies:
         """The general path's answer to request ``index``."""
         if self._responses is None:
             assert self._senders is not None
-            return _through_sender(self._senders[index])
-        return partial(_respond_into, self._responses, index)
+            return _through_sender(self._senders[index], self._requests[index])
+        return partial(_respond_into, self._responses, index, self._requests[index])
 
     def returned(self) -> list:
         """What execute returns: the answers, or None per request when senders answer."""

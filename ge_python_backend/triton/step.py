@@ -91,14 +91,14 @@ class PipelineStep:
                 batch.append({t.name(): t.as_numpy() for t in request.inputs()})
                 readable.append(index)
             except Exception as exc:  # e.g. a data type without a numpy view
-                answers[index] = _response(None, InputError(f"could not read the request's inputs: {exc}"))
+                answers[index] = _response(None, InputError(f"could not read the request's inputs: {exc}"), request)
         results = self._guarded(self.process_batch, batch) if batch else []
         for position, index in enumerate(readable):
             result = results[position] if isinstance(results, list) else results
             if isinstance(result, GEError):
-                answers[index] = _response(None, result)
+                answers[index] = _response(None, result, requests[index])
             else:
-                answers[index] = _response({k: np.asarray(v) for k, v in result.items()}, None)
+                answers[index] = _response({k: np.asarray(v) for k, v in result.items()}, None, requests[index])
         return answers
 
     def _guarded(self, function, *args):
