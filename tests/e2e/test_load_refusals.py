@@ -1,4 +1,4 @@
-"""``check`` finds what the load refuses (issue 21, defect 5): every folder of the refusal corpus
+"""``check`` finds what the load refuses: every folder of the refusal corpus
 (tests/support/refusals.py) is loaded by a real tritonserver, one server for the module, and every
 folder the load refuses must have an error in the offline ``check``, naming the same cause.
 

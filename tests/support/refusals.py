@@ -1,4 +1,4 @@
-"""Model folders whose load fails (issue 21): parameters, files and configs ``check`` once passed.
+"""Model folders whose load fails: parameters, files and configs ``check`` once passed.
 
 Each folder starts from what ``ge-triton generate`` writes and breaks one thing, the way users
 did: a parameter value the load refuses, a file a parameter names that is missing or malformed, a
