@@ -42,13 +42,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.ascend.atc import AtcCommand, AtcRequest, ConfigFacts, apply_atc_flags, build_atc_command
+from ge_python_backend.ascend.atc import (
+    AtcCommand,
+    AtcRequest,
+    ConfigFacts,
+    apply_atc_flags,
+    build_atc_command,
+    compiled_spec,
+)
 from ge_python_backend.ascend.atcflags import GE_OPTION_FLAGS, PATH_FLAGS
 from ge_python_backend.engines.base import CompileTarget
-from ge_python_backend.engines.registry import EngineInfo, stand_in
+from ge_python_backend.engines.offline import read_model_spec
+from ge_python_backend.engines.registry import ONNX, EngineInfo, stand_in
 from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import Parameter, parse_float
-from ge_python_backend.specs import TensorSpec
+from ge_python_backend.specs import ModelSpec, TensorSpec
 
 LOG = logging.getLogger(__name__)
 
@@ -467,6 +475,33 @@ def _die_with_parent() -> None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+#: the SoC an offline check builds the command for: the device's is not known there, and the
+#: builder's checks do not depend on it
+OFFLINE_SOC = "Ascend310P3"
+
+
+def offline_command(
+    info: EngineInfo, source: Path, facts: ConfigFacts, options: Mapping[str, Any], version_dir: Path
+) -> AtcCommand:
+    """The ATC command the load of ``source`` will run, built without a device (``OFFLINE_SOC``):
+    ConfigError for whatever the builder refuses in the flags, the model or the config, in the
+    words of the load (``ge-triton check`` reports it)."""
+    job = _job(_compiler(info), source, facts, options, CompileTarget(OFFLINE_SOC, ""))
+    return command_for(job, "<cache>/model")
+
+
+def compiled_model_spec(source: Path, facts: ConfigFacts, options: Mapping[str, Any], version_dir: Path) -> ModelSpec:
+    """What the .om compiled at load from the ONNX model ``source`` will take and return, read
+    offline (``ascend.atc.compiled_spec``): the model's own spec through the flags of parameter
+    ``atc_flags`` and the config's facts. For GEModel's auto-complete and ``check``, which
+    describe the model ATC builds, not the ONNX file (an AIPP input is a UINT8 image, dims gears
+    leave no batch axis). ConfigError for flags the builder refuses."""
+    values = _values(options)
+    request = AtcRequest(source, OFFLINE_SOC, facts=facts)
+    request = apply_atc_flags(request, values["atc_flags"], version_dir, "parameter 'atc_flags'")
+    return compiled_spec(read_model_spec(source, ONNX), request)
+
+
 def compile_for(
     info: EngineInfo,
     source: Path,
@@ -477,10 +512,24 @@ def compile_for(
 ) -> Path:
     """The .om engine ``info`` runs for ``source`` (compiled, or from the cache). ``options`` are the
     model's engine parameters (``atc_*`` among them; files they name lie in ``version_dir``)."""
-    runs_as = stand_in(info)
+    runs_as = _compiler(info)
     target = runs_as.driver().compile_target(runs_as, options, version_dir)
-    values = {p.name: p.default for p in PARAMETERS} | {k: v for k, v in options.items() if k in _NAMES}
-    job = CompileJob(
+    return compiled_model(_job(runs_as, source, facts, options, target), log)
+
+
+def _compiler(info: EngineInfo) -> EngineInfo:
+    """The engine that compiles for ``info`` (its stand-in's ATC); ConfigError when it has none."""
+    runs_as = stand_in(info)
+    if not runs_as.atc:
+        raise ConfigError(f"engine {runs_as.name} compiles nothing; give it a {runs_as.model_format.description}")
+    return runs_as
+
+
+def _job(
+    runs_as: EngineInfo, source: Path, facts: ConfigFacts, options: Mapping[str, Any], target: CompileTarget
+) -> CompileJob:
+    values = _values(options)
+    return CompileJob(
         source=source,
         facts=facts,
         target=target,
@@ -489,7 +538,11 @@ def compile_for(
         cache_dir=Path(values["atc_cache_dir"]) if values["atc_cache_dir"] else None,
         timeout_s=values["atc_timeout_s"],
     )
-    return compiled_model(job, log)
+
+
+def _values(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The compile parameters of ``options`` (parsed), defaults for the others."""
+    return {p.name: p.default for p in PARAMETERS} | {k: v for k, v in options.items() if k in _NAMES}
 
 
 _NAMES = frozenset(p.name for p in PARAMETERS)

@@ -35,13 +35,14 @@ Runtime in a test, so everything here is pure and runs in-process.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.params import Parameter, parse_choice, parse_float, parse_int
 
 #: The recogniser's and classifier's input height, and the narrowest recogniser input (PaddleOCR's 3x48x320)
 LINE_HEIGHT = 48
@@ -68,6 +69,7 @@ class OcrOptions:
     det_unclip_ratio: float = 1.6
     det_max_candidates: int = 1000
     cls_thresh: float = 0.9
+    cls_batch: int = 6
     text_score: float = 0.5
     max_side_len: int = 2000
     min_side_len: int = 30
@@ -315,6 +317,31 @@ def characters_of(keys: Sequence[str]) -> tuple[str, ...]:
 
 Network = Callable[[np.ndarray], np.ndarray]
 
+#: The OCR model's config parameters: the OcrOptions fields a user tunes (PaddleOCR's names)
+OCR_PARAMETERS = (
+    Parameter("det_limit_side_len", parse_int(32), 960, "an integer >= 32", "the detector's input side limit"),
+    Parameter(
+        "det_limit_type",
+        parse_choice("max", "min"),
+        "max",
+        "max or min",
+        "max: the longer side at most det_limit_side_len (PaddleOCR); min: the shorter at least (RapidOCR)",
+    ),
+    Parameter("det_thresh", parse_float(0.0, 1.0), 0.3, "a number in [0, 1]", "text pixels: probability above it"),
+    Parameter("det_box_thresh", parse_float(0.0, 1.0), 0.5, "a number in [0, 1]", "a box's mean probability"),
+    Parameter("det_unclip_ratio", parse_float(0.0), 1.6, "a number >= 0", "how far a text box is expanded"),
+    Parameter("cls_thresh", parse_float(0.0, 1.0), 0.9, "a number in [0, 1]", "a line is turned above this score"),
+    Parameter("cls_batch", parse_int(1), 6, "an integer >= 1", "lines per direction classifier call"),
+    Parameter("rec_batch", parse_int(1), 6, "an integer >= 1", "lines per recogniser call (its batch range)"),
+    Parameter("rec_max_width", parse_int(LINE_HEIGHT), 3200, "an integer >= 48", "the recogniser's widest input"),
+    Parameter("text_score", parse_float(0.0, 1.0), 0.5, "a number in [0, 1]", "a line is answered from this score"),
+)
+
+
+def ocr_options(values: Mapping[str, Any]) -> OcrOptions:
+    """OcrOptions from the parsed OCR_PARAMETERS (the others at their defaults)."""
+    return OcrOptions(**{p.name: values[p.name] for p in OCR_PARAMETERS})
+
 
 @dataclass(frozen=True)
 class TextReader:
@@ -332,7 +359,9 @@ class TextReader:
         if not len(boxes):
             return Lines((), np.zeros(0, np.float32), np.zeros((0, 4, 2), np.float32))
         crops = [crop_line(image, box) for box in boxes]
-        crops = turn_upside_down(crops, classify(classifier_input(crops)), options.cls_thresh)
+        step = options.cls_batch
+        probs = np.concatenate([classify(classifier_input(crops[i : i + step])) for i in range(0, len(crops), step)])
+        crops = turn_upside_down(crops, probs, options.cls_thresh)
         texts: list[str] = [""] * len(crops)
         scores = np.zeros(len(crops), np.float32)
         for members, batch in recognizer_batches(crops, options.rec_batch, options.rec_max_width):

@@ -43,3 +43,15 @@ def read_model_file(path: Path) -> ModelFile:
         known = ", ".join(f.description for f in model_formats())
         raise ConfigError(f"{path}: not a model file ge-triton knows (expected one of: {known}); first bytes: {head!r}")
     return ModelFile(path, found, engine_for_format(found), read_model_spec(path, found))
+
+
+def served_model_file(folder: Path) -> ModelFile:
+    """The model file of model folder ``folder``'s newest version (the first file there a
+    registered format reads): what a pipeline step reads to know the model it feeds."""
+    folder = Path(folder)
+    versions = sorted((int(p.name), p) for p in folder.glob("*") if p.is_dir() and p.name.isdigit())
+    for _, version in reversed(versions):
+        for candidate in sorted(version.iterdir()):
+            if candidate.is_file() and detect_format(candidate) is not None:
+                return read_model_file(candidate)
+    raise ConfigError(f"model folder {folder} holds no model file in a version folder")

@@ -32,6 +32,7 @@ from ge_python_backend.engines.registry import AUTO, COMPILE_SOURCES
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError
 from ge_python_backend.modelconfig.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.params import Parameter
+from ge_python_backend.serving.bls_errors import asks_for_code, tag_error
 from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import NO_INFO, Arrays, Request, RequestInfo, Respond
 from ge_python_backend.serving.runner import Runner
@@ -136,7 +137,9 @@ class GEModel:
         readable = []
         for index, request in enumerate(requests):
             respond = (
-                _through_sender(request.get_response_sender()) if sender else partial(_respond_into, responses, index)
+                _through_sender(request.get_response_sender(), request)
+                if sender
+                else partial(_respond_into, responses, index, request)
             )
             item = self._request(request, respond)
             if item is not None:
@@ -441,36 +444,40 @@ def _wants_verbose(args: Mapping[str, str]) -> bool:
         return False
 
 
-def _response(outputs: Arrays | None, error: GEError | None) -> Any:
+def _response(outputs: Arrays | None, error: GEError | None, request: Any) -> Any:
     if error is None:
         assert outputs is not None  # Respond passes outputs or an error
         return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs.items()])
-    return _error_response(error)
+    return _error_response(error, request)
 
 
-def _error_response(error: GEError) -> Any:
-    """The answer of a failed request: one line, and the code Triton maps to the HTTP/gRPC status."""
+def _error_response(error: GEError, request: Any) -> Any:
+    """``request``'s answer when it failed: one line, with its Triton code (INVALID_ARG for the
+    client's fault, UNAVAILABLE out of service, else INTERNAL), tagged for a router that asks."""
     if isinstance(error, InputError):
-        code = pb_utils.TritonError.INVALID_ARG
+        code = "INVALID_ARG"
     elif isinstance(error, EngineError) and error.fatal:  # out of service: another instance may serve it
-        code = pb_utils.TritonError.UNAVAILABLE
+        code = "UNAVAILABLE"
     else:
-        code = pb_utils.TritonError.INTERNAL
-    return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
+        code = "INTERNAL"
+    message = str(error)
+    if asks_for_code(request.parameters()):  # a router forwarded it: BLS would lose the code (bls_errors.py)
+        message = tag_error(code, message)
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, getattr(pb_utils.TritonError, code)))
 
 
-def _respond_into(responses: list, index: int, outputs: Arrays | None, error: GEError | None) -> None:
+def _respond_into(responses: list, index: int, request: Any, outputs: Arrays | None, error: GEError | None) -> None:
     """``Respond`` for answers returned from execute (the hot path: the response built right here)."""
     if error is None:
         tensor = pb_utils.Tensor
         responses[index] = pb_utils.InferenceResponse([tensor(n, a) for n, a in outputs.items()])  # type: ignore[union-attr]
     else:
-        responses[index] = _error_response(error)
+        responses[index] = _error_response(error, request)
 
 
-def _through_sender(sender: Any) -> Respond:
+def _through_sender(sender: Any, request: Any) -> Respond:
     def respond(outputs: Arrays | None, error: GEError | None) -> None:
         if lifeline.server_alive():  # a send to a dead server would wait for it forever
-            sender.send(_response(outputs, error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender.send(_response(outputs, error, request), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     return respond

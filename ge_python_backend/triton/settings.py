@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ge_python_backend.ascend.atc import ConfigFacts
 from ge_python_backend.engines import (
     ResponseMode,
     auto_candidates,
@@ -24,6 +25,7 @@ from ge_python_backend.engines import (
     engine_info,
     engine_parameters,
 )
+from ge_python_backend.engines.compile import compiled_model_spec
 from ge_python_backend.engines.offline import read_model_spec
 from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError, GEError
@@ -362,9 +364,13 @@ def auto_complete(
     }
     settings = read_settings(args, extra_parameters)
     try:
-        path, kind = _model_file(settings, version_dir)
-        model_spec = read_model_spec(path, kind)
-    except GEError as exc:  # initialize opens the file and says what to fix, in its own words
+        path, found = _model_file(settings, version_dir)
+        if found == ONNX and _compiles(settings):  # describe the model ATC builds, not the ONNX file
+            facts = ConfigFacts.from_json(config, "the model config")
+            model_spec = compiled_model_spec(path, facts, settings.engine_options, version_dir)
+        else:
+            model_spec = read_model_spec(path, found)
+    except GEError as exc:  # initialize opens (or compiles) the file and says what to fix, in its own words
         return [f"nothing: the model file cannot be read here ({exc}); initialize reports it"]
     spec = _with_declared_dims(model_spec, config, settings)
     states = frozenset(name for pair in settings.sequence_state for name in (pair.input, pair.output))
@@ -382,6 +388,14 @@ def auto_complete(
         fill_inputs="preprocess" not in overridden,
         fill_outputs="postprocess" not in overridden,
     )
+
+
+def _compiles(settings: ModelSettings) -> bool:
+    """The engine compiles an ONNX file at load (engine auto: the first candidate compiles, as on an NPU host)."""
+    if settings.engine == AUTO:
+        candidates = auto_candidates(settings.version_dir, settings.model_file)
+        return bool(candidates.found) and bool(candidates.found[0][0].atc)
+    return bool(engine_info(settings.engine).atc)
 
 
 def _model_file(settings: ModelSettings, version_dir: Path):

@@ -361,17 +361,45 @@ def test_parameters_parse_and_refuse_bad_values():
         "acl_sim_faults": sim.FaultSchedule.parse("malloc:3"),
         "acl_sim_device_ms": 2.5,
         "acl_sim_row_ms": None,
+        "acl_sim_core_busy": None,
+        "acl_sim_launch_share": None,
+        "acl_sim_copy_gbps": None,
+        "acl_sim_shared_device": None,
     }
     with pytest.raises(ConfigError, match="acl_sim_faults.*FUNCTION:N"):
         parse_parameters({"acl_sim_faults": "malloc"}, PARAMETERS)
-    with pytest.raises(ConfigError, match="acl_sim_row_ms"):
-        parse_parameters({"acl_sim_row_ms": "-1"}, PARAMETERS)
+    for name, bad in (
+        ("acl_sim_row_ms", "-1"),
+        ("acl_sim_core_busy", "0"),
+        ("acl_sim_core_busy", "1.5"),
+        ("acl_sim_launch_share", "1"),
+        ("acl_sim_copy_gbps", "-2"),
+        ("acl_sim_shared_device", "maybe"),
+    ):
+        with pytest.raises(ConfigError, match=name):
+            parse_parameters({name: bad}, PARAMETERS)
 
 
 def test_options_reach_the_process_simulator(models):
-    engine = open_sim(models["static"][1], acl_sim_device_ms=3.0, acl_sim_row_ms=0.5)
+    engine = open_sim(
+        models["static"][1],
+        acl_sim_device_ms=3.0,
+        acl_sim_row_ms=0.5,
+        acl_sim_core_busy=0.6,
+        acl_sim_launch_share=0.2,
+        acl_sim_copy_gbps=12.0,
+        acl_sim_shared_device=False,
+    )
     engine.close()
-    assert (sim.get_simulator().config.device_ms, sim.get_simulator().config.row_ms) == (3.0, 0.5)
+    config = sim.get_simulator().config
+    assert (config.device_ms, config.row_ms, config.core_busy, config.launch_share, config.copy_gbps) == (
+        3.0,
+        0.5,
+        0.6,
+        0.2,
+        12.0,
+    )
+    assert config.shared_device is False
 
 
 def test_simulator_options_are_refused_for_the_real_engine(models, monkeypatch):

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sim",),
     ("engines",),
     ("ascend",),
-    ("errors", "specs", "params", "version"),
+    ("errors", "specs", "params", "version", "hostshm"),
 )
 RANK = {top: rank for rank, names in enumerate(LAYERS) for top in names}
 
