@@ -41,6 +41,7 @@ SCENARIOS: dict[str, str] = {
     "variants": "variants",
     "profile": "profile",
     "images": "images",
+    "pipelines": "pipelines",
     "device": "device",
 }
 
