@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.clients import infer_many, url
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.contract]
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
