@@ -6,7 +6,7 @@ what they describe, so they cannot drift from it:
   and the ``extra_parameters`` its model.py declares);
 - docs/reference/cli.md: every ``ge-triton`` verb, argument, default and help from the argparse
   parsers (``ge_python_backend.cli.build_parser``);
-- docs/reference/metrics.md: GEModel's Prometheus metrics from their declarations
+- docs/reference/metrics.md: GEModel's and the router's Prometheus metrics from their declarations
   (``ge_python_backend.triton.metrics``).
 
     .venv/bin/python -m tools.reference           # rewrite the pages
@@ -103,8 +103,9 @@ def engine_sections() -> list[tuple[str, list[Any]]]:
     return [(", ".join(engines), parameters) for engines, parameters in groups.items()]
 
 
-def template_sections() -> list[tuple[Any, list[list[str]], tuple[Any, ...]]]:
-    """Per built-in template: its ``--set`` options and the parameters its model.py declares."""
+def template_sections() -> list[tuple[Any, list[list[str]], tuple[Any, ...], bool]]:
+    """Per built-in template: its ``--set`` options, the parameters its model.py declares (a router's:
+    the router's own) and whether it is a router."""
     from ge_python_backend.repository.modelcode import read_model_code
     from ge_python_backend.repository.templates import available_templates, load_template
 
@@ -121,10 +122,16 @@ def template_sections() -> list[tuple[Any, list[list[str]], tuple[Any, ...]]]:
             for option, spec in template.options.items()
         ]
         declared: tuple[Any, ...] = ()
+        router = False
         for target, source in template.files.items():
             if target.endswith("model.py") and not source.startswith("@"):
-                declared = read_model_code(template.folder / source).extra_parameters or ()
-        sections.append((template, options, declared))
+                code_read = read_model_code(template.folder / source)
+                declared, router = code_read.extra_parameters or (), code_read.router
+        if router:
+            from ge_python_backend.triton.router_settings import ROUTER_PARAMETERS
+
+            declared = ROUTER_PARAMETERS
+        sections.append((template, options, declared, router))
     return sections
 
 
@@ -142,12 +149,15 @@ def parameters_page() -> str:
     for engines, parameters in engine_sections():
         body += [f"## Engine {engines}", ""]
         body += table(PARAMETER_HEADER, parameter_rows(parameters))
-    for template, options, declared in template_sections():
+    for template, options, declared, router in template_sections():
         body += [f"## Template {template.name}", "", cell(template.description), ""]
         if options:
             body += ["Options of `ge-triton generate --template " + template.name + " --set KEY=VALUE`:", ""]
             body += table(("option", "default", "type", "meaning"), options)
-        if declared:
+        if router:
+            body += ["The router's parameters (its only ones: it runs no engine):", ""]
+            body += table(PARAMETER_HEADER, parameter_rows(declared))
+        elif declared:
             body += ["Parameters its model.py declares (`extra_parameters`), besides every engine's:", ""]
             body += table(PARAMETER_HEADER, parameter_rows(declared))
     intro = """
@@ -244,14 +254,26 @@ exits 1 when it found errors), never a traceback.
 
 
 def metrics_page() -> str:
-    from ge_python_backend.triton.metrics import DEVICE_MEMORY, LABEL_VALUES, METRICS
+    from ge_python_backend.serving.routing import RefusalCause, SkipCause
+    from ge_python_backend.triton.metrics import DEVICE_MEMORY, LABEL_VALUES, METRICS, ROUTER_METRICS
 
     rows = []
     for name, (kind, help_text, extra) in METRICS.items():
-        labels = f"{code(extra)}: " + ", ".join(code(v) for v in LABEL_VALUES[name]) if extra else ""
+        labels = "; ".join(f"{code(label)}: " + ", ".join(code(v) for v in LABEL_VALUES[name]) for label in extra)
         if name == DEVICE_MEMORY:
             labels += ("; " if labels else "") + "`device`"
         rows.append([code(name), kind, labels, cell(help_text)])
+    router_values = {"member": "the member's model name", "cause": ""}
+    router_rows = []
+    for name, (kind, help_text, extra) in ROUTER_METRICS.items():
+        shown_labels = []
+        for label in extra:
+            if label == "cause":
+                causes = SkipCause if "skips" in name else RefusalCause
+                shown_labels.append(f"{code(label)}: " + ", ".join(code(c.value) for c in causes))
+            else:
+                shown_labels.append(f"{code(label)} ({router_values[label]})")
+        router_rows.append([code(name), kind, "; ".join(shown_labels), cell(help_text)])
     intro = """
 GEModel's own series on tritonserver's metrics endpoint (`--metrics-port`, path `/metrics`), next to
 Triton's `nv_*` metrics. Every series is labelled `model`, `version`, `instance` (the Triton
@@ -259,7 +281,17 @@ instance name) and `pid` (the instance's stub process, new on every load); the "
 lists the extra ones. Parameter `metrics: false` turns them off. What they mean together, how they
 relate to Triton's counters, example queries and alerts: [Observability](../observability.md).
 """
-    return page("Metrics", intro, table(("metric", "type", "labels", "meaning"), rows))
+    router_intro = [
+        "## The router",
+        "",
+        "The router's series (`ge-triton generate --template router`) are labelled `router` (its model name), "
+        '`version`, `instance` and `pid`; the "labels" column lists the extra ones. Parameter `metrics: false` '
+        "turns them off. What they mean: [Pipelines](../pipelines.md#one-endpoint-over-mixed-hardware-the-router).",
+        "",
+    ]
+    body = table(("metric", "type", "labels", "meaning"), rows)
+    body += router_intro + table(("metric", "type", "labels", "meaning"), router_rows)
+    return page("Metrics", intro, body)
 
 
 # --- the pages ----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ge_python_backend.ops.server import TritonServer
-from ge_python_backend.ops.soak import OnnxReference, SoakPlan, SoakReport, run_soak
+from ge_python_backend.ops.soak import OnnxReference, SoakReport, SoakSettings, run_soak
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
@@ -42,7 +42,7 @@ def build_repository(folder: Path, engines: Sequence[str] = tuple(MODELS)) -> tu
 
 
 def soak_engines(
-    plan: SoakPlan, engines: Sequence[str] = tuple(MODELS), log: Callable[[str], None] = print
+    settings: SoakSettings, engines: Sequence[str] = tuple(MODELS), log: Callable[[str], None] = print
 ) -> list[SoakReport]:
     """Build the models, serve them with one tritonserver and soak each; the reports."""
     reports = []
@@ -50,11 +50,12 @@ def soak_engines(
         repo, references = build_repository(Path(scratch), engines)
         with TritonServer(repo) as server:
             log(
-                f"tritonserver ready on {server.grpc_address}; {plan.requests} requests per model, "
-                f"{plan.concurrency} in flight, {plan.streams} streams + unary calls, 1..{plan.max_rows} rows each"
+                f"tritonserver ready on {server.grpc_address}; {settings.requests} requests per model, "
+                f"{settings.concurrency} in flight, {settings.streams} streams + unary calls, "
+                f"1..{settings.max_rows} rows each"
             )
             for model, onnx_file in references.items():
-                report = run_soak(server.grpc_address, model, OnnxReference(onnx_file), plan)
+                report = run_soak(server.grpc_address, model, OnnxReference(onnx_file), settings)
                 log(report.describe())
                 reports.append(report)
     return reports
@@ -62,7 +63,7 @@ def soak_engines(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    default = SoakPlan()
+    default = SoakSettings()
     parser.add_argument(
         "--requests", type=int, default=default.requests, help="requests per engine (default %(default)s)"
     )
@@ -83,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.max_rows <= 8:
         parser.error(f"--max-rows {args.max_rows}: the models take 1 to 8 rows")
-    plan = SoakPlan(
+    settings = SoakSettings(
         requests=args.requests,
         concurrency=args.concurrency,
         streams=args.streams,
@@ -93,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         time_limit_s=args.time_limit,
         deadline_s=args.deadline,
     )
-    reports = soak_engines(plan, args.engine or tuple(MODELS))
+    reports = soak_engines(settings, args.engine or tuple(MODELS))
     return 0 if all(report.clean for report in reports) else 1
 
 

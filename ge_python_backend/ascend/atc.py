@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from ge_python_backend.ascend import atcflags
-from ge_python_backend.ascend.aipp import AippConfig, AippMode, parse_aipp_config
+from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat, AippMode, parse_aipp_config
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.specs import TensorSpec, format_shape
+from ge_python_backend.specs import BatchSupport, ModelSpec, ShapeGear, TensorSpec, format_shape
 
 #: --precision values ATC takes as --precision_mode_v2 (newer CANN) ...
 #: (api/atc/cmd_flag_info.cc:51-54 at parsing, compiler/api/aclgrph/option_utils.cc:1341-1357 again)
@@ -255,11 +255,15 @@ def _gears(request: AtcRequest, config: ConfigFacts | None, notes: list[str]) ->
     return given
 
 
-def _config_shapes(config: ConfigFacts | None, inputs: Sequence[TensorSpec]) -> dict[str, tuple[int, ...]]:
-    """Full shapes of the model inputs that the config declares (batch axis -1 when batching)."""
+def _config_shapes(
+    config: ConfigFacts | None, inputs: Sequence[TensorSpec], aipp: Mapping[str, AippConfig] | None = None
+) -> dict[str, tuple[int, ...]]:
+    """Full shapes of the model inputs that the config declares (batch axis -1 when batching). An
+    input with AIPP is left out: the config declares the image the AIPP takes (UINT8 NHWC), not the
+    network input ATC is told about."""
     if config is None:
         return {}
-    names = {t.name for t in inputs}
+    names = {t.name for t in inputs} - set(aipp or {})
     batch = (-1,) if config.max_batch_size > 0 else ()
     return {name: batch + dims for name, dims in config.input_dims.items() if name in names}
 
@@ -288,14 +292,10 @@ def _input_shapes(
     config: ConfigFacts | None,
     gears: tuple[int, ...],
     notes: list[str],
+    aipp: Mapping[str, AippConfig],
 ) -> dict[str, tuple[int, ...]]:
-    unknown = sorted(set(request.input_shapes) - {t.name for t in inputs})
-    if unknown:
-        raise ConfigError(
-            f"--input-shape names {unknown[0]!r}, which is not a model input; the model takes "
-            f"{[t.name for t in inputs]}"
-        )
-    from_config = _config_shapes(config, inputs)
+    _check_names(request, inputs)
+    from_config = _config_shapes(config, inputs, aipp)
     shapes = {}
     for tensor in inputs:
         shape = tensor.shape
@@ -314,6 +314,14 @@ def _input_shapes(
             "('At least one batch n must be equal to -1', option_utils.cc:332-337): give an input -1 on axis 0"
         )
     return shapes
+
+
+def _check_names(request: AtcRequest, inputs: Sequence[TensorSpec]) -> None:
+    """ConfigError for an --input_shape entry that names no model input."""
+    names = [t.name for t in inputs]
+    unknown = [n for n in request.input_shapes if n not in names]
+    if unknown:
+        raise ConfigError(f"--input-shape names {unknown[0]!r}, which is not a model input; the model takes {names}")
 
 
 def _unsized(name: str, shape: tuple[int, ...], axes: list[int], batch_gears: bool) -> str:
@@ -426,7 +434,7 @@ def build_atc_command(request: AtcRequest, inputs: Sequence[TensorSpec]) -> AtcC
             f"one batch gear: compiled as a fixed batch of {gears[0]} (ATC --dynamic_batch_size needs at "
             "least two gears)"
         )
-    shapes = _input_shapes(request, inputs, config, gears, notes)
+    shapes = _input_shapes(request, inputs, config, gears, notes, aipp)
     arguments = _common_arguments(request, shapes, notes)
     if len(gears) > 1:
         arguments.append(f"--dynamic_batch_size={','.join(map(str, gears))}")
@@ -490,12 +498,7 @@ def _dims_shapes(
     request: AtcRequest, inputs: Sequence[TensorSpec], config: ConfigFacts | None, notes: list[str]
 ) -> dict[str, tuple[int, ...]]:
     """The inputs named in --input-shape, in its order, with the model's and the config's sizes merged in."""
-    by_name = {t.name: t for t in inputs}
-    unknown = [n for n in request.input_shapes if n not in by_name]
-    if unknown:
-        raise ConfigError(
-            f"--input-shape names {unknown[0]!r}, which is not a model input; the model takes {list(by_name)}"
-        )
+    _check_names(request, inputs)
     from_config = _config_shapes(config, inputs)
     merged: dict[str, tuple[int, ...]] = {}
     for tensor in inputs:
@@ -600,3 +603,104 @@ def _aipp_arguments(
             if problems:
                 raise ConfigError(f"--insert-op-conf: the AIPP of input {name!r}: " + "; ".join(problems))
     return [f"--insert_op_conf={request.insert_op_conf}"]
+
+
+# ----- the model ATC builds
+
+
+def compiled_spec(source: ModelSpec, request: AtcRequest) -> ModelSpec:
+    """The inputs, outputs and gears of the .om the command of ``request`` builds from ``source``
+    (the ONNX model's own spec), as far as its flags tell, without running ATC: ``--input_shape``
+    and the config's dims fill the input shapes (where the config contradicts the model, the
+    model's size stays: the comparison with the config reports it); ``--dynamic_dims`` makes dims gears (the -1 axes
+    of the inputs ``--input_shape`` names, in its order); otherwise a -1 axis 0 becomes the batch
+    gears the config's ``max_batch_size`` implies (``config_gears``; one gear is a fixed batch), or,
+    with none yet (GEModel's auto-complete runs before it is known), a batch left to plan
+    (``BatchSupport("dynamic")``); an input with ``--insert_op_conf`` becomes the UINT8 NHWC image
+    its AIPP takes (static AIPP: the source image size of the AIPP config, ATC's Aipp InferShape,
+    insert_aipp_op_util.cc 672-709; dynamic AIPP: [n,-1,-1,-1]). Outputs are the source's, -1 where
+    the graph leaves an axis open. ConfigError for what the builder refuses in the same flags."""
+    inputs = source.inputs
+    aipp = _aipp_configs(request, inputs)
+    _check_names(request, inputs)
+    config = request.facts
+    from_config = _config_shapes(config, inputs, aipp)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for tensor in inputs:
+        shape = tensor.shape
+        if tensor.name in request.input_shapes:
+            shape = _merge(tensor, shape, tuple(request.input_shapes[tensor.name]), "--input-shape")
+        declared = from_config.get(tensor.name, ())
+        if len(declared) == len(shape):  # the config's sizes fill the open axes; a contradiction is compare_io's
+            shape = tuple(want if have == -1 else have for have, want in zip(shape, declared))
+        shapes[tensor.name] = shape
+    batch, shape_gears = _compiled_gears(request, shapes, source.batch)
+    outputs = source.outputs
+    if batch.kind == "static" and not shape_gears:  # one batch gear: compiled as a fixed batch
+
+        def fixed(shape: tuple[int, ...]) -> tuple[int, ...]:
+            return (batch.sizes[0],) + shape[1:] if shape and shape[0] == -1 else shape
+
+        shapes = {name: fixed(shape) for name, shape in shapes.items()}
+        outputs = tuple(replace(t, shape=fixed(t.shape)) for t in outputs)
+    layout = request.input_format or ("NCHW" if {len(s) for s in shapes.values()} == {4} else "ND")
+    compiled = tuple(
+        _aipp_image(tensor, shapes[tensor.name], layout, aipp[tensor.name])
+        if tensor.name in aipp
+        else replace(tensor, shape=shapes[tensor.name], dim_names=(), ranges=())
+        for tensor in inputs
+    )
+    return ModelSpec(
+        inputs=compiled,
+        outputs=tuple(replace(t, dim_names=()) for t in outputs),
+        batch=batch,
+        shape_gears=shape_gears,
+        gear_kind="dims" if shape_gears else "",
+        source=source.source,
+        facts=dict(source.facts),
+    )
+
+
+def _compiled_gears(
+    request: AtcRequest, shapes: Mapping[str, tuple[int, ...]], source: BatchSupport
+) -> tuple[BatchSupport, tuple[ShapeGear, ...]]:
+    """The batch support and dims gears of the compiled model (a source without a batch axis,
+    e.g. with a scalar input, has none: ATC refuses batch gears there)."""
+    if request.dynamic_dims:
+        order = [name for name in request.input_shapes if name in shapes]
+        _check_dims(request.dynamic_dims, {name: shapes[name] for name in order})
+        dims_gears = []
+        for gear in request.dynamic_dims:
+            values = iter(gear)
+            filled = dict(shapes) | {
+                name: tuple(next(values, -1) if d == -1 else d for d in shapes[name]) for name in order
+            }
+            dims_gears.append(ShapeGear(filled, "dims " + ",".join(map(str, gear))))
+        return _fixed_batch([shape for g in dims_gears for shape in g.shapes.values()]), tuple(dims_gears)
+    if not any(shape and shape[0] == -1 for shape in shapes.values()):
+        return _fixed_batch(list(shapes.values())), ()
+    if source.kind == "none":
+        return source, ()
+    gears = config_gears(request.facts) if request.facts is not None else ()
+    if not gears:
+        return BatchSupport("dynamic"), ()
+    return (BatchSupport("static", gears) if len(gears) == 1 else BatchSupport("gears", gears)), ()
+
+
+def _fixed_batch(shapes: list[tuple[int, ...]]) -> BatchSupport:
+    """Static when every shape has the same fixed axis 0, else none."""
+    firsts = {shape[0] if shape else -1 for shape in shapes}
+    return BatchSupport("static", (firsts.pop(),)) if len(firsts) == 1 and -1 not in firsts else BatchSupport("none")
+
+
+def _aipp_image(tensor: TensorSpec, shape: tuple[int, ...], layout: str, config: AippConfig) -> TensorSpec:
+    """The UINT8 NHWC image input ATC puts in front of a 4-D network input with AIPP."""
+    if len(shape) != 4:
+        raise ConfigError(f"--insert-op-conf: input {tensor.name!r} is {format_shape(shape)}; AIPP needs a 4-D input")
+    n, _, h, w = shape if layout != "NHWC" else (shape[0], shape[3], shape[1], shape[2])
+    if config.aipp_mode is AippMode.DYNAMIC:
+        dims: tuple[int, ...] = (n, -1, -1, -1)
+    else:
+        image_format = config.input_format or AippInputFormat.RGB888_U8
+        dims = image_format.v2_shape(n, *config.source_size(h, w))
+    return TensorSpec(tensor.name, "UINT8", dims, "NHWC", native_type="DT_UINT8", preprocessing=config.preprocessing())

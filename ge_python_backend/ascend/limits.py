@@ -134,3 +134,32 @@ def device_limits(soc_name: str | None) -> DeviceLimits | None:
     """The limits of ``soc_name`` (acl.get_soc_name), None when the docs give none for it."""
     short = short_soc_version(soc_name)
     return _FAMILIES.get(short) if short is not None else None
+
+
+_AI_CORES_BY_COUNT: dict[int, tuple[str, ...]] = {
+    1: ("Ascend031", "Ascend035", "Ascend035A", "Ascend035B")
+    + ("Ascend310B1", "Ascend310B2", "Ascend310B3", "Ascend310B4"),
+    4: ("Ascend950PR_950z",),
+    8: ("Ascend310P3", "Ascend310P5", "Ascend310P7", "Ascend950DT_950x", "Ascend950DT_950y"),
+    10: ("Ascend310P1",),
+    14: ("Ascend350_354f",),
+    16: ("Ascend350_355e",),
+    20: ("Ascend910B3", "Ascend910B4", "Ascend910B4-1", "Ascend910_9362", "Ascend910_9363", "Ascend910_9372"),
+    24: ("Ascend910B1", "Ascend910B2", "Ascend910B2C")
+    + ("Ascend910_9381", "Ascend910_9382", "Ascend910_9391", "Ascend910_9392"),
+    28: tuple(f"Ascend950DT_957{n}" for n in "12345678")
+    + tuple(f"Ascend950PR_{n}" for n in ("9579", "957b", "957bx", "957c", "957d")),
+    30: ("Ascend910B", "Ascend910ProB"),
+    32: ("Ascend910A", "Ascend910PremiumA", "Ascend910ProA", "Ascend950PR_9589", "Ascend950PR_958b")
+    + tuple(f"Ascend950DT_958{n}" for n in ("1", "1x", "2", "2x", "3", "4", "5", "6", "7", "8")),
+    36: ("Ascend950PR_9599",) + tuple(f"Ascend950DT_95{n}" for n in ("91", "92", "95", "96", "A1", "A2")),
+}  # fmt: skip
+#: SoC_version -> AI Cores (Cube Cores where the SoC splits them: 910B, A3, 950): ``ai_core_cnt`` in the
+#: ``[SoCInfo]`` section of its platform ini (hicann/runtime src/platform/platform_config/cann/*.ini and
+#: cann-dev/*.ini, lines 15-22; e.g. Ascend310P3.ini:16). What a model compiled without --aicore_num runs on.
+AI_CORES: dict[str, int] = {soc: count for count, socs in _AI_CORES_BY_COUNT.items() for soc in socs}
+
+
+def ai_cores(soc_name: str | None) -> int | None:
+    """The AI Core count of ``soc_name`` (acl.get_soc_name), None for a SoC no platform ini names."""
+    return AI_CORES.get(soc_name or "")

@@ -5,24 +5,24 @@ ATTR_MODEL_EVENT_NUM: hicann/ge graph_metadef/graph/attr/ge_attr_define.cc 744, 
 compiler/graph/build/graph_builder.cc 189-190; ``atc --mode=1`` prints them, api/atc/omg.cc
 982-988). At load GE reads them (runtime/v1/graph/load/model_manager/model_utils.cc 1321-1324) and
 creates that many streams and events for the model (davinci_model.cc 1460-1509); an offline model
-executed with aclmdlExecuteAsync runs on the caller's stream. A sim-OM may record the same numbers
-(``ascend/simom.py``). A file that records neither is counted with one stream and no events.
+executed with aclmdlExecuteAsync runs on the caller's stream. A simulated .om may record the same
+numbers (its reader lives with the simulator). A file that records neither is counted with one stream
+and no events.
 
 Whether a load goes to the dynamic-shape executor (RT2) is read from the file too, as the ACL layer
 decides it before loading: ``gert::IsDynamicModel`` is ``ModelParserBase::IsDynamicModel`` of the
 file header (hicann/ge api/acl/acl_model/model/model.cpp 307-318, runtime/v2/api/api.cc 233-250,
 base/common/helper/model_parser_base.cc 137-140): a v2 header with several models or
-``is_unknow_model``. A sim-OM is dynamic when it has shape ranges.
+``is_unknow_model``.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ge_python_backend.ascend.om.header import SIM_OM_MAGIC
-from ge_python_backend.ascend.simom import DEFAULT_MODEL_EVENTS, DEFAULT_MODEL_STREAMS
-from ge_python_backend.errors import OmFormatError
+#: streams and events a model whose file records none is counted with
+DEFAULT_MODEL_STREAMS, DEFAULT_MODEL_EVENTS = 1, 0
 
 
 @dataclass(frozen=True)
@@ -41,24 +41,9 @@ class ModelResources:
         return f"{self.streams} stream(s) and {self.events} event(s) (assumed: the file records no stream_num)"
 
 
-def model_resources(path: str | os.PathLike) -> ModelResources:
-    """What ``path`` (a CANN .om or a sim-OM) records; the defaults when it records nothing or
-    cannot be read (the load itself will then say what is wrong with the file)."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(len(SIM_OM_MAGIC))
-        if head == SIM_OM_MAGIC:
-            from ge_python_backend.ascend.simom import load_sim_om
-
-            om = load_sim_om(os.fspath(path))
-            recorded = om.stream_num is not None or om.event_num is not None
-            return ModelResources(om.model_streams, om.model_events, recorded, om.layout.kind == "range")
-        from ge_python_backend.ascend.om import read_om
-
-        found = read_om(path)
-    except (OSError, OmFormatError):
-        return ModelResources()
-    facts, dynamic = found.spec.facts, found.header.is_multi_model
+def recorded_resources(facts: Mapping[str, str], *, dynamic: bool) -> ModelResources:
+    """The resources a file's facts ``stream_num`` / ``event_num`` record (the defaults for what
+    they do not); ``dynamic``: a load goes to the dynamic-shape executor."""
     streams, events = _count(facts.get("stream_num")), _count(facts.get("event_num"))
     if streams is None and events is None:
         return ModelResources(dynamic=dynamic)

@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             f"{sweep.mode} sweep {', '.join(f'{v:g}' for v in sweep.levels)} on {args.model} at {url}: "
             f"{sweep.warmup_s:g} s warm-up + {sweep.duration_s:g} s per level; request {shapes}"
         )
-        progress = Progress(sweep.planned_s, enabled=not args.no_progress and sys.stderr.isatty())
+        progress = Progress(sweep.expected_s, enabled=not args.no_progress and sys.stderr.isatty())
         points = run_sweep(target, sweep, progress=progress)
     print(report.table(points))
     extra = report.model_metrics_table(points)

@@ -14,7 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from ge_python_backend.engines.registry import engine, stand_in
+from ge_python_backend.engines.registry import engine_info, stand_in
 from ge_python_backend.ops.conformance import run_conformance
 from ge_python_backend.ops.conformance.probes import EngineName
 
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    info = stand_in(engine(args.engine))
+    info = stand_in(engine_info(args.engine))
     acl = info.load_pyacl()
     name: EngineName = "acl-sim" if info.name == "acl-sim" else "acl"
     with tempfile.TemporaryDirectory(prefix="ge-conformance-") as scratch:

@@ -238,10 +238,10 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    plan, written = deploy(args.repository, args.output, options_from(args), force=args.force)
-    for warning in plan.warnings:
+    resolved, written = deploy(args.repository, args.output, options_from(args), force=args.force)
+    for warning in resolved.warnings:
         print(f"ge-triton deploy: warning: {warning}", file=sys.stderr)
-    for line in summary(plan):
+    for line in summary(resolved):
         print(line)
     print(f"wrote {len(written.manifests)} manifests and the image context to {written.folder}")
     print(f"next: the steps in {written.folder / 'README.md'}")

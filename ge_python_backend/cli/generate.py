@@ -20,7 +20,13 @@ from ge_python_backend.repository.templates import available_templates, load_tem
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", type=Path, nargs="?", help="model file: CANN .om, simulated .om or .onnx")
+    parser.add_argument(
+        "model",
+        type=Path,
+        nargs="?",
+        help="model file: CANN .om, simulated .om or .onnx (none for --template router: its members are models "
+        "of the repository)",
+    )
     parser.add_argument("-o", "--output", type=Path, default=Path("model_repository"), help="model repository folder")
     parser.add_argument("-n", "--name", help="model name (default: the file name without its suffix)")
     parser.add_argument("-t", "--template", default="generic", help="template (see --list-templates)")
@@ -141,8 +147,8 @@ def run(args: argparse.Namespace) -> int:
         for name in sorted(available_templates()):
             print(f"{name:16} {load_template(name).description}")
         return 0
-    if args.model is None:
-        raise ConfigError("give a model file (or --list-templates)")
+    if args.name is None and args.model is None:
+        raise ConfigError("give a model file (or --list-templates); a template without one needs --name")
     options = GenerateOptions(
         name=args.model.stem if args.name is None else args.name,
         template=args.template,
@@ -172,9 +178,11 @@ def run(args: argparse.Namespace) -> int:
         max_shapes=args.max_shapes,
     )
     result = generate(args.model, args.output, options)
-    print(f"wrote {result.model_dir}")
-    for path in result.files:
-        print(f"  {path.relative_to(result.model_dir)}")
+    for folder in result.folders or (result.model_dir,):
+        print(f"wrote {folder}")
+        for path in result.files:
+            if path.is_relative_to(folder):
+                print(f"  {path.relative_to(folder)}")
     for note in result.notes:
         print(f"note: {note}")
     return 0

@@ -8,7 +8,7 @@ same as one JSON document whose keys are documented in ``ge_python_backend.ascen
 batch, gear_kind, shape_order, shape_gears, aipp, facts, models).
 
 A simulated .om written by ``ge-triton sim-compile`` is reported too, from its own description
-(``ge_python_backend.ascend.simom``), and said to be one: its JSON has ``"simulated": true`` and
+(``ge_python_backend.sim.simom``), and said to be one: its JSON has ``"simulated": true`` and
 ``sim_om_version`` and ``producer`` in place of header, io_source and models.
 """
 
@@ -30,6 +30,7 @@ from ge_python_backend.ascend.om.report import (
     to_json,
     to_text,
 )
+from ge_python_backend.engines.registry import detect_format
 from ge_python_backend.errors import OmFormatError
 from ge_python_backend.specs import format_shape
 
@@ -50,18 +51,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _is_sim_om(path: Path) -> bool:
-    from ge_python_backend.ascend.simom import is_sim_om
-
-    try:
-        with path.open("rb") as handle:
-            return is_sim_om(handle.read(8))
-    except OSError:
-        return False  # read_om names the problem
+    """A simulated .om (the simulator's format, when its plug-in is installed)."""
+    found = detect_format(path)
+    return found is not None and found.name == "sim-om"
 
 
 def _sim_report(path: Path) -> tuple[str, dict[str, Any]]:
     """Text and JSON of a simulated .om, through simom's public API."""
-    from ge_python_backend.ascend.simom import InputRole, load_sim_om
+    from ge_python_backend.sim.simom import InputRole, load_sim_om
 
     try:
         sim = load_sim_om(path)

@@ -5,7 +5,8 @@ the program name and ``--model``/``--output``: ``--input_shape "x:-1,3,224,224;y
 ``--input_format NCHW|NHWC|ND``, ``--dynamic_batch_size 1,2,4,8``, ``--dynamic_image_size
 "224,224;448,448"``, ``--dynamic_dims "1,20;2,40"`` (the -1 values in --input_shape order) and
 ``--insert_op_conf aipp.cfg`` (ATC's aipp_op syntax). The dashed spellings (``--input-shape``,
-``--batch-gears``, ...) work too. ``--framework`` must be 5 (ONNX); ``--soc_version`` is recorded;
+``--batch-gears``, ...) work too. ``--framework`` must be 5 (ONNX); ``--soc_version`` is recorded, and
+``--aicore_num N|M`` (the simulated device runs the model on N of its AI Cores);
 ATC's tuning flags (precision, logging, fusion) change nothing a simulation computes and are
 accepted and ignored, said on stderr. Every gear is run once on ONNX Runtime before the file is written.
 """
@@ -98,6 +99,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SOC",
         help="the SoC ATC would compile for (recorded in the file)",
     )
+    parser.add_argument(
+        "--aicore_num",
+        "--aicore-num",
+        dest="aicore_num",
+        default="",
+        metavar="N|M",
+        help="AI (Cube) and Vector cores per operator: the simulated device runs the model on N of its cores",
+    )
     for flag in IGNORED_ATC_FLAGS:
         parser.add_argument(f"--{flag}", dest=f"ignored_{flag}", default=None, help=argparse.SUPPRESS)
 
@@ -122,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         input_format=args.input_format,
         insert_op_conf=args.insert_op_conf,
         soc_version=args.soc_version,
+        aicore_num=args.aicore_num,
     )
     print(f"wrote {args.output} (simulated .om for engine acl-sim)")
     for kind, tensors in (("input", spec.inputs), ("output", spec.outputs)):

@@ -28,6 +28,15 @@ from ge_python_backend.specs import ModelSpec
 Shapes = Mapping[str, tuple[int, ...]]
 
 
+@dataclass(frozen=True)
+class CompileTarget:
+    """Where a model compiled at load will run, as the device reports it."""
+
+    soc_version: str
+    #: the CANN (or simulator) version: a compiled model belongs to the toolkit that built it
+    cann_version: str
+
+
 @dataclass
 class PhaseTimes:
     """Seconds the last run spent in each engine phase (0.0 where a phase does not exist)."""

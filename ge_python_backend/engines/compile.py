@@ -8,13 +8,17 @@ flags from parameter ``atc_flags``.
 
 The result is cached outside the model repository (which may be read-only): parameter
 ``atc_cache_dir``, else ``$GE_TRITON_ATC_CACHE``, else ``$XDG_CACHE_HOME/ge-python-backend/atc``
-(``~/.cache/...``). An entry is keyed by the model file's SHA-256, the ATC arguments, the content
-of every file a flag names, the SoC and the CANN version, so a restart, another instance or
-another stub loads it without compiling. An exclusive ``fcntl`` lock per entry makes one
-process compile while the others wait and then load its result; the compile writes into a
-private folder renamed into place, so a reader never sees half an entry. ATC runs with a time
-limit (``atc_timeout_s``), its output lines go to the log, and a failure fails the load with
-ATC's own error lines (``E10001: ...``) and the command that was run.
+(``~/.cache/...``; a relative ``atc_cache_dir`` is refused: the stub's working folder is no
+place the user chose). An entry is keyed by the content of every file ATC reads (the model, the
+external-data files its graph names, each file a flag or a ``--raw_ge_options`` file names), the
+ATC arguments, the SoC and the CANN version, so a restart, another instance or another stub
+loads it without compiling. An exclusive ``fcntl`` lock per entry makes one process compile
+while the others wait and then load its result; the compile writes into a private folder
+renamed into place, so a reader never sees half an entry. An entry that lost its ``model.om``
+or whose ``model.om`` is not the size it was written with is compiled again, and a private
+folder nobody holds the lock of (a stub killed while compiling) is removed. ATC runs with a
+time limit (``atc_timeout_s``), its output lines go to the log, and a failure fails the load
+with ATC's own error lines (``E10001: ...``) and the command that was run.
 """
 
 from __future__ import annotations
@@ -38,12 +42,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.ascend.atc import AtcCommand, AtcRequest, ConfigFacts, apply_atc_flags, build_atc_command
-from ge_python_backend.ascend.atcflags import PATH_FLAGS
-from ge_python_backend.engines.registry import EngineInfo, stand_in
+from ge_python_backend.ascend.atc import (
+    AtcCommand,
+    AtcRequest,
+    ConfigFacts,
+    apply_atc_flags,
+    build_atc_command,
+    compiled_spec,
+)
+from ge_python_backend.ascend.atcflags import GE_OPTION_FLAGS, PATH_FLAGS
+from ge_python_backend.engines.base import CompileTarget
+from ge_python_backend.engines.offline import read_model_spec
+from ge_python_backend.engines.registry import ONNX, EngineInfo, stand_in
 from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import Parameter, parse_float
-from ge_python_backend.specs import TensorSpec
+from ge_python_backend.specs import ModelSpec, TensorSpec
 
 LOG = logging.getLogger(__name__)
 
@@ -53,6 +66,17 @@ DEFAULT_TIMEOUT_S = 3600.0
 HEARTBEAT_S = 15.0
 #: ATC's error lines: a code (E for errors, W for warnings) and its message (main_impl.cc:2202-2212)
 _ERROR_LINE = re.compile(r"^[EW]\d{5}\b")
+
+
+def _absolute_folder(text: str) -> str:
+    """An absolute folder path (``~`` expanded), or "" for the default."""
+    if text and not Path(text).expanduser().is_absolute():
+        raise ValueError(
+            "a relative path: the stub's working folder is not the model's; give an absolute path, or leave it unset "
+            f"for ${CACHE_ENV} or ~/.cache/ge-python-backend/atc"
+        )
+    return str(Path(text).expanduser()) if text else ""
+
 
 PARAMETERS = (
     Parameter(
@@ -64,9 +88,9 @@ PARAMETERS = (
     ),
     Parameter(
         "atc_cache_dir",
-        str,
+        _absolute_folder,
         "",
-        "a writable folder",
+        "an absolute path to a writable folder",
         f"compile at load: where compiled models are kept (default ${CACHE_ENV}, else ~/.cache/ge-python-backend/atc)",
     ),
     Parameter(
@@ -81,15 +105,6 @@ PARAMETERS = (
 
 class CompileError(EngineError):
     """ATC failed, timed out or wrote nothing: the load fails with its words."""
-
-
-@dataclass(frozen=True)
-class CompileTarget:
-    """Where the compiled model will run, as the device reports it."""
-
-    soc_version: str
-    #: the CANN (or simulator) version: a compiled model belongs to the toolkit that built it
-    cann_version: str
 
 
 @dataclass(frozen=True)
@@ -160,19 +175,61 @@ def command_for(job: CompileJob, output: str) -> AtcCommand:
 
 
 def cache_key(job: CompileJob, command: AtcCommand) -> str:
-    """What a compiled model depends on: the model's bytes, the ATC arguments (paths aside), the
-    content of the files the flags name, the SoC and the CANN version."""
+    """What a compiled model depends on: the content of every file ATC reads (``read_files``), the
+    ATC arguments (paths aside), the SoC and the CANN version."""
     digest = hashlib.sha256()
     digest.update(_file_digest(job.source).encode())
     flags = [a for a in command.arguments[len(job.program) :] if not a.startswith(("--model=", "--output="))]
-    files = {}
-    for argument in flags:
-        name, _, value = argument[2:].partition("=")
-        if name in PATH_FLAGS and Path(value).is_file():
-            files[name] = _file_digest(Path(value))
+    files = {str(path): _file_digest(path) if path.is_file() else "missing" for path in read_files(job.source, command)}
     facts = {"flags": flags, "files": files, "soc": job.target.soc_version, "cann": job.target.cann_version}
     digest.update(json.dumps(facts, sort_keys=True).encode())
     return digest.hexdigest()[:24]
+
+
+def read_files(source: Path, command: AtcCommand) -> tuple[Path, ...]:
+    """The files ATC reads besides ``source``: the external-data files of its graph, the files the
+    flags name and those a ``--raw_ge_options`` file names (its GE options mapped to file flags)."""
+    found = list(onnx_external_files(source)) if source.suffix.lower() == ".onnx" else []
+    for argument in command.arguments:
+        name, _, value = argument.removeprefix("--").partition("=")
+        if name in PATH_FLAGS and value and Path(value).is_file():
+            found.append(Path(value))
+            if name == "raw_ge_options":
+                found += _raw_option_files(Path(value))
+    return tuple(dict.fromkeys(found))
+
+
+def onnx_external_files(source: Path) -> tuple[Path, ...]:
+    """The external-data files an ONNX graph names, as ATC finds them: each ``location`` joined to
+    the folder of the model file's real path (hicann/ge parser/parser/onnx/onnx_parser.cc:791-860,
+    initializers and Constant nodes; tensors of subgraphs are counted too)."""
+    import onnx
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
+    try:
+        model = onnx.load(str(source), load_external_data=False)
+    except Exception:  # not readable: ATC says so when it runs
+        return ()
+    folder = Path(os.path.realpath(source)).parent
+    locations = (
+        entry.value
+        for tensor in _get_all_tensors(model)
+        if uses_external_data(tensor)
+        for entry in tensor.external_data
+        if entry.key == "location"
+    )
+    return tuple(dict.fromkeys(folder / location for location in locations))
+
+
+def _raw_option_files(path: Path) -> list[Path]:
+    """Files a --raw_ge_options JSON names through GE options that map to file flags (main_impl.cc:265-440)."""
+    try:
+        levels = json.loads(path.read_text(encoding="utf-8")).get("compile options", {})
+        options = [(option, str(value)) for level in levels.values() for option, value in dict(level).items()]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []  # ATC refuses the file when it runs
+    named = (Path(value) for option, value in options if GE_OPTION_FLAGS.get(option) in PATH_FLAGS and value)
+    return [p for p in named if p.is_file()]
 
 
 def _file_digest(path: Path) -> str:
@@ -191,7 +248,7 @@ def compiled_model(job: CompileJob, log: Callable[[str], None]) -> Path:
     entry = cache / f"{job.source.stem}-{key}"
     om = entry / "model.om"
     what = f"{job.source.name} for {job.target.soc_version}"
-    if om.is_file():
+    if _complete(entry) is None:
         log(f"compile at load: cache hit for {what}: {om} (ATC not run)")
         return om
     try:
@@ -203,11 +260,52 @@ def compiled_model(job: CompileJob, log: Callable[[str], None]) -> Path:
             f"atc_cache_dir or ${CACHE_ENV} to a writable folder"
         ) from None
     with lock, _exclusive(lock, job.timeout_s, what, log):
-        if om.is_file():
+        problem = _complete(entry)
+        if problem is None:
             log(f"compile at load: {what} was compiled by another instance while this one waited: {om}")
             return om
+        _remove_leftovers(cache, log)
+        if entry.exists():
+            log(f"compile at load: the cached entry {entry} {problem}: compiling it again")
+            shutil.rmtree(entry)
         _compile(job, entry, what, log)
     return om
+
+
+def _complete(entry: Path) -> str | None:
+    """None when ``entry`` holds a whole compiled model, else what is wrong with it: no entry, no
+    ``model.om`` (a cleaner removed it), or one of another size than the compile wrote."""
+    om = entry / "model.om"
+    if not om.is_file():
+        return "has no model.om" if entry.exists() else "does not exist"
+    try:
+        written = json.loads((entry / "compile.json").read_text(encoding="utf-8")).get("om_bytes")
+    except (OSError, ValueError, AttributeError):
+        written = None  # an entry of an older version, or its record is gone: the model decides
+    size = om.stat().st_size
+    if written is not None and size != written:
+        return f"has a model.om of {size} bytes, not the {written} ATC wrote (truncated or replaced)"
+    return None
+
+
+def _remove_leftovers(cache: Path, log: Callable[[str], None]) -> None:
+    """Remove the private folders of compiles that ended without finishing (a stub killed while
+    ATC ran): those whose entry's lock nobody holds. A compile in progress holds its lock, and this
+    process's own lock is another open file, so neither is touched."""
+    for work in cache.glob(".*.tmp-*"):
+        entry_name = work.name[1:].rpartition(".tmp-")[0]
+        try:
+            with (cache / f"{entry_name}.lock").open("a+") as other:
+                fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                try:
+                    shutil.rmtree(work, ignore_errors=True)
+                finally:
+                    fcntl.flock(other.fileno(), fcntl.LOCK_UN)
+        except BlockingIOError:
+            continue  # being compiled now
+        except OSError:
+            continue  # another user's, or gone meanwhile
+        log(f"compile at load: removed {work}, left by a compile that did not finish")
 
 
 @contextlib.contextmanager
@@ -261,7 +359,12 @@ def _compile(job: CompileJob, entry: Path, what: str, log: Callable[[str], None]
                 f"compile at load: ATC exited 0 but wrote no {work / 'model.om'}; its output: "
                 f"{' | '.join(output[-5:])}; command: {command.shell()}"
             )
-        record = {"command": list(command.arguments), "seconds": round(seconds, 3), "output": output}
+        record = {
+            "command": list(command.arguments),
+            "seconds": round(seconds, 3),
+            "om_bytes": (work / "model.om").stat().st_size,
+            "output": output,
+        }
         (work / "compile.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
         work.rename(entry)
         log(f"compile at load: compiled {what} in {seconds:.1f} s: {entry / 'model.om'}")
@@ -372,6 +475,33 @@ def _die_with_parent() -> None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+#: the SoC an offline check builds the command for: the device's is not known there, and the
+#: builder's checks do not depend on it
+OFFLINE_SOC = "Ascend310P3"
+
+
+def offline_command(
+    info: EngineInfo, source: Path, facts: ConfigFacts, options: Mapping[str, Any], version_dir: Path
+) -> AtcCommand:
+    """The ATC command the load of ``source`` will run, built without a device (``OFFLINE_SOC``):
+    ConfigError for whatever the builder refuses in the flags, the model or the config, in the
+    words of the load (``ge-triton check`` reports it)."""
+    job = _job(_compiler(info), source, facts, options, CompileTarget(OFFLINE_SOC, ""))
+    return command_for(job, "<cache>/model")
+
+
+def compiled_model_spec(source: Path, facts: ConfigFacts, options: Mapping[str, Any], version_dir: Path) -> ModelSpec:
+    """What the .om compiled at load from the ONNX model ``source`` will take and return, read
+    offline (``ascend.atc.compiled_spec``): the model's own spec through the flags of parameter
+    ``atc_flags`` and the config's facts. For GEModel's auto-complete and ``check``, which
+    describe the model ATC builds, not the ONNX file (an AIPP input is a UINT8 image, dims gears
+    leave no batch axis). ConfigError for flags the builder refuses."""
+    values = _values(options)
+    request = AtcRequest(source, OFFLINE_SOC, facts=facts)
+    request = apply_atc_flags(request, values["atc_flags"], version_dir, "parameter 'atc_flags'")
+    return compiled_spec(read_model_spec(source, ONNX), request)
+
+
 def compile_for(
     info: EngineInfo,
     source: Path,
@@ -382,12 +512,24 @@ def compile_for(
 ) -> Path:
     """The .om engine ``info`` runs for ``source`` (compiled, or from the cache). ``options`` are the
     model's engine parameters (``atc_*`` among them; files they name lie in ``version_dir``)."""
+    runs_as = _compiler(info)
+    target = runs_as.driver().compile_target(runs_as, options, version_dir)
+    return compiled_model(_job(runs_as, source, facts, options, target), log)
+
+
+def _compiler(info: EngineInfo) -> EngineInfo:
+    """The engine that compiles for ``info`` (its stand-in's ATC); ConfigError when it has none."""
     runs_as = stand_in(info)
     if not runs_as.atc:
-        raise ConfigError(f"engine {runs_as.name} compiles nothing; give it a {runs_as.model_kind.description}")
-    target = runs_as.implementation().compile_target(runs_as, options, version_dir)
-    values = {p.name: p.default for p in PARAMETERS} | {k: v for k, v in options.items() if k in _NAMES}
-    job = CompileJob(
+        raise ConfigError(f"engine {runs_as.name} compiles nothing; give it a {runs_as.model_format.description}")
+    return runs_as
+
+
+def _job(
+    runs_as: EngineInfo, source: Path, facts: ConfigFacts, options: Mapping[str, Any], target: CompileTarget
+) -> CompileJob:
+    values = _values(options)
+    return CompileJob(
         source=source,
         facts=facts,
         target=target,
@@ -396,7 +538,11 @@ def compile_for(
         cache_dir=Path(values["atc_cache_dir"]) if values["atc_cache_dir"] else None,
         timeout_s=values["atc_timeout_s"],
     )
-    return compiled_model(job, log)
+
+
+def _values(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The compile parameters of ``options`` (parsed), defaults for the others."""
+    return {p.name: p.default for p in PARAMETERS} | {k: v for k, v in options.items() if k in _NAMES}
 
 
 _NAMES = frozenset(p.name for p in PARAMETERS)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ge_python_backend.engines.base import Engine, PhaseTimes, Shapes, Slot
-from ge_python_backend.engines.registry import EngineInfo
+from ge_python_backend.engines.registry import EngineDriver, EngineLoad
 from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_int, parse_list
 from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_shapes, format_shape, shape_fits
@@ -314,16 +314,14 @@ class OnnxRuntimeEngine(Engine):
         return f"onnxruntime engine ({', '.join(self._providers)}), {len(self._slots)} slot(s)"
 
 
-def open_engine(
-    model_path: Path,
-    *,
-    info: EngineInfo,
-    device_id: int,
-    slots: int,
-    options: Mapping[str, Any],
-    peers: int = 1,
-    version_dir: Path | None = None,
-) -> OnnxRuntimeEngine:
-    """Open ``model_path`` on ONNX Runtime with ``slots`` slots (``info``: its registry entry; ``peers``
-    and ``version_dir`` do not matter to ORT: its parameters name no files)."""
-    return OnnxRuntimeEngine(model_path, device_id=device_id, slots=slots, options=options)
+class OnnxRuntimeDriver(EngineDriver):
+    """Engine ``onnxruntime`` (``peers`` and ``version_dir`` do not matter to ORT: its parameters
+    name no files)."""
+
+    parameters = PARAMETERS
+
+    def open(self, load: EngineLoad) -> OnnxRuntimeEngine:
+        return OnnxRuntimeEngine(load.model_path, device_id=load.device_id, slots=load.slots, options=load.options)
+
+
+DRIVER = OnnxRuntimeDriver()

@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import shutil
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -21,12 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ge_python_backend.ascend.om.header import MAGIC as OM_MAGIC
-from ge_python_backend.ascend.om.header import SIM_OM_MAGIC
+from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.params import Choice, Parameter, parse_bool
 
 if TYPE_CHECKING:
-    from ge_python_backend.engines.base import Engine
+    from ge_python_backend.engines.base import CompileTarget, Engine
     from ge_python_backend.specs import ModelSpec
 
 LOG = logging.getLogger(__name__)
@@ -42,16 +43,45 @@ EngineName = Literal["onnxruntime", "acl", "acl-sim"]
 EngineChoice = Literal["auto", "onnxruntime", "acl", "acl-sim"]
 
 
-class ModelKind(Choice):
-    """The kinds of model file an engine can run."""
+@dataclass(frozen=True)
+class ModelRecord:
+    """What a model file records, read offline (no engine, no device): its ``spec``, the
+    ``--input_shape`` order of a dims-gear model when the file records it (else ``()``), and the
+    streams and events a load of it creates (Ascend files; the defaults for others)."""
 
-    OM = "om"
-    SIM_OM = "sim-om"
-    ONNX = "onnx"
+    spec: ModelSpec
+    shape_order: tuple[str, ...] = ()
+    resources: ModelResources = ModelResources()
 
-    @property
-    def description(self) -> str:
-        return {"om": "CANN .om", "sim-om": "simulated .om", "onnx": "ONNX model"}[self.value]
+
+@dataclass(frozen=True)
+class ModelFormat:
+    """A kind of model file an engine runs: how a file is recognised (its first bytes ``magic``,
+    else its ``suffix``) and ``reader``, "module:function" taking a path to its ``ModelRecord``
+    (OmFormatError or ConfigError when the file is not readable). A plug-in declares its own
+    through its ``EngineInfo``."""
+
+    name: str
+    description: str
+    reader: str
+    magic: bytes = b""
+    suffix: str = ""
+
+    def recognises(self, head: bytes, path: Path) -> bool:
+        """``path``, whose first bytes are ``head``, is a file of this format."""
+        if self.magic:
+            return head.startswith(self.magic)
+        return bool(self.suffix) and path.suffix.lower() == self.suffix
+
+    def read(self, path: Path) -> ModelRecord:
+        module, _, function = self.reader.partition(":")
+        return getattr(importlib.import_module(module), function)(Path(path))
+
+
+#: A CANN offline model (the OM reader, no CANN needed).
+OM = ModelFormat("om", "CANN .om", "ge_python_backend.engines.offline:read_cann_om", magic=OM_MAGIC)
+#: An ONNX model (read by ONNX Runtime on the CPU).
+ONNX = ModelFormat("onnx", "ONNX model", "ge_python_backend.engines.offline:read_onnx", suffix=".onnx")
 
 
 class ResponseMode(Choice):
@@ -74,21 +104,59 @@ DEFAULT_RESPONSE_MODE = ResponseMode.RETURN
 
 
 @dataclass(frozen=True)
-class EngineInfo:
-    """One engine.
+class EngineLoad:
+    """What an engine opens: ``model_path`` with ``slots`` execution contexts on ``device_id``;
+    ``options``: this engine's own parameters as the config sets them (parsed); ``peers``: the
+    model's instances on that device; ``version_dir``: where relative paths in ``options`` lie."""
 
-    ``module`` implements it: it defines ``PARAMETERS`` and
-    ``open_engine(model_path, *, info, device_id, slots, options, peers, version_dir)`` (``peers``:
-    the model's instances on that device; ``version_dir``: where relative paths in ``options`` lie),
-    and may define ``available(info, options) -> (bool, reason)`` for ``engine: auto``, with
-    ``atc``, ``compile_target(info, options, version_dir) -> engines.compile.CompileTarget``,
-    ``offline_problems(options, version_dir, spec) -> list[str]`` for ``check`` and
-    ``planned_parameters(spec, max_batch_size, given) -> dict[str, str]`` for ``generate``.
-    """
+    model_path: Path
+    info: EngineInfo
+    device_id: int
+    slots: int
+    options: Mapping[str, Any]
+    peers: int
+    version_dir: Path
+
+
+class EngineDriver(ABC):
+    """An engine's implementation, the only way the registry reaches it: ``EngineInfo.module``
+    defines ``DRIVER``, an instance of a subclass (mypy checks every subclass against this one).
+    ``open`` is required; the rest have defaults for an engine without the feature."""
+
+    #: the engine's own config parameters
+    parameters: tuple[Parameter, ...] = ()
+
+    @abstractmethod
+    def open(self, load: EngineLoad) -> Engine:
+        """The opened engine (ConfigError or EngineError saying what is wrong)."""
+
+    def available(self, info: EngineInfo, options: Mapping[str, Any]) -> tuple[bool, str]:
+        """Whether ``info`` can run here (for ``engine: auto``), and why (not)."""
+        return True, ""
+
+    def compile_target(self, info: EngineInfo, options: Mapping[str, Any], version_dir: Path) -> CompileTarget:
+        """What a model compiled at load is for (engines with ``atc``)."""
+        raise ConfigError(f"engine {info.name} compiles nothing; give it a {info.model_format.description}")
+
+    def offline_problems(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
+        """What loading ``spec`` would refuse in ``options`` (the engine's own parsed parameters),
+        found without opening it (``check``)."""
+        return []
+
+    def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
+        """The parameters a generated config needs to load ``spec`` with ``max_batch_size``
+        (``given``: what the user asked for), for ``generate``."""
+        return {}
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """One engine: its name, the module whose ``DRIVER`` (an ``EngineDriver``) implements it, the
+    model format it runs and how the rest of the package treats it."""
 
     name: str
     module: str
-    model_kind: ModelKind
+    model_format: ModelFormat
     default_file: str
     #: drives an NPU (or stands in for one): instance groups must be KIND_CPU, device ids are NPU ids
     npu: bool
@@ -111,28 +179,25 @@ class EngineInfo:
     #: ONNX or TensorFlow model into the model file this engine runs (compile at load); () for none
     atc: tuple[str, ...] = ()
 
-    def implementation(self) -> Any:
-        return importlib.import_module(self.module)
+    def driver(self) -> EngineDriver:
+        """The implementation (its module imported now); ConfigError when it has none."""
+        found = getattr(importlib.import_module(self.module), "DRIVER", None)
+        if not isinstance(found, EngineDriver):
+            raise ConfigError(f"engine {self.name!r}: {self.module}.DRIVER is not an EngineDriver ({found!r})")
+        return found
 
     def own_parameters(self) -> tuple[Parameter, ...]:
-        return tuple(self.implementation().PARAMETERS) + self.parameters
+        return self.driver().parameters + self.parameters
 
     def offline_problems(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
         """What loading the model on this engine would refuse in ``options`` (the parsed engine
-        parameters a config sets), found without opening it: the module's optional
-        ``offline_problems(options, version_dir, spec)`` on this engine's own parameters."""
-        check = getattr(self.implementation(), "offline_problems", None)
-        if check is None:
-            return []
+        parameters a config sets, of which the engine's own are checked), found without opening it."""
         own = {p.name for p in self.own_parameters()}
-        return list(check({k: v for k, v in options.items() if k in own}, version_dir, spec))
+        return self.driver().offline_problems({k: v for k, v in options.items() if k in own}, version_dir, spec)
 
-    def planned_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
-        """The parameters of this engine a generated config needs to load ``spec`` with
-        ``max_batch_size`` (``given``: what the user asked for): the module's optional
-        ``planned_parameters(spec, max_batch_size, given)``."""
-        plan = getattr(self.implementation(), "planned_parameters", None)
-        return dict(plan(spec, max_batch_size, given)) if plan is not None else {}
+    def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
+        """The parameters of this engine a generated config needs (``EngineDriver.generated_parameters``)."""
+        return self.driver().generated_parameters(spec, max_batch_size, given)
 
     def load_pyacl(self) -> Any:
         """The pyACL module (real or simulated) this engine drives."""
@@ -146,7 +211,7 @@ class EngineInfo:
         path = Path(model_file or self.default_file)
         return path if path.is_absolute() else Path(version_dir) / path
 
-    def load_plan(self, version_dir: Path, model_file: str = "") -> tuple[Path, bool]:
+    def model_source(self, version_dir: Path, model_file: str = "") -> tuple[Path, bool]:
         """The file this engine loads from ``version_dir``, and whether it compiles it first: an
         engine with ``atc`` compiles a ``model_file`` that is an .onnx or .pb, or, when its own
         default file is absent and no ``model_file`` is set, ``model.onnx`` (else ``model.pb``)."""
@@ -167,7 +232,7 @@ BUILTIN_ENGINES = (
     EngineInfo(
         name="onnxruntime",
         module="ge_python_backend.engines.onnxruntime",
-        model_kind=ModelKind.ONNX,
+        model_format=ONNX,
         default_file="model.onnx",
         npu=False,
         summary="an .onnx file on ONNX Runtime (CPU, GPU, or ORT's CANN provider)",
@@ -175,7 +240,7 @@ BUILTIN_ENGINES = (
     EngineInfo(
         name="acl",
         module="ge_python_backend.engines.acl",
-        model_kind=ModelKind.OM,
+        model_format=OM,
         default_file="model.om",
         npu=True,
         summary="a CANN .om on an Ascend NPU through pyACL (an .onnx or .pb compiled with CANN's atc at load)",
@@ -187,10 +252,18 @@ BUILTIN_ENGINES = (
 
 @cache
 def registered() -> dict[str, EngineInfo]:
-    """Name -> EngineInfo: the built-in engines, then the plug-ins' (installed entry points)."""
+    """Name -> EngineInfo: the built-in engines, then the plug-ins' (installed entry points). A
+    plug-in that cannot be imported is left out, with a warning naming it: the built-in engines
+    never depend on one."""
     engines = {info.name: info for info in BUILTIN_ENGINES}
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        info = point.load()
+        try:
+            info = point.load()
+        except Exception as exc:
+            LOG.warning(
+                "engine plug-in %r (%s) is not available: %s: %s", point.name, point.value, type(exc).__name__, exc
+            )
+            continue
         if not isinstance(info, EngineInfo):
             raise ConfigError(f"entry point {point.name!r} ({point.value}) in {ENTRY_POINT_GROUP} is not an EngineInfo")
         if info.name in engines or info.name == AUTO:
@@ -199,7 +272,7 @@ def registered() -> dict[str, EngineInfo]:
     return engines
 
 
-def engine(name: str) -> EngineInfo:
+def engine_info(name: str) -> EngineInfo:
     """The engine called ``name``; ConfigError listing the registered ones otherwise."""
     found = registered().get(name)
     if found is None:
@@ -212,12 +285,18 @@ def engine_choices() -> tuple[str, ...]:
     return (AUTO, *registered())
 
 
-def engine_for_kind(kind: ModelKind) -> EngineInfo:
-    """The engine that runs a model file of ``kind``."""
+def engine_for_format(model_format: ModelFormat) -> EngineInfo:
+    """The engine that runs a model file of ``model_format``."""
     for info in registered().values():
-        if info.model_kind is kind:
+        if info.model_format == model_format:
             return info
-    raise ConfigError(f"no registered engine runs a {kind.description}")
+    raise ConfigError(f"no registered engine runs a {model_format.description}")
+
+
+def model_formats() -> tuple[ModelFormat, ...]:
+    """Every format a registered engine runs, those recognised by their first bytes first."""
+    found = {info.model_format.name: info.model_format for info in registered().values()}
+    return tuple(sorted(found.values(), key=lambda f: not f.magic))
 
 
 def engine_parameters() -> tuple[Parameter, ...]:
@@ -229,20 +308,15 @@ def engine_parameters() -> tuple[Parameter, ...]:
     return tuple(declared.values())
 
 
-def detect_kind(path: Path) -> ModelKind | None:
-    """The kind of model file ``path`` is, from its first bytes (ONNX: its suffix); None if unknown or unreadable."""
+def detect_format(path: Path) -> ModelFormat | None:
+    """The format of model file ``path``, from its first bytes (else its suffix); None if unknown or unreadable."""
+    formats = model_formats()
     try:
         with Path(path).open("rb") as handle:
-            head = handle.read(len(SIM_OM_MAGIC))
+            head = handle.read(max((len(f.magic) for f in formats), default=0))
     except OSError:
         return None
-    if head.startswith(SIM_OM_MAGIC):
-        return ModelKind.SIM_OM
-    if head.startswith(OM_MAGIC):
-        return ModelKind.OM
-    if Path(path).suffix.lower() == ".onnx":
-        return ModelKind.ONNX
-    return None
+    return next((f for f in formats if f.recognises(head, Path(path))), None)
 
 
 @dataclass(frozen=True)
@@ -267,16 +341,19 @@ def auto_candidates(version_dir: Path, model_file: str = "") -> AutoCandidates:
     a simulated .om must be served with its engine named."""
     found, notes, looked_for = [], [], []
     for info in sorted((i for i in registered().values() if not i.stands_in_for), key=lambda i: not i.npu):
-        path, compiled = info.load_plan(version_dir, model_file)
+        path, compiled = info.model_source(version_dir, model_file)
         if path.name not in looked_for:
             looked_for.append(path.name)
         if not path.is_file():
             continue
-        kind = detect_kind(path)
-        if kind is info.model_kind or compiled:
+        found_format = detect_format(path)
+        if found_format == info.model_format or compiled:
             found.append((info, path))
-        elif kind is not None and not any(p == path for _, p in found):
-            note = f"{path.name} is a {kind.description}: set parameter engine to {engine_for_kind(kind).name}"
+        elif found_format is not None and not any(p == path for _, p in found):
+            note = (
+                f"{path.name} is a {found_format.description}: set parameter engine to "
+                f"{engine_for_format(found_format).name}"
+            )
             if note not in notes:
                 notes.append(note)
     return AutoCandidates(tuple(found), tuple(notes), tuple(looked_for))
@@ -292,8 +369,7 @@ def resolve_auto(
     reasons: list[str] = []
     for info, path in candidates.found:
         runs_as = stand_in(info)
-        check = getattr(runs_as.implementation(), "available", None)
-        available, reason = check(runs_as, options or {}) if check else (True, "")
+        available, reason = runs_as.driver().available(runs_as, options or {})
         compiled = bool(info.atc) and path.suffix.lower() in COMPILE_SUFFIXES
         if available and compiled and shutil.which(runs_as.atc[0]) is None:
             available, reason = False, f"{path.name} needs compiling and {runs_as.atc[0]!r} is not on PATH"
@@ -312,7 +388,10 @@ def resolve_auto(
 
 def stand_in(info: EngineInfo) -> EngineInfo:
     """The engine that actually runs for ``info``: a registered stand-in whose environment
-    variable is set (``GE_ACL_SIMULATOR=1``: engine acl on the simulator, logged loudly), else ``info``."""
+    variable is set, else ``info``. ``GE_ACL_SIMULATOR=1`` is a switch for tests on machines
+    without pyACL: it runs engine acl on the simulator, logged loudly each time, and is refused
+    (ConfigError) where ``info``'s real pyACL imports, so it never serves CPU answers under the
+    name of the NPU."""
     for other in registered().values():
         if other.stands_in_for != info.name or not other.stand_in_env:
             continue
@@ -326,6 +405,13 @@ def stand_in(info: EngineInfo) -> EngineInfo:
                 f"environment variable {other.stand_in_env}={raw!r}; accepted: 1/0, true/false, yes/no, on/off"
             ) from None
         if wanted:
+            if _pyacl_imports(info):
+                raise ConfigError(
+                    f"environment variable {other.stand_in_env}={raw} asks for engine {other.name!r} in place of "
+                    f"{info.name!r}, but CANN's pyACL imports here: it is a test switch for machines without pyACL "
+                    f"and never replaces a real NPU. Unset {other.stand_in_env}, or set parameter engine to "
+                    f"{other.name!r} to run this model on {other.summary}"
+                )
             LOG.warning(
                 "!!! %s=%s: engine %r runs on %r (%s), NOT on an Ascend NPU !!!",
                 other.stand_in_env,
@@ -336,6 +422,17 @@ def stand_in(info: EngineInfo) -> EngineInfo:
             )
             return other
     return info
+
+
+def _pyacl_imports(info: EngineInfo) -> bool:
+    """``info`` drives a pyACL that imports here (a real one: its module checks it is CANN's)."""
+    if not info.pyacl:
+        return False
+    try:
+        info.load_pyacl()
+    except ConfigError:
+        return False
+    return True
 
 
 def open_engine(
@@ -355,7 +452,7 @@ def open_engine(
     ``options`` are the engine parameters the config sets; each engine takes its own, and the
     exclusive parameters of another engine (the simulator's) are refused.
     """
-    info = stand_in(engine(name))
+    info = stand_in(engine_info(name))
     own_names = {p.name for p in info.own_parameters()}
     for other in registered().values():
         if other is info or not other.exclusive_parameters:
@@ -369,12 +466,7 @@ def open_engine(
     own = {key: value for key, value in options.items() if key in own_names}
     if info.prepare is not None:
         info.prepare(own)
-    return info.implementation().open_engine(
-        model_path,
-        info=info,
-        device_id=device_id,
-        slots=slots,
-        options=own,
-        peers=peers,
-        version_dir=version_dir or Path(model_path).parent,
+    load = EngineLoad(
+        Path(model_path), info, device_id, slots, own, peers, Path(version_dir or Path(model_path).parent)
     )
+    return info.driver().open(load)

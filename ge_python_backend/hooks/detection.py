@@ -20,9 +20,9 @@ The steps follow Ultralytics' own (``ultralytics/data/augment.py`` ``LetterBox``
 
 Answers per image (the ``detection`` template's outputs): ``NUM_DETS`` INT32 ``[1]``,
 ``DET_BOXES`` FP32 ``[max_det, 4]`` (x1, y1, x2, y2 in the original image's pixels),
-``DET_SCORES`` FP32 ``[max_det]``, ``DET_CLASSES`` INT32 ``[max_det]``, and with a labels file
-``DET_LABELS`` BYTES ``[max_det]``; rows past ``NUM_DETS`` hold 0 (classes -1, labels empty), as
-TensorRT's EfficientNMS plugin pads.
+``DET_SCORES`` FP32 ``[max_det]``, ``DET_CLASSES`` INT32 ``[max_det]`` and ``DET_LABELS`` BYTES
+``[max_det]`` (the labels file's names, else the class numbers); rows past ``NUM_DETS`` hold 0
+(classes -1, labels empty), as TensorRT's EfficientNMS plugin pads.
 
 Resizing needs OpenCV (``pip install opencv-python-headless``, the ``vision`` extra): Pillow's
 bilinear filter averages over the source when shrinking, which Ultralytics' models were not fed.
@@ -33,11 +33,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ge_python_backend.errors import ConfigError, InputError
+from ge_python_backend.hooks.postprocessing import load_labels
 from ge_python_backend.hooks.preprocessing import ImageInput, decode_image, image_input
 from ge_python_backend.params import Parameter, parse_choice, parse_float, parse_int
 from ge_python_backend.specs import ModelSpec, TensorSpec, format_shape
@@ -91,7 +93,7 @@ DETECTION_PARAMETERS = (
         str,
         "",
         "a file name in the version folder (or an absolute path), or empty",
-        "UTF-8 text, one class name per line: DET_LABELS is answered too",
+        "UTF-8 text, one class name per line (empty: labels.txt when the version folder has one, else class numbers)",
     ),
     Parameter(
         "max_input_bytes",
@@ -119,6 +121,15 @@ class Letterbox:
     scale: float
     pad_x: int
     pad_y: int
+
+    def row(self) -> np.ndarray:
+        """As FP32 [5] (height, width, scale, pad_x, pad_y): what an ensemble passes between steps."""
+        return np.array([self.height, self.width, self.scale, self.pad_x, self.pad_y], np.float32)
+
+    @classmethod
+    def from_row(cls, row: np.ndarray) -> Letterbox:
+        height, width, scale, pad_x, pad_y = (float(v) for v in row)
+        return cls(int(height), int(width), scale, int(pad_x), int(pad_y))
 
 
 def letterbox(pixels: np.ndarray, height: int, width: int) -> tuple[np.ndarray, Letterbox]:
@@ -312,11 +323,15 @@ class Detector:
             boxes[index, :n] = scale_boxes(mine.boxes, where)
             scores[index, :n] = mine.scores
             classes[index, :n] = mine.classes
-        answer: dict[str, np.ndarray] = {NUM_DETS: numbers, DET_BOXES: boxes, DET_SCORES: scores, DET_CLASSES: classes}
-        if self.labels is not None:
-            names = np.array([label.encode() for label in self.labels] + [b""], dtype=np.object_)
-            answer[DET_LABELS] = names[classes]  # -1 picks the empty name
-        return answer
+        labels = self.labels if self.labels is not None else tuple(str(c) for c in range(self.classes))
+        names = np.array([label.encode() for label in labels] + [b""], dtype=np.object_)
+        return {
+            NUM_DETS: numbers,
+            DET_BOXES: boxes,
+            DET_SCORES: scores,
+            DET_CLASSES: classes,
+            DET_LABELS: names[classes],  # -1 picks the empty name
+        }
 
     def describe(self) -> str:
         return (
@@ -324,6 +339,13 @@ class Detector:
             f"from {self.predictions_output!r}, conf > {self.conf_threshold}, IoU {self.iou_threshold}, "
             f"max_det {self.max_det}" + (", with labels" if self.labels is not None else "")
         )
+
+
+def labels_for(version_dir: Path, name: str, classes: int | None = None) -> tuple[str, ...] | None:
+    """The class names parameter ``labels_file`` names (relative to ``version_dir``), or
+    ``labels.txt`` when it is empty and the file exists; None: no names, the class numbers serve."""
+    path = Path(name) if Path(name).is_absolute() else version_dir / (name or "labels.txt")
+    return load_labels(path, classes) if name or path.is_file() else None
 
 
 def _predictions(spec: ModelSpec, name: str) -> TensorSpec:

@@ -145,37 +145,47 @@ def decode_image(
         raise InputError(f"{where} has {len(data)} bytes, above max_input_bytes {max_input_bytes}")
     if len(data) == image.raw_size:
         return np.frombuffer(data, np.uint8).reshape(image.height, image.width, image.channels)
-    kind = next((name for signature, name in _SIGNATURES.items() if data.startswith(signature)), None)
-    if kind is None:
+    if _file_kind(data) is None:
         raise InputError(
             f"{where} has {len(data)} bytes: expected {image.raw_size} bytes of raw pixels "
             f"({image.height}x{image.width}x{image.channels} uint8, channels last) or a PNG or JPEG file"
         )
-    return _decode_file(data, kind, image, where, any_size)
+    pixels = decode_file(data, image.channels, max_input_bytes, where)
+    if not any_size and pixels.shape[:2] != (image.height, image.width):
+        raise InputError(
+            f"{where} is a {pixels.shape[1]}x{pixels.shape[0]} (width x height) {_file_kind(data)}; the model takes "
+            f"{image.width}x{image.height} and images are not resized: resize it before sending"
+        )
+    return pixels
 
 
-def _decode_file(data: bytes, kind: str, image: ImageInput, where: str, any_size: bool) -> np.ndarray:
+def _file_kind(data: bytes) -> str | None:
+    return next((name for signature, name in _SIGNATURES.items() if data.startswith(signature)), None)
+
+
+def decode_file(data: bytes, channels: int, max_input_bytes: int, where: str) -> np.ndarray:
+    """A PNG or JPEG file of any size -> uint8 ``[height, width, channels]`` (RGB, or grey for 1)."""
+    if len(data) > max_input_bytes:
+        raise InputError(f"{where} has {len(data)} bytes, above max_input_bytes {max_input_bytes}")
+    kind = _file_kind(data)
+    if kind is None:
+        raise InputError(f"{where} has {len(data)} bytes and is no PNG or JPEG file")
     try:
         from PIL import Image
     except ImportError:
         raise InputError(
             f"{where} is a {kind} file, but Pillow is not installed in the server's Python: install it "
-            f"(pip install Pillow) or send {image.raw_size} bytes of raw pixels"
+            "(pip install Pillow) or send raw pixels"
         ) from None
     try:
         with Image.open(io.BytesIO(data), formats=[kind]) as picture:
-            if not any_size and picture.size != (image.width, image.height):
-                raise InputError(
-                    f"{where} is a {picture.size[0]}x{picture.size[1]} (width x height) {kind}; the model takes "
-                    f"{image.width}x{image.height} and images are not resized: resize it before sending"
-                )
             width, height = picture.size
-            pixels = _eight_bit(picture, image.channels, where)
+            pixels = _eight_bit(picture, channels, where)
     except InputError:
         raise
     except Exception as exc:  # Pillow raises OSError, ValueError, SyntaxError, ... for broken files
         raise InputError(f"{where}: cannot decode the {kind} file ({type(exc).__name__}: {exc})") from None
-    return pixels.reshape(height, width, image.channels)
+    return pixels.reshape(height, width, channels)
 
 
 #: Pillow modes of a 16-bit grey PNG (newer Pillow: I;16, older: I), and their value range

@@ -41,7 +41,7 @@ SAMPLES = 5
 
 
 class SoakError(GEError):
-    """A soak run cannot start as asked (model, reference, plan)."""
+    """A soak run cannot start as asked (model, reference, settings)."""
 
 
 class OnnxReference:
@@ -93,7 +93,7 @@ def _random_dtype(onnx_file: Path, tensor: TensorSpec) -> np.dtype:
 
 
 @dataclass(frozen=True)
-class SoakPlan:
+class SoakSettings:
     """How much load, how it is sent, and the bounds of the run."""
 
     requests: int = 2000
@@ -122,7 +122,7 @@ class SoakReport:
     """What happened to every request of a soak run."""
 
     model: str
-    planned: int
+    requested: int
     sent: int = 0
     verified: int = 0
     wrong: int = 0
@@ -135,8 +135,8 @@ class SoakReport:
 
     @property
     def clean(self) -> bool:
-        """Every planned request was sent and verified, and nothing else happened."""
-        return self.sent == self.planned == self.verified and not (
+        """Every request asked for was sent and verified, and nothing else happened."""
+        return self.sent == self.requested == self.verified and not (
             self.wrong or self.duplicated or self.errored or self.lost
         )
 
@@ -147,7 +147,7 @@ class SoakReport:
     def describe(self) -> str:
         rate = self.sent / self.seconds if self.seconds else 0.0
         lines = [
-            f"{self.model}: sent {self.sent}/{self.planned} ({self.rows} rows) in {self.seconds:.1f} s "
+            f"{self.model}: sent {self.sent}/{self.requested} ({self.rows} rows) in {self.seconds:.1f} s "
             f"({rate:.0f} req/s): verified {self.verified}, lost {self.lost}, wrong {self.wrong}, "
             f"duplicated {self.duplicated}, errored {self.errored} -> {'OK' if self.clean else 'FAILED'}"
         ]
@@ -158,13 +158,13 @@ class SoakReport:
 class _Ledger:
     """Requests in flight by id, and the verdict on every answer."""
 
-    def __init__(self, report: SoakReport, reference: Callable[[Arrays], Arrays], plan: SoakPlan) -> None:
+    def __init__(self, report: SoakReport, reference: Callable[[Arrays], Arrays], settings: SoakSettings) -> None:
         self.report = report
         self._reference = reference
-        self._plan = plan
+        self._settings = settings
         self._pending: dict[str, Arrays] = {}
         self._answered: set[str] = set()
-        self.slots = asyncio.Semaphore(plan.concurrency)
+        self.slots = asyncio.Semaphore(settings.concurrency)
         self.idle = asyncio.Event()
         self.idle.set()
 
@@ -220,7 +220,7 @@ class _Ledger:
                 return f"output {name!r} missing (got {sorted(outputs)})"
             if got.shape != want.shape or got.dtype != want.dtype:
                 return f"output {name!r} is {got.dtype} {list(got.shape)}, expected {want.dtype} {list(want.shape)}"
-            if not np.allclose(got, want, atol=self._plan.atol, rtol=self._plan.rtol):
+            if not np.allclose(got, want, atol=self._settings.atol, rtol=self._settings.rtol):
                 return f"output {name!r} differs from the reference by up to {np.abs(got - want).max():.3g}"
         return None
 
@@ -310,37 +310,37 @@ class _Connection:
         await self.channel.close()
 
 
-async def soak(url: str, model: str, reference: OnnxReference, plan: SoakPlan) -> SoakReport:
+async def soak(url: str, model: str, reference: OnnxReference, settings: SoakSettings) -> SoakReport:
     """The asyncio body of ``run_soak``."""
-    report = SoakReport(model, plan.requests)
-    ledger = _Ledger(report, reference, plan)
-    rng = np.random.default_rng(plan.seed)
-    connection = _Connection(url, ledger, plan.streams)
+    report = SoakReport(model, settings.requests)
+    ledger = _Ledger(report, reference, settings)
+    rng = np.random.default_rng(settings.seed)
+    connection = _Connection(url, ledger, settings.streams)
     started = time.perf_counter()
     try:
-        for index in range(plan.requests):
-            if time.perf_counter() - started > plan.time_limit_s:
-                report.note(f"time limit {plan.time_limit_s:g} s reached after {index} requests")
+        for index in range(settings.requests):
+            if time.perf_counter() - started > settings.time_limit_s:
+                report.note(f"time limit {settings.time_limit_s:g} s reached after {index} requests")
                 break
             try:
-                await asyncio.wait_for(ledger.slots.acquire(), plan.deadline_s)
+                await asyncio.wait_for(ledger.slots.acquire(), settings.deadline_s)
             except asyncio.TimeoutError:
-                report.note(f"no request slot came free for {plan.deadline_s:g} s; stopped sending")
+                report.note(f"no request slot came free for {settings.deadline_s:g} s; stopped sending")
                 break
-            request_id = f"soak-{plan.seed}-{index}"
-            inputs = reference.random_request(rng, int(rng.integers(1, plan.max_rows + 1)))
+            request_id = f"soak-{settings.seed}-{index}"
+            inputs = reference.random_request(rng, int(rng.integers(1, settings.max_rows + 1)))
             request = infer_request(model, inputs, request_id=request_id)
             ledger.sent(request_id, inputs)
-            if rng.random() < plan.stream_share:
+            if rng.random() < settings.stream_share:
                 try:
                     await connection.send_stream(index, request)
                 except Exception as exc:  # the stream broke (e.g. the server is gone): stop; it counts as lost
                     report.note(f"stopped sending: stream write of {request_id!r} failed: {type(exc).__name__}: {exc}")
                     break
             else:
-                connection.send_unary(request, plan.deadline_s)
+                connection.send_unary(request, settings.deadline_s)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(ledger.idle.wait(), plan.deadline_s)
+            await asyncio.wait_for(ledger.idle.wait(), settings.deadline_s)
     finally:
         report.seconds = time.perf_counter() - started
         await connection.close()
@@ -348,6 +348,6 @@ async def soak(url: str, model: str, reference: OnnxReference, plan: SoakPlan) -
     return report
 
 
-def run_soak(url: str, model: str, reference: OnnxReference, plan: SoakPlan | None = None) -> SoakReport:
+def run_soak(url: str, model: str, reference: OnnxReference, settings: SoakSettings | None = None) -> SoakReport:
     """Soak ``model`` on the gRPC endpoint ``url`` (HOST:PORT); see the module docstring."""
-    return asyncio.run(soak(url, model, reference, plan or SoakPlan()))
+    return asyncio.run(soak(url, model, reference, settings or SoakSettings()))

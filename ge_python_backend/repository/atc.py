@@ -12,7 +12,7 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from ge_python_backend.ascend.atc import AtcCommand, AtcRequest, ConfigFacts, build_atc_command
-from ge_python_backend.engines import ModelKind
+from ge_python_backend.engines.registry import ONNX
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.config import read_config_file
 from ge_python_backend.repository.modelfile import read_model_file
@@ -35,9 +35,9 @@ def atc_command(request: AtcRequest, config: Path | None = None) -> AtcCommand:
     """The ATC command for ``request`` (an ONNX model), with the gears, shapes and output path of
     the model folder whose ``config`` is given; ConfigError for anything missing or contradictory."""
     model = read_model_file(request.model)
-    if model.kind is not ModelKind.ONNX:
+    if model.format != ONNX:
         raise ConfigError(
-            f"{request.model} is a {model.kind.description}; atc-cmd compiles an ONNX model (.onnx) into an .om"
+            f"{request.model} is a {model.format.description}; atc-cmd compiles an ONNX model (.onnx) into an .om"
         )
     if config is not None:
         output = request.output if request.output is not None else latest_version_output(config)

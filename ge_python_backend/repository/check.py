@@ -31,6 +31,7 @@ What only the server can tell (no GPU on this machine, ...) is ``check --load``'
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,10 +39,13 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from ge_python_backend.engines import EngineInfo, ModelKind, auto_candidates, engine, engine_parameters
-from ge_python_backend.engines.registry import AUTO
+from ge_python_backend.ascend.atc import ConfigFacts
+from ge_python_backend.engines import EngineInfo, auto_candidates, engine_info, engine_parameters
+from ge_python_backend.engines.compile import compiled_model_spec, offline_command
+from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.hooks.classification import ImageClassifier
+from ge_python_backend.modelconfig.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.params import Parameter
 from ge_python_backend.repository.config import config_json, mc, read_config_file
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, NPU_GE_BACKEND_NAME, ge_backend_file
@@ -49,9 +53,9 @@ from ge_python_backend.repository.modelcode import HOOKS, ModelCode, read_model_
 from ge_python_backend.repository.modelfile import read_model_file
 from ge_python_backend.repository.versions import FolderKind, read_version_folder
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
-from ge_python_backend.triton.npu_ge import translate
+from ge_python_backend.triton.npu_ge import folder_parameters
+from ge_python_backend.triton.router_settings import RouterSettings
 from ge_python_backend.triton.settings import (
     CORE_PARAMETERS,
     TRITON_PARAMETERS,
@@ -59,6 +63,9 @@ from ge_python_backend.triton.settings import (
     auto_complete,
     read_settings,
 )
+
+#: the platform of an ensemble model (Triton's own scheduler)
+ENSEMBLE = "ensemble"
 
 
 @dataclass(frozen=True)
@@ -95,12 +102,15 @@ class CheckReport:
         return tuple(sorted({p.path.relative_to(self.root).parts[0] for p in self.problems if p.fatal}))
 
 
-def check_repository(repository: Path, backends: Path | None = None, ge_backend_ready: bool = False) -> CheckReport:
+def check_repository(
+    repository: Path, backends: Path | None = None, ge_backend_ready: bool = False, peers: Path | None = None
+) -> CheckReport:
     """Check every model folder of ``repository`` (or ``repository`` itself when it is one).
 
     ``backends``: the Triton backends folder where backend "ge" should be installed (None: no
     tritonserver was found, so whether it is installed cannot be told); ``ge_backend_ready``:
-    the server that loads the models installs it itself."""
+    the server that loads the models installs it itself; ``peers``: the repository a router's
+    members are in (default: the one its folder is in)."""
     repository = Path(repository)
     if not repository.is_dir():
         raise ConfigError(f"model repository {repository} is not a folder")
@@ -113,7 +123,7 @@ def check_repository(repository: Path, backends: Path | None = None, ge_backend_
     ge_backend = _GeBackend(backends, ge_backend_ready)
     problems: list[Problem] = []
     for folder in folders:
-        problems += _ModelCheck(folder, ge_backend).run()
+        problems += _ModelCheck(folder, ge_backend, peers or folder.parent).run()
     return CheckReport(tuple(f.name for f in folders), tuple(problems), root)
 
 
@@ -164,10 +174,11 @@ class _Parameters:
 
 
 class _ModelCheck:
-    def __init__(self, folder: Path, ge_backend: _GeBackend) -> None:
+    def __init__(self, folder: Path, ge_backend: _GeBackend, peers: Path) -> None:
         self.folder = folder
         self.config_path = folder / "config.pbtxt"
         self.ge_backend = ge_backend
+        self.peers = peers
         self.problems: list[Problem] = []
 
     def error(self, path: Path, message: str, fatal: bool = False) -> None:
@@ -193,6 +204,9 @@ class _ModelCheck:
         versions = self._versions(config)
         if config.backend == NPU_GE_BACKEND_NAME and versions and not self._translate(config, versions[-1]):
             return self.problems
+        if config.platform == ENSEMBLE:
+            self._check_ensemble(config)
+            return self.problems
         if config.backend not in ("python", "ge", NPU_GE_BACKEND_NAME):
             what = f"backend {config.backend!r}" if config.backend else f"platform {config.platform!r}"
             if not config.backend and not config.platform:
@@ -203,8 +217,13 @@ class _ModelCheck:
         codes = {v: self._model_code(config, v) for v in versions}
         if any(code.problem for code in codes.values()):
             return self.problems  # reported: the file cannot load, nothing more can be told from it
+        if codes and all(code.step for code in codes.values()):
+            return self.problems  # a pipeline step: no model file, no engine; the generic checks ran
         if any(not code.uses_package for code in codes.values()):
             self.warning(self.config_path, "model.py does not use ge_python_backend; only generic checks ran")
+            return self.problems
+        if codes and all(code.router for code in codes.values()):
+            self._check_router(config)
             return self.problems
         parameters = self._parameters(config, codes)
         if parameters.refused:
@@ -213,17 +232,54 @@ class _ModelCheck:
         self._check_instances(config, engines)
         return self.problems
 
+    def _check_ensemble(self, config) -> None:
+        """What tritonserver 2.51 refuses in an ensemble's steps, in its words (CORE r24.10
+        ``src/ensemble_utils.cc``): a step's model missing from the repository, an input_map key
+        that is not an input of the step's model, an output_map key that is not one of its outputs.
+        A step model whose config leaves a side to auto-complete is checked on that side by
+        ``check --load`` only."""
+        name = config.name or self.folder.name
+        steps = config.ensemble_scheduling.step
+        if not steps:
+            self.error(self.config_path, f"ensemble {name}: must specify one or more 'step's in ensemble")
+        for step in steps:
+            folder = self.folder.parent / step.model_name
+            try:
+                model = read_config_file(folder / "config.pbtxt")
+            except ConfigError:
+                self.error(
+                    self.config_path,
+                    f"ensemble {name} steps through model {step.model_name!r}, which has no readable config.pbtxt in "
+                    f"{self.folder.parent}",
+                )
+                continue
+            inputs, outputs = {e.name for e in model.input}, {e.name for e in model.output}
+            for key, tensor in sorted(step.input_map.items()):
+                if inputs and key not in inputs:
+                    self.error(
+                        self.config_path,
+                        f"in ensemble {name}, ensemble tensor {tensor} is mapped to non-existing input {key} in model "
+                        f"{step.model_name} (its inputs: {', '.join(sorted(inputs))})",
+                    )
+            for key, tensor in sorted(step.output_map.items()):
+                if outputs and key not in outputs:
+                    self.error(
+                        self.config_path,
+                        f"in ensemble {name}, ensemble tensor {tensor} is mapped from non-existing output {key} in "
+                        f"model {step.model_name} (its outputs: {', '.join(sorted(outputs))})",
+                    )
+
     def _translate(self, config, version: int) -> bool:
         """A GE backend config's parameters as the npu_ge backend translates them at load (the
         ``--backend-config`` keys of a server are not known here); False when one is refused."""
         raw = {key: value.string_value for key, value in config.parameters.items()}
         try:
-            done = translate(raw, {}, self._version_dirs[version])
+            translated = folder_parameters(config.backend, raw, self._version_dirs[version])
         except ConfigError as exc:
             self.error(self.config_path, str(exc))
             return False
         config.ClearField("parameters")
-        for key, value in done.parameters.items():
+        for key, value in translated.items():
             config.parameters[key].string_value = value
         return True
 
@@ -394,6 +450,7 @@ class _ModelCheck:
         version_dir = self._version_dirs[version]
         path = version_dir / (config.default_model_filename or "model.py")
         if config.backend in (GE_BACKEND_NAME, NPU_GE_BACKEND_NAME):
+            path = version_dir / "model.py"  # default_model_filename may name the model file (CANN's example)
             if path.is_file():
                 self.warning(
                     path, f'backend "{config.backend}" runs the installed backend\'s model.py; this file is not used'
@@ -409,6 +466,18 @@ class _ModelCheck:
         if code.problem:
             self.error(path, code.problem)
         return code
+
+    def _check_router(self, config) -> None:
+        """A router: its parameters, members and own inputs and outputs, read as its load reads them."""
+        args = {
+            "model_config": config_json(config, self.folder.name),
+            "model_repository": str(self.peers / self.folder.name),
+            "model_name": self.folder.name,
+        }
+        try:
+            RouterSettings.read(args)
+        except ConfigError as exc:
+            self.error(self.config_path, str(exc))
 
     # -- parameters ---------------------------------------------------------------------------
 
@@ -481,25 +550,31 @@ class _ModelCheck:
         except GEError as exc:
             self.error(path, str(exc).removeprefix(f"{path}: "))
             return info
-        compiled = model.kind is ModelKind.ONNX and bool(info.atc)  # compiled with ATC at load
-        if model.kind is not info.model_kind and not compiled:
+        compiled = model.format == ONNX and bool(info.atc)  # compiled with ATC at load
+        if model.format != info.model_format and not compiled:
             self.error(
                 path,
-                f"is a {model.kind.description} (engine {model.engine.name}), but parameter engine is "
-                f"{info.name!r}, which runs a {info.model_kind.description}",
+                f"is a {model.format.description} (engine {model.engine.name}), but parameter engine is "
+                f"{info.name!r}, which runs a {info.model_format.description}",
             )
             return info
         completed = self._auto_completed(config, version_dir, code, parameters)
         if completed is None:
             return info
         config = completed
+        model_spec = model.spec
+        if compiled and parameters.readable:
+            compiled_spec = self._compiled(config, info, path, version_dir, parameters)
+            if compiled_spec is None:
+                return info
+            model_spec = compiled_spec
         problems: list[str] = []
         inputs = _config_tensors(config.input, "input", problems).values()
         outputs = _config_tensors(config.output, "output", problems).values()
         batching = config.max_batch_size > 0
         try:
-            parameters.layout.check(model.spec)
-            spec = refine_spec(model.spec, inputs, outputs, batching=batching, layout=parameters.layout)
+            parameters.layout.check(model_spec)
+            spec = refine_spec(model_spec, inputs, outputs, batching=batching, layout=parameters.layout)
             states = frozenset(n for pair in parameters.values["sequence_state"] for n in (pair.input, pair.output))
             problems += compare_io(
                 spec,
@@ -524,6 +599,20 @@ class _ModelCheck:
         if parameters.readable and "ImageClassifier" in code.imported:
             self._check_classifier(config, parameters.extras or (), version_dir, spec)
         return info
+
+    def _compiled(self, config, info: EngineInfo, source: Path, version_dir: Path, parameters: _Parameters):
+        """The model ATC will build from ``source`` at load, and the command it will run, checked
+        by the builder the load uses (flags, shapes, gears, AIPP); None, reported, when the load
+        would refuse them."""
+        options = self._settings(config, parameters.extras or (), version_dir.name).engine_options
+        served = json.loads(config_json(config, self.folder.name))
+        facts = ConfigFacts.from_json(served, "the model config", served=True)
+        try:
+            offline_command(info, source, facts, options, version_dir)
+            return compiled_model_spec(source, facts, options, version_dir)
+        except ConfigError as exc:
+            self.error(self.config_path, str(exc))
+            return None
 
     def _auto_completed(self, config, version_dir: Path, code: ModelCode, parameters: _Parameters):
         """The config as the server's auto-complete (GEModel's, with tritonserver's default
@@ -557,8 +646,8 @@ class _ModelCheck:
             for note in candidates.notes:
                 self.warning(version_dir, f"engine auto: {note}")
             return candidates.found[0]
-        info = engine(choice)
-        path = info.load_plan(version_dir, model_file)[0]
+        info = engine_info(choice)
+        path = info.model_source(version_dir, model_file)[0]
         if not path.is_file():
             self.error(path, f"missing: engine {info.name} loads it (parameter model_file, else the engine's default)")
             return None

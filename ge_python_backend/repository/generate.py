@@ -5,7 +5,7 @@
     <repository>/<name>/<version>/model.py        (unless backend "ge": then no per-model code)
 
 The config is a ``ModelConfig`` protobuf built from the model's own description through
-``serving.plan`` (the same plan GEModel's auto-complete fills a config with); flags override
+``modelconfig.derive`` (the same derivation GEModel's auto-complete fills a config with); flags override
 what the model implies, and contradictions are errors that say what conflicts. The folder is
 written to a staging folder first and checked with ``check`` (the rules GEModel and
 tritonserver 2.51 apply at load): a folder that would not load is never written.
@@ -24,17 +24,24 @@ from typing import Any
 from google.protobuf import json_format
 
 from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, build_atc_command, config_gears
-from ge_python_backend.engines import ModelKind, engine, engine_parameters
+from ge_python_backend.engines import engine_info, engine_parameters
 from ge_python_backend.engines.compile import CACHE_ENV
-from ge_python_backend.engines.registry import AUTO
+from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.modelconfig.derive import (
+    DEFAULT_QUEUE_DELAY_US,
+    ConfigChoices,
+    ConfigTensor,
+    DerivedConfig,
+    derive_config,
+)
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.repository.config import ModelConfig, format_config, mc, read_config_file
 from ge_python_backend.repository.modelfile import ModelFile, read_model_file
+from ge_python_backend.repository.router import router_config
 from ge_python_backend.repository.templates import Template, load_template, safe_join
 from ge_python_backend.repository.versions import MAX_VERSION, FolderKind, read_version_folder
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.serving.plan import DEFAULT_QUEUE_DELAY_US, ConfigTensor, PlanRequest, plan_serving
 from ge_python_backend.serving.sequences import StatePair
 from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_shapes, format_shape
 from ge_python_backend.triton.settings import CORE_PARAMETERS
@@ -140,10 +147,14 @@ class GenerateOptions:
 
 @dataclass(frozen=True)
 class Generated:
+    """What generate wrote: the model file's folder, every file, its config, notes; ``folders``
+    lists every model folder written (the model file's first, then a template's other models)."""
+
     model_dir: Path
     files: tuple[Path, ...]
     config: Any
     notes: tuple[str, ...]
+    folders: tuple[Path, ...] = ()
 
 
 def check_name(name: str) -> str:
@@ -199,7 +210,7 @@ def with_shapes(spec: ModelSpec, shapes: Mapping[str, tuple[int, ...]]) -> Model
 
 
 def _add_entry(entries, entry: ConfigTensor | Mapping[str, Any]) -> None:
-    """One config input/output: a planned model tensor or a template's literal entry."""
+    """One config input/output: a derived model tensor or a template's literal entry."""
     added = entries.add()
     if isinstance(entry, ConfigTensor):
         added.name = entry.name
@@ -298,7 +309,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
             "--warmup with --sequence: Triton's warm-up requests carry no sequence correlation ID, which a stateful "
             "model needs, so the load would fail ('failed to run warmup sample'); leave --warmup out"
         )
-    request = PlanRequest(
+    request = ConfigChoices(
         layout=layout,
         states=frozenset(name for pair in options.states for name in (pair.input, pair.output)),
         max_batch_size=options.max_batch_size,
@@ -306,19 +317,19 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
         client_inputs=template.inputs is None,
         client_outputs=template.outputs is None,
     )
-    plan = plan_serving(spec, request)
-    notes = list(plan.notes)
+    derived = derive_config(spec, request)
+    notes = list(derived.notes)
     engine_name = options.engine or model.engine.name
-    compiled = model.kind is ModelKind.ONNX and engine_name != AUTO and bool(engine(engine_name).atc)
-    preferred = _compiled_gears(plan) if compiled else plan.preferred_batch_sizes
-    config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=plan.max_batch_size)
-    inputs: list[ConfigTensor | Mapping[str, Any]] = list(plan.inputs)
-    outputs: list[ConfigTensor | Mapping[str, Any]] = list(plan.outputs)
+    compiled = model.format == ONNX and engine_name != AUTO and bool(engine_info(engine_name).atc)
+    preferred = _compiled_gears(derived) if compiled else derived.preferred_batch_sizes
+    config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=derived.max_batch_size)
+    inputs: list[ConfigTensor | Mapping[str, Any]] = list(derived.inputs)
+    outputs: list[ConfigTensor | Mapping[str, Any]] = list(derived.outputs)
     if template.inputs is not None:
         inputs = template.render_data(list(template.inputs), values, "inputs")
     if template.outputs is not None:
         outputs = template.render_data(list(template.outputs), values, "outputs")
-    clash = {name for name, _ in CONTROL_INPUTS} & {t.name for t in plan.inputs}
+    clash = {name for name, _ in CONTROL_INPUTS} & {t.name for t in derived.inputs}
     if options.sequence and clash:
         raise ConfigError(f"model input {sorted(clash)[0]!r} clashes with a sequence control input name")
     for entry in inputs:
@@ -338,7 +349,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
         parameters["sequence_state_batch_axis"] = str(options.state_batch_axis)
     if options.unbatched_inputs:
         parameters["unbatched_inputs"] = ",".join(options.unbatched_inputs)
-    parameters.update(_engine_parameters(engine_name, model, spec, plan.max_batch_size, options))
+    parameters.update(_engine_parameters(engine_name, model, spec, derived.max_batch_size, options))
     if options.streams > 1:
         notes.append(
             f"streams {options.streams}: answers are returned from execute, so the slots run only the batches of one "
@@ -346,7 +357,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
             "executes comes from --instances"
         )
     _check_parameters(parameters)
-    parameters.update(template.render_data(dict(template.parameters), values, "parameters"))
+    parameters.update(_template_parameters(template, values))
     for key, value in parameters.items():
         config.parameters[key].string_value = str(value)
     if options.warmup:
@@ -356,10 +367,58 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
     return config, notes
 
 
-def _compiled_gears(plan) -> tuple[int, ...]:
+def _template_parameters(template: Template, values: Mapping[str, str]) -> dict[str, Any]:
+    """The template's parameters rendered; those that render empty are left unset."""
+    rendered = template.render_data(dict(template.parameters), values, "parameters")
+    return {key: value for key, value in rendered.items() if str(value) != ""}
+
+
+#: GenerateOptions fields that describe a model file, so that a template without one refuses them: field -> flag
+_MODEL_FLAGS = {
+    "engine": "--engine",
+    "max_batch_size": "--max-batch-size",
+    "preferred_batch_sizes": "--preferred-batch-sizes",
+    "streams": "--streams",
+    "device_ids": "--device-ids",
+    "warmup": "--warmup",
+    "add_version": "--add-version",
+    "sequence": "--sequence",
+    "states": "--state",
+    "unbatched_inputs": "--unbatched-inputs",
+    "shapes": "--shape",
+    "max_shapes": "--max-shapes",
+}
+
+
+def _members_config(
+    model_path: Path | None, repository: Path, template: Template, values: Mapping[str, str], options: GenerateOptions
+) -> tuple[Any, list[str]]:
+    """The config of a template whose inputs and outputs are its members' (the router)."""
+    if model_path is not None:
+        raise ConfigError(
+            f"template {template.name!r} takes no model file ({model_path}): its inputs and outputs are its members' "
+            "(--set members=A,B)"
+        )
+    defaults = GenerateOptions(name=options.name)
+    for field_name, flag in _MODEL_FLAGS.items():
+        if getattr(options, field_name) != getattr(defaults, field_name):
+            raise ConfigError(f"{flag} describes a model file; template {template.name!r} has none (its members do)")
+    if options.backend != "python":
+        raise ConfigError(f"--backend {options.backend}: template {template.name!r} is a Python model (backend python)")
+    config, notes = router_config(
+        repository, options.name, values["members"], values.get("limits", ""), options.instance_count or 1
+    )
+    if options.version_policy:
+        parse_version_policy(options.version_policy, config)
+    for key, value in _template_parameters(template, values).items():
+        config.parameters[key].string_value = str(value)
+    return config, notes
+
+
+def _compiled_gears(derived: DerivedConfig) -> tuple[int, ...]:
     """The batch gears the compile at load gives the .om (as preferred sizes: the batcher then forms
-    batches of those sizes): the planned preferred sizes and max_batch_size, else the powers of two."""
-    return config_gears(ConfigFacts("", plan.max_batch_size, plan.preferred_batch_sizes))
+    batches of those sizes): the derived preferred sizes and max_batch_size, else the powers of two."""
+    return config_gears(ConfigFacts("", derived.max_batch_size, derived.preferred_batch_sizes))
 
 
 def _compile_note(config, version: int, engine_name: str, spec: ModelSpec) -> str:
@@ -380,19 +439,19 @@ def _engine_parameters(
     engine_name: str, model: ModelFile, spec: ModelSpec, max_batch_size: int, options: GenerateOptions
 ) -> dict[str, str]:
     """The engine's own parameters the model needs to load (e.g. the largest shapes of an unbounded
-    shape range, ``EngineInfo.planned_parameters``), from the flags that give them."""
-    info = model.engine if engine_name == AUTO else engine(engine_name)
+    shape range, ``EngineInfo.generated_parameters``), from the flags that give them."""
+    info = model.engine if engine_name == AUTO else engine_info(engine_name)
     given = {"acl_max_shapes": options.max_shapes} if options.max_shapes else {}
-    planned = info.planned_parameters(spec, max_batch_size, given)
-    if options.max_shapes and "acl_max_shapes" not in planned:
+    parameters_needed = info.generated_parameters(spec, max_batch_size, given)
+    if options.max_shapes and "acl_max_shapes" not in parameters_needed:
         raise ConfigError(f"--max-shapes applies to the acl engines; engine {info.name} does not take it")
-    return planned
+    return parameters_needed
 
 
 def default_instances(engine_name: str, model: ModelFile) -> int:
     """The instance count generate writes when --instances is not given: 1 off the NPU; on it
     DEFAULT_NPU_INSTANCES, or HOST_BOUND_NPU_INSTANCES for a model file below HOST_BOUND_MODEL_BYTES."""
-    npu = model.engine.npu if engine_name == AUTO else engine(engine_name).npu
+    npu = model.engine.npu if engine_name == AUTO else engine_info(engine_name).npu
     if not npu:
         return 1
     try:
@@ -480,9 +539,9 @@ def _add_version(model_dir: Path, config, options: GenerateOptions) -> tuple[Any
 
 def _verify(model_dir: Path, shown_as: Path, copied: Mapping[Path, Path]) -> None:
     """Refuse a written model folder that ``check`` finds errors in (the rules GEModel and the
-    server apply at load); ``shown_as`` is where the folder is meant to be, and ``copied`` maps
-    files copied in to the user's own (the file to fix), for messages."""
-    errors = check_repository(model_dir).errors
+    server apply at load); ``shown_as`` is where the folder is meant to be (a router's members are
+    beside it), and ``copied`` maps files copied in to the user's own (the file to fix), for messages."""
+    errors = check_repository(model_dir, peers=shown_as.parent).errors
     if errors:
         first = errors[0]
         where = shown_as / first.path.relative_to(model_dir) if first.path.is_relative_to(model_dir) else first.path
@@ -495,21 +554,37 @@ def _verify(model_dir: Path, shown_as: Path, copied: Mapping[Path, Path]) -> Non
 
 
 def _write_version(
-    model_dir: Path, model_path: Path, model: ModelFile, template: Template, values, options: GenerateOptions
+    model_dir: Path,
+    model_path: Path | None,
+    model: ModelFile | None,
+    template: Template,
+    values,
+    options: GenerateOptions,
 ) -> list[Path]:
     version_dir = model_dir / str(options.version)
     version_dir.mkdir()
-    shutil.copyfile(model_path, version_dir / model.default_name)
-    files = [version_dir / model.default_name]
+    files = []
+    if model_path is not None and model is not None:
+        shutil.copyfile(model_path, version_dir / model.default_name)
+        files.append(version_dir / model.default_name)
     if options.backend != "ge":
         files += template.write_files(model_dir, options.version, values)
     return files
 
 
-def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Generated:
-    """Write the model folder for ``model_path`` into ``repository`` (or, with ``add_version``,
-    one more version folder of an existing model), once ``check`` finds it loads."""
-    name = check_name(options.name)
+def _read_source(model_path: Path | None, template: Template, values: dict[str, str], name: str) -> ModelFile | None:
+    """The model file (None for a template whose source is its members), its values added to ``values``."""
+    if template.source == "members":
+        values.update(name=name, source=values["members"], model_file="")
+        return None
+    if model_path is None:
+        raise ConfigError(f"give a model file (template {template.name!r} serves one), or --list-templates")
+    model = read_model_file(model_path)
+    values.update(name=name, source=Path(model_path).name, model_file=model.default_name)
+    return model
+
+
+def _check_backend(options: GenerateOptions) -> None:
     if options.backend not in ("python", "ge"):
         raise ConfigError(f"--backend {options.backend!r}: accepted python or ge")
     if options.backend == "ge" and options.template != "generic":
@@ -517,40 +592,103 @@ def generate(model_path: Path, repository: Path, options: GenerateOptions) -> Ge
             f"--backend ge serves models without per-model code, but template {options.template!r} brings its own "
             "model.py; use --backend python with it"
         )
+
+
+def generate(model_path: Path | None, repository: Path, options: GenerateOptions) -> Generated:
+    """Write the model folder for ``model_path`` (None for a template whose source is its members)
+    into ``repository`` (or, with ``add_version``, one more version folder of an existing model),
+    once ``check`` finds it loads."""
+    name = check_name(options.name)
+    _check_backend(options)
     if Path(repository).exists() and not Path(repository).is_dir():
         raise ConfigError(f"model repository {repository} is not a folder")
-    model = read_model_file(model_path)
     template = load_template(options.template)
     values = template.values(options.template_options)
-    values.update(name=name, source=Path(model_path).name, model_file=model.default_name)
-    config, notes = build_config(model, template, values, options)
-    model_dir = safe_join(Path(repository), name)
+    model = _read_source(model_path, template, values, name)
+    names = [check_name(folder) for folder in template.model_names(values)]
+    if len(set(names)) < len(names):
+        raise ConfigError(f"template {template.name!r} would write model folders {names}, twice the same name")
+    if template.models and (options.add_version or options.backend == "ge"):
+        flag = "--add-version" if options.add_version else "--backend ge"
+        raise ConfigError(f"template {template.name!r} writes several models ({', '.join(names)}); {flag} cannot")
+    if model is None:
+        config, notes = _members_config(model_path, Path(repository), template, values, replace(options, name=names[0]))
+    else:
+        config, notes = build_config(model, template, values, replace(options, name=names[0]))
+    model_dir = safe_join(Path(repository), names[0])
     if options.backend == "ge":
         notes.append('backend "ge": no model.py; install the backend once with `ge-triton install-backend`')
     if options.add_version:
         return _generate_version(model_dir, model_path, model, template, values, config, notes, options)
-    if model_dir.exists() and not options.overwrite:
-        raise ConfigError(f"{model_dir} exists; pass --force to replace it, or --add-version to add a version")
+    folders = [safe_join(Path(repository), folder) for folder in names]
+    for folder in folders:
+        if folder.exists() and not options.overwrite:
+            raise ConfigError(f"{folder} exists; pass --force to replace it, or --add-version to add a version")
     _check_policy_versions(config, {options.version})
+    if template.models and model_path is not None:
+        values.update(_model_values(template, config, model_path))
     staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX))
     try:
-        staged = staging / name
+        staged = staging / names[0]
         staged.mkdir()
         (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
         files = [staged / "config.pbtxt"] + _write_version(staged, model_path, model, template, values, options)
-        _verify(staged, model_dir, template.copied(staged, options.version, values))
-        if model_dir.exists():
-            shutil.rmtree(model_dir)
-        model_dir.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(staged), str(model_dir))
+        files += template.write_models(staging, options.version, values)
+        for folder_name, (source, folder_template) in template.model_files(values).items():
+            files += _write_model_folder(staging / folder_name, source, folder_template, values, options, notes)
+        if template.models:
+            _verify(staging, Path(repository), {})
+        else:
+            _verify(staged, model_dir, template.copied(staged, options.version, values))
+        for folder in folders:
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(staging / folder.name), str(folder))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    written = tuple(model_dir / f.relative_to(staged) for f in files)
-    return Generated(model_dir, written, config, tuple(notes))
+    written = tuple(Path(repository) / f.relative_to(staging) for f in files)
+    return Generated(model_dir, written, config, tuple(notes), tuple(folders))
+
+
+def _write_model_folder(
+    folder: Path, source: Path, template: Template, values, options: GenerateOptions, notes: list[str]
+) -> list[Path]:
+    """A pipeline's folder for another model file, written as generate writes the first one."""
+    model = read_model_file(source)
+    config, more = build_config(model, template, values, replace(options, name=folder.name, template_options={}))
+    notes += [f"{folder.name}: {note}" for note in more]
+    folder.mkdir()
+    (folder / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
+    return [folder / "config.pbtxt"] + _write_version(folder, source, model, template, values, options)
+
+
+def _model_values(template: Template, config, model_path: Path) -> dict[str, str]:
+    """What a template's other models may name of the model folder's config: its name, its one
+    input and one output (name, data type, dims) and max_batch_size."""
+    if len(config.input) != 1 or len(config.output) != 1:
+        raise ConfigError(
+            f"template {template.name!r} builds a pipeline around a model of one input and one output; "
+            f"{Path(model_path).name} has inputs {[e.name for e in config.input]} and outputs "
+            f"{[e.name for e in config.output]}"
+        )
+    values = {"model_name": config.name, "max_batch_size": str(config.max_batch_size)}
+    for kind, entry in (("input", config.input[0]), ("output", config.output[0])):
+        values[f"model_{kind}"] = entry.name
+        values[f"model_{kind}_type"] = mc.DataType.Name(entry.data_type)
+        values[f"model_{kind}_dims"] = ", ".join(str(d) for d in entry.dims)
+    return values
 
 
 def _generate_version(
-    model_dir: Path, model_path: Path, model: ModelFile, template: Template, values, config, notes, options
+    model_dir: Path,
+    model_path: Path | None,
+    model: ModelFile | None,
+    template: Template,
+    values,
+    config,
+    notes,
+    options,
 ) -> Generated:
     """--add-version: the new version folder next to the others, undone when ``check`` fails."""
     shared, more_notes = _add_version(model_dir, config, options)

@@ -18,6 +18,8 @@ from ge_python_backend.params import Parameter
 
 HOOKS = ("preprocess", "postprocess")
 _PACKAGE = "ge_python_backend"
+#: The base class of a pipeline step (ge_python_backend.triton.step)
+STEP_CLASS = "PipelineStep"
 
 
 @dataclass(frozen=True)
@@ -27,8 +29,10 @@ class ModelCode:
     ``extra_parameters``: its declared parameters, None when they cannot be read statically.
     ``problem``: why Triton could not load the file. ``imported``: the names it imports from
     ge_python_backend (``ImageClassifier`` tells ``check`` to run the classifier's checks).
+    ``step``: its class is a ``PipelineStep`` (no model file, no engine: only generic checks).
     ``auto_completes``: its class is GEModel's own auto-complete (it derives from GEModel and
-    does not define ``auto_complete_config``), so the server completes the config with it."""
+    does not define ``auto_complete_config``), so the server completes the config with it.
+    ``router``: its class derives from RouterModel (``triton/router.py``)."""
 
     path: Path
     uses_package: bool
@@ -37,6 +41,9 @@ class ModelCode:
     problem: str | None = None
     imported: frozenset[str] = frozenset()
     auto_completes: bool = False
+    #: a pipeline step (``triton.step.PipelineStep``): a Python model without an engine of its own
+    step: bool = False
+    router: bool = False
 
 
 def read_model_code(path: Path) -> ModelCode:
@@ -53,6 +60,10 @@ def read_model_code(path: Path) -> ModelCode:
         if any(_assigned(node, "TritonPythonModel") is not None for node in tree.body):
             return _unknown(path, uses_package)
         return _unknown(path, uses_package, "defines no class TritonPythonModel, which Triton's Python backend loads")
+    if any(_last_name(base) == STEP_CLASS for base in model_class.bases):
+        return ModelCode(path, False, frozenset(), (), imported=frozenset(_imported(tree)), step=True)
+    if any(_last_name(base) == "RouterModel" for base in model_class.bases):
+        return ModelCode(path, uses_package, frozenset(), (), router=True)
     if not any(_last_name(base) == "GEModel" for base in model_class.bases):
         return _unknown(path, uses_package)
     methods = {node.name for node in model_class.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -60,11 +71,15 @@ def read_model_code(path: Path) -> ModelCode:
     extras: tuple[Parameter, ...] | None = ()
     if declared:
         extras = _extra_parameters(declared[-1], _package_imports(tree))
-    imported = frozenset(attribute for _, attribute in _package_imports(tree).values())
+    imported = frozenset(_imported(tree))
     completes = "auto_complete_config" not in methods
     return ModelCode(
         path, uses_package, frozenset(HOOKS) & methods, extras, imported=imported, auto_completes=completes
     )
+
+
+def _imported(tree: ast.Module) -> list[str]:
+    return [attribute for _, attribute in _package_imports(tree).values()]
 
 
 def _unknown(path: Path, uses_package: bool, problem: str | None = None) -> ModelCode:

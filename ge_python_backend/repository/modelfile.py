@@ -1,11 +1,9 @@
-"""What kind of model file a path is, the engine that runs it, and its ModelSpec, read offline.
+"""What format a model file is, the engine that runs it, and its ModelSpec, read offline.
 
-The kind comes from the file's first bytes (``engines.detect_kind``); the engine and its default
-file name from the engine registry:
-
-- a CANN offline model (starts with "IMOD"): the offline OM reader;
-- a simulated OM made by ``ge-triton sim-compile`` (starts with b"GESIMOM\\0");
-- an ONNX file: ONNX Runtime.
+The format comes from the file's first bytes or its suffix (``engines.detect_format``), the
+engine, its default file name and the format's reader from the engine registry: a CANN offline
+model (starts with "IMOD", the offline OM reader), an ONNX file (ONNX Runtime), and what a
+plug-in adds (the simulator's simulated .om).
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ge_python_backend.engines import EngineInfo, ModelKind, detect_kind, engine_for_kind
+from ge_python_backend.engines import EngineInfo, ModelFormat, detect_format, engine_for_format, model_formats
 from ge_python_backend.engines.offline import read_model_spec
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.specs import ModelSpec
@@ -22,7 +20,7 @@ from ge_python_backend.specs import ModelSpec
 @dataclass(frozen=True)
 class ModelFile:
     path: Path
-    kind: ModelKind
+    format: ModelFormat
     engine: EngineInfo  # the engine that runs it
     spec: ModelSpec
 
@@ -40,10 +38,20 @@ def read_model_file(path: Path) -> ModelFile:
             head = handle.read(8)
     except OSError as exc:
         raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from None
-    kind = detect_kind(path)
-    if kind is None:
-        raise ConfigError(
-            f"{path}: not a model file ge-triton knows (expected a CANN .om starting with 'IMOD', a simulated .om "
-            f"from ge-triton sim-compile, or an .onnx file); first bytes: {head!r}"
-        )
-    return ModelFile(path, kind, engine_for_kind(kind), read_model_spec(path, kind))
+    found = detect_format(path)
+    if found is None:
+        known = ", ".join(f.description for f in model_formats())
+        raise ConfigError(f"{path}: not a model file ge-triton knows (expected one of: {known}); first bytes: {head!r}")
+    return ModelFile(path, found, engine_for_format(found), read_model_spec(path, found))
+
+
+def served_model_file(folder: Path) -> ModelFile:
+    """The model file of model folder ``folder``'s newest version (the first file there a
+    registered format reads): what a pipeline step reads to know the model it feeds."""
+    folder = Path(folder)
+    versions = sorted((int(p.name), p) for p in folder.glob("*") if p.is_dir() and p.name.isdigit())
+    for _, version in reversed(versions):
+        for candidate in sorted(version.iterdir()):
+            if candidate.is_file() and detect_format(candidate) is not None:
+                return read_model_file(candidate)
+    raise ConfigError(f"model folder {folder} holds no model file in a version folder")

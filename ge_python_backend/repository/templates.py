@@ -10,20 +10,36 @@ A template is a folder holding ``template.json`` and the files it names::
       "inputs":  [{"name": "IMAGE", "data_type": "TYPE_STRING", "dims": [1]}],   # optional:
       "outputs": [{"name": "LABELS", "data_type": "TYPE_STRING", "dims": ["${top_k}"]}],  # replace the model's
       "files": {"{version}/model.py": "model.py.in",             # rendered with ${...}
-                "{version}/labels.txt": "@labels"}               # "@option": copy the file the option names
+                "{version}/labels.txt": "@labels"},              # "@option": copy the file the option names
+      "model_name": "${name}_model",                             # optional: the model file's folder (default ${name})
+      "models": {"${name}": {"config": "ensemble.pbtxt.in"},     # optional: more model folders beside it, each
+                 "${name}_pre": {"config": "pre.pbtxt.in",       # a config.pbtxt rendered (and read with Triton's
+                                 "files": {"{version}/model.py": "pre.py.in"}},   # schema) and files as above,
+                 "${name}_rec": {"model": "@rec",                # or the folder of another model file option,
+                                 "files": {...}, "parameters": {...}}},           # generated as the first one
+      "source": "model"                                          # optional, see below
     }
 
+``source`` says where the model's inputs and outputs come from: ``"model"`` (the default), the model
+file ``generate`` is given; ``"members"``, the configs of the models of the output repository that
+option ``members`` names (comma-separated; the router: ``repository/router.py``), with no model
+file. A parameter that renders empty is left out of the config (unset).
+
 Text is rendered with ``string.Template``: ``${name}``, ``${source}``, ``${model_file}`` and every
-option are available. Values are rendered for the language they land in, since ``source`` (the
-model file's name) and string options are anyone's text: in a ``.py`` file placeholders may sit
-only in plain string literals and comments (checked when the template loads), each value is
-escaped as the body of such a literal, and the rendered file must parse to the template's own code
-(else nothing is written); in other files a value with a control character is refused; values in
-``parameters``, ``inputs`` and ``outputs`` go into config.pbtxt through its protobuf. An option's
-``type`` ("string" by default, "int" with an optional ``min``, "float_list" or "bool"; the words
-in its ``or`` list pass too) is checked when it is given; a ``file`` option must name an existing
-file. Target paths stay inside the model folder and sources inside the template folder: both are
-checked when the template loads, before anything is written. Adding a template needs no code change.
+option are available; in the configs of ``models`` also the model folder's ``${model_name}`` and,
+for a model of one input and one output, ``${model_input}`` / ``${model_output}`` with their
+``_type`` (``TYPE_FP32``) and ``_dims`` (``3, 640, 640``), and ``${max_batch_size}``. Values are
+rendered for the language they land in, since ``source`` (the model file's name) and string options
+are anyone's text: in a ``.py`` file placeholders may sit only in plain string literals and
+comments (checked when the template loads), each value is escaped as the body of such a literal,
+and the rendered file must parse to the template's own code (else nothing is written); in other
+files a value with a control character is refused; values in ``parameters``, ``inputs`` and
+``outputs`` go into config.pbtxt through its protobuf. An option's ``type`` ("string" by default,
+"int" with an optional ``min``, "float", "float_list" or "bool"; the words in its ``or`` list pass
+too) is checked when it is given; a ``file`` option must name an existing file (with ``"default":
+""`` it is optional: left out, nothing is copied). Target paths stay inside the model folder and
+sources inside the template folder: both are checked when the template loads, before anything is
+written. Adding a template needs no code change.
 """
 
 from __future__ import annotations
@@ -47,7 +63,9 @@ from ge_python_backend.params import parse_bool, parse_int, parse_list
 #: Where templates are looked up, first match wins.
 ENV_TEMPLATE_PATH = "GE_TRITON_TEMPLATE_PATH"
 
-OPTION_TYPES = ("string", "int", "float_list", "bool")
+OPTION_TYPES = ("string", "int", "float", "float_list", "bool")
+#: where a template's inputs and outputs come from (``source``)
+SOURCES = ("model", "members")
 #: What a placeholder becomes while a Python template is checked: an identifier, so the template
 #: tokenizes and parses wherever it sits.
 _MARKER = "GE_TEMPLATE_VALUE_{}_"
@@ -59,6 +77,8 @@ def _option_parser(option: Mapping[str, Any]) -> tuple[Callable[[str], Any], str
     if kind == "int":
         minimum = option.get("min")
         return parse_int(minimum), "an integer" + (f" >= {minimum}" if minimum is not None else "")
+    if kind == "float":
+        return float, "a number"
     if kind == "float_list":
         return parse_list(float), "comma-separated numbers"
     if kind == "bool":
@@ -82,6 +102,9 @@ class Template:
     inputs: tuple[Mapping[str, Any], ...] | None = None
     outputs: tuple[Mapping[str, Any], ...] | None = None
     files: Mapping[str, str] = field(default_factory=dict)
+    model_name: str = "${name}"
+    models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    source: str = "model"
 
     def values(self, given: Mapping[str, str]) -> dict[str, str]:
         """Option values: given ones, then defaults; unknown or missing options are errors."""
@@ -197,13 +220,17 @@ class Template:
             return {k: self.render_data(v, values, where) for k, v in data.items()}
         return data
 
-    def write_files(self, model_dir: Path, version: int, values: Mapping[str, str]) -> list[Path]:
-        """Render or copy every file of the template into ``model_dir``."""
+    def write_files(
+        self, model_dir: Path, version: int, values: Mapping[str, str], files: Mapping[str, str] | None = None
+    ) -> list[Path]:
+        """Render or copy every file of the template (or ``files``) into ``model_dir``."""
         written = []
-        for target_pattern, source in self.files.items():
+        for target_pattern, source in (self.files if files is None else files).items():
             target = safe_join(model_dir, target_pattern.replace("{version}", str(version)))
             target.parent.mkdir(parents=True, exist_ok=True)
             if source.startswith("@"):
+                if not values[source[1:]]:
+                    continue  # an optional file option left out
                 shutil.copyfile(values[source[1:]], target)
             else:
                 text = safe_join(self.folder, source).read_text(encoding="utf-8")
@@ -212,23 +239,84 @@ class Template:
             written.append(target)
         return written
 
+    def write_models(self, repository: Path, version: int, values: Mapping[str, str]) -> list[Path]:
+        """Write the folders of ``models`` into ``repository``: each config read with Triton's schema."""
+        from ge_python_backend.repository.config import format_config, parse_config
+
+        written = []
+        for name_pattern, model in self.models.items():
+            if "model" in model:
+                continue  # a folder of another model file: generate writes it as it writes the first
+            name = self.render(name_pattern, values, "models")
+            folder = safe_join(repository, name)
+            (folder / str(version)).mkdir(parents=True, exist_ok=True)  # tritonserver needs one, even for an ensemble
+            source = model["config"]
+            text = self.render_text(safe_join(self.folder, source).read_text(encoding="utf-8"), values, source)
+            config = parse_config(text, f"template {self.name!r}, {source}")
+            config.name = name
+            (folder / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
+            written.append(folder / "config.pbtxt")
+            written += self.write_files(folder, version, values, model.get("files", {}))
+        return written
+
+    def model_files(self, values: Mapping[str, str]) -> dict[str, tuple[Path, Template]]:
+        """The folders of ``models`` made from another model file (``"model": "@option"``): folder
+        -> (that file, the template its folder is written with: the entry's files and parameters)."""
+        found = {}
+        for name_pattern, model in self.models.items():
+            if "model" in model:
+                name = self.render(name_pattern, values, "models")
+                folder_template = Template(
+                    name=f"{self.name}:{name}",
+                    folder=self.folder,
+                    description="",
+                    parameters=model.get("parameters", {}),
+                    files=model.get("files", {}),
+                )
+                found[name] = (Path(values[model["model"][1:]]), folder_template)
+        return found
+
+    def model_names(self, values: Mapping[str, str]) -> list[str]:
+        """The folders the template writes: the model file's first, then those of ``models``."""
+        return [self.render(n, values, "model_name") for n in (self.model_name, *self.models)]
+
     def copied(self, model_dir: Path, version: int, values: Mapping[str, str]) -> dict[Path, Path]:
         """Each file a file option copies into ``model_dir`` -> the file the option named."""
         return {
             safe_join(model_dir, target.replace("{version}", str(version))): Path(values[source[1:]])
             for target, source in self.files.items()
-            if source.startswith("@")
+            if source.startswith("@") and values[source[1:]]
         }
+
+    def _check_source(self) -> None:
+        if self.source not in SOURCES:
+            raise ConfigError(f"template {self.name!r} has source {self.source!r}; accepted: {', '.join(SOURCES)}")
+        if self.source == "members" and "members" not in self.options:
+            raise ConfigError(f"template {self.name!r} has source members but no option 'members' naming them")
 
     def check(self) -> None:
         """Refuse option types, target paths and sources that are wrong before anything is written."""
+        self._check_source()
         for key, option in self.options.items():
             if option.get("type", "string") not in OPTION_TYPES:
                 raise ConfigError(
                     f"template {self.name!r} option {key!r} has type {option['type']!r}; "
                     f"accepted: {', '.join(OPTION_TYPES)}"
                 )
-        for target, source in self.files.items():
+        for model in self.models.values():
+            if isinstance(model, Mapping) and isinstance(model.get("model"), str):
+                option = model["model"].removeprefix("@")
+                if not model["model"].startswith("@") or not self.options.get(option, {}).get("file"):
+                    raise ConfigError(f"template {self.name!r}: models entry {model['model']!r} names no file option")
+                continue
+            if not isinstance(model, Mapping) or not isinstance(model.get("config"), str):
+                raise ConfigError(f"template {self.name!r}: each entry of models needs a config file or a model")
+            if not safe_join(self.folder, model["config"]).is_file():
+                raise ConfigError(f"template {self.name!r}: source {model['config']!r} is not a file in {self.folder}")
+        for target, source in [
+            *self.files.items(),
+            *(i for m in self.models.values() for i in m.get("files", {}).items()),
+        ]:
             if not _stays_inside(target):
                 raise ConfigError(f"template {self.name!r}: target {target!r} would leave the model folder")
             if source.startswith("@"):
@@ -322,6 +410,9 @@ def load_template(name: str) -> Template:
         inputs=tuple(data["inputs"]) if "inputs" in data else None,
         outputs=tuple(data["outputs"]) if "outputs" in data else None,
         files=data.get("files", {}),
+        model_name=data.get("model_name", "${name}"),
+        models=data.get("models", {}),
+        source=data.get("source", "model"),
     )
     template.check()
     return template

@@ -7,6 +7,5 @@ non-batch shapes agree, dispatches engine batches to free slots and runs them on
 gathers the rows into the slot's buffers and scatters the outputs; ``axes`` knows each tensor's
 batch axis; ``outputs`` casts what a request asked for to the config's types; ``tracking``
 answers every request exactly once; ``sequences`` keeps state per correlation ID; ``observers``
-hears the phases and failures (metrics); ``matching`` and ``plan`` compare and complete a config
-against a model.
+hears the phases and failures (metrics).
 """

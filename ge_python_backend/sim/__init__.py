@@ -17,8 +17,8 @@ See docs/simulator.md.
 
 from __future__ import annotations
 
-from ge_python_backend.ascend.simom import MAGIC, SimOm, load_sim_om, read_sim_om, write_sim_om
-from ge_python_backend.sim.faults import DEVICE_CALLS, Fault, FaultPlan
+from ge_python_backend.sim.faults import DEVICE_CALLS, Fault, FaultSchedule
+from ge_python_backend.sim.simom import MAGIC, SimOm, load_sim_om, read_sim_om, write_sim_om
 from ge_python_backend.sim.simulator import Simulator, process_simulator
 from ge_python_backend.sim.state import LEDGER_ENV, SimConfig
 
@@ -55,7 +55,7 @@ __all__ = [
     "LEDGER_ENV",
     "MAGIC",
     "Fault",
-    "FaultPlan",
+    "FaultSchedule",
     "SimConfig",
     "SimOm",
     "Simulator",

@@ -38,7 +38,7 @@ from ge_python_backend.ascend.aipp import (
     AippInputFormat,
     AippMode,
 )
-from ge_python_backend.ascend.simom import NetworkInput
+from ge_python_backend.sim.simom import NetworkInput
 
 _FLOAT_NETWORK = ("FLOAT", "FLOAT16")
 

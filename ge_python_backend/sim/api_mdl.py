@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from pathlib import Path
 
 from ge_python_backend.ascend.acljson import AclJson, problems
 from ge_python_backend.ascend.constants import ret_code
 from ge_python_backend.ascend.layout import LayoutTensor, Shape
 from ge_python_backend.ascend.limits import arch_compatible, device_limits, platform_npu_arch
-from ge_python_backend.ascend.simom import InputRole, SimOm, decode_sim_om, is_sim_om
 from ge_python_backend.errors import OmFormatError
 from ge_python_backend.sim.aipp import decode_dynamic
+from ge_python_backend.sim.device import clock, wait_until
 from ge_python_backend.sim.mdl_aipp import AippCalls
 from ge_python_backend.sim.mdl_desc import DescCalls
 from ge_python_backend.sim.mdl_gears import GearCalls, refuse_while_executing
@@ -33,11 +32,10 @@ from ge_python_backend.sim.models import (
     gear_of,
     host_output_shapes,
     model_costs,
-    modelled_seconds,
-    pad_to,
     run_session,
 )
 from ge_python_backend.sim.signature import AclFail, acl_function
+from ge_python_backend.sim.simom import InputRole, SimOm, decode_sim_om, is_sim_om
 from ge_python_backend.sim.state import INVALID_PARAM, Context
 
 INVALID_FILE = ret_code("ACL_ERROR_INVALID_FILE")
@@ -443,17 +441,21 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
         started: float | None = None,
     ) -> float:
         """Execute now (a stream's work from its modelled start ``started``, or ``execute``'s
-        caller); no lock held while running. Returns the modelled end."""
+        caller); no lock held while running. The execution is booked on the model's device, whose
+        cores every stream and process on it share (sim/device.py), before ONNX Runtime runs it;
+        the call returns at the booked end, the modelled end it returns."""
         sim = self._sim
         if started is None:
-            started = time.perf_counter()
+            started = clock()
         layout = model.om.layout
         with sim.lock:
             sim.check_device()
             run = self._read_run(model, inputs, shapes)
-            seconds = modelled_seconds(run, sim.config.device_ms, sim.config.row_ms)
+            demand = sim.execution_demand(model, run)
+            device = sim.device_model(model.device)
+        _, ended = device.execute(started, demand)
         results = run_session(model, run)
-        pad_to(started, seconds)
+        wait_until(ended)
         with sim.lock:
             sim.check_device()
             for index, (tensor, buffer, result) in enumerate(zip(layout.outputs, outputs, results)):
@@ -471,7 +473,7 @@ class MdlApi(DescCalls, GearCalls, AippCalls):
                     desc = TensorDesc(0, tensor.data_type.code, tuple(result.shape), 2, tensor.name)
                     sim.set_dataset_desc(out_set, index, desc)
             sim.dumps.executed(model)
-        return started + seconds
+        return ended
 
     def _finish(self, model: LoadedModel, runner) -> None:
         with self._sim.lock:

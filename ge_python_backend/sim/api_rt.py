@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_HOST, MALLOC_FLAGS, MallocPolicy, MemcpyKind, ret_code
 from ge_python_backend.ascend.limits import device_limits
+from ge_python_backend.sim.device import Direction
 from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, acl_function
 from ge_python_backend.sim.state import INVALID_PARAM, STREAM_CONTEXT, Context, DeviceState
@@ -45,6 +46,7 @@ class RtApi(Namespace):
         sim = self._sim
         state = sim.device_state(device_id)
         if state is None:
+            sim.device_model(device_id)  # the modelled device, shared by every process using it
             context = sim.add(sim.contexts, lambda handle: Context(handle, device_id, default=True))
             state = sim.devices[device_id] = DeviceState(0, context)
         state.refcount += 1
@@ -292,11 +294,21 @@ class RtApi(Namespace):
                 if not device:
                     unpinned |= not sim.host_memory.pinned(addr, count, f"{label} {side}")
 
-        def work(start: float = 0.0) -> None:
+        # an asynchronous copy between host and device runs on the device's copy engine of its
+        # direction (in host run mode: over PCIe), beside the cores (03-01_asynchronous_task_overview.md 31-37)
+        directions: dict[tuple[bool, bool], Direction] = {(False, True): "h2d", (True, False): "d2h"}
+        direction = directions.get(kind_sides) if asynchronous else None
+        on_device = sim.current_context().device if direction and sim.config.run_mode == "host" else None
+
+        def work(start: float = 0.0) -> float | None:
             with sim.lock:
                 sim.check_device()
                 data = sim.read(src, count, src_device, f"{label} source")
                 sim.write(dst, data, dst_device, f"{label} destination")
+                if on_device is None or direction is None or not sim.config.copy_gbps:
+                    return None
+                engine = sim.device_model(on_device)
+            return engine.copy(start, count, direction, sim.config.copy_gbps)
 
         return work, unpinned
 

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from ge_python_backend.ascend import atc as atc_rules
 from ge_python_backend.ascend.atcflags import ATC_FLAGS, GE_OPTION_FLAGS, parse_aicore_num
+from ge_python_backend.ascend.limits import ai_cores
 from ge_python_backend.errors import ConfigError
 
 STARTED = "ATC start working now, please wait for a moment."
@@ -199,9 +200,13 @@ def _check_options(flags: dict[str, str]) -> None:
         )
     if flags.get("aicore_num"):
         try:
-            parse_aicore_num(flags["aicore_num"])
+            cores = parse_aicore_num(flags["aicore_num"])[0]
         except ConfigError as exc:
             raise _invalid(flags["aicore_num"], "aicore_num", str(exc)) from None
+        # at most the SoC's AI Cores (core_num_utils.cc 80-104; the count from its platform ini)
+        most = ai_cores(flags.get("soc_version"))
+        if most is not None and cores > most:
+            raise _invalid(str(cores), "aicore_num", f"It is out of range, value must be in range (0, {most}].")
 
 
 def _check_operators(model_path: Path) -> None:
@@ -245,6 +250,7 @@ def compile_with(flags: dict[str, str]) -> Path:
             input_format=flags.get("input_format") or None,
             insert_op_conf=flags.get("insert_op_conf") or None,
             soc_version=flags.get("soc_version", ""),
+            aicore_num=flags.get("aicore_num", ""),
         )
     except ConfigError as exc:
         raise AtcFailure("E19999", f"{exc} (acl-sim)") from None

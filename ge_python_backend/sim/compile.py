@@ -21,6 +21,7 @@ AIPP). Every gear is run once on ONNX Runtime, which yields each gear's output s
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +38,18 @@ from ge_python_backend.ascend.aipp import (
     AippMode,
     parse_aipp_config,
 )
-from ge_python_backend.ascend.atcflags import Dim, format_dims, parse_gear_list, parse_input_shape, parse_int_list
+from ge_python_backend.ascend.atcflags import (
+    Dim,
+    format_dims,
+    parse_aicore_num,
+    parse_gear_list,
+    parse_input_shape,
+    parse_int_list,
+)
 from ge_python_backend.ascend.constants import AclDataType, data_type_named
 from ge_python_backend.ascend.layout import GearKind, LayoutTensor, ModelLayout, Shape
-from ge_python_backend.ascend.simom import (
+from ge_python_backend.errors import ConfigError
+from ge_python_backend.sim.simom import (
     InputRole,
     ModelInput,
     NetworkInput,
@@ -48,7 +57,6 @@ from ge_python_backend.ascend.simom import (
     dynamic_shape_input,
     write_sim_om,
 )
-from ge_python_backend.errors import ConfigError
 from ge_python_backend.specs import UNBOUNDED, ModelSpec, format_shape, numpy_dtype
 from ge_python_backend.version import __version__
 
@@ -88,6 +96,9 @@ class AtcOptions:
     #: --soc_version: recorded in the file; a load on a device of another NpuArch is refused, as CANN
     #: refuses it (ascend/limits.py:arch_compatible)
     soc_version: str = ""
+    #: --aicore_num ("4|", "12|10"): the cores each operator runs on; recorded in the file, the simulated
+    #: device gives an execution that many of its cores (sim/device.py:execution_demand)
+    aicore_num: str = ""
 
     @property
     def kind(self) -> GearKind:
@@ -122,6 +133,8 @@ class AtcOptions:
             parts.append("--insert_op_conf=<aipp config>")
         if self.soc_version:
             parts.append(f"--soc_version={self.soc_version}")
+        if self.aicore_num:
+            parts.append(f"--aicore_num={self.aicore_num}")
         return " ".join(parts)
 
 
@@ -137,8 +150,11 @@ def atc_options(
     dynamic_dims: Sequence[Sequence[int]] | str = (),
     insert_op_conf: str | Path | Sequence[AippConfig] | None = None,
     soc_version: str = "",
+    aicore_num: str = "",
 ) -> AtcOptions:
     """ATC options from its flag strings (or already parsed values)."""
+    if aicore_num:
+        parse_aicore_num(aicore_num)
     if isinstance(input_shape, str):
         input_shape = parse_input_shape(input_shape)
     if isinstance(dynamic_batch_size, str):
@@ -171,6 +187,7 @@ def atc_options(
         dynamic_dims=tuple(tuple(int(v) for v in g) for g in dynamic_dims),
         insert_op_conf=tuple(insert_op_conf or ()),
         soc_version=soc_version,
+        aicore_num=aicore_num,
     )
 
 
@@ -381,6 +398,7 @@ def sim_compile(
     soc_version: str = "",
     stream_num: int | None = None,
     event_num: int | None = None,
+    aicore_num: str = "",
 ) -> ModelSpec:
     """Compile ``onnx_path`` into the sim-OM ``out_path`` and return its ModelSpec.
 
@@ -389,7 +407,8 @@ def sim_compile(
     ("224,224;448,448"), ``dynamic_dims`` ("1,2;3,4": the -1 values in --input_shape order),
     ``insert_op_conf`` an AIPP config file (or parsed configs). ``stream_num`` and ``event_num``
     record the streams and events the model creates at load, as ATC records them in a real .om
-    (graph_builder.cc 189-190); unset, the simulator counts one stream and no events.
+    (graph_builder.cc 189-190); unset, the simulator counts one stream and no events. ``aicore_num``
+    is --aicore_num ("4|"): each execution runs on that many of the device's AI Cores.
     """
     options = atc_options(
         input_shape=input_shapes,
@@ -399,6 +418,7 @@ def sim_compile(
         dynamic_dims=dynamic_dims,
         insert_op_conf=insert_op_conf,
         soc_version=soc_version,
+        aicore_num=aicore_num,
     )
     return compile_model(Path(onnx_path), Path(out_path), options, resources=(stream_num, event_num))
 
@@ -409,11 +429,12 @@ def compile_model(
     """``sim_compile`` on parsed ATC options."""
     import onnx
 
-    onnx_bytes = onnx_path.read_bytes()
     try:
-        model = onnx.load_from_string(onnx_bytes)
+        model = onnx.load_from_string(onnx_path.read_bytes())
     except Exception as exc:  # protobuf DecodeError and friends
         raise ConfigError(f"{onnx_path} is not an ONNX model: {exc}") from None
+    _embed_external_data(model, onnx_path)
+    onnx_bytes = model.SerializeToString()
     onnx_inputs = _onnx_inputs(model)
     kind = options.kind
     shapes = _shapes(options, onnx_inputs)
@@ -451,9 +472,43 @@ def compile_model(
     }
     if options.soc_version:  # what the load checks against the device (om_file_helper.cc 259-287)
         producer["soc_version"] = options.soc_version
+    if options.aicore_num:  # the cores each execution takes on the simulated device
+        producer["aicore_num"] = options.aicore_num
     om = SimOm(layout, tuple(model_inputs), producer, onnx_bytes, True, *resources)
     write_sim_om(out_path, om)
     return om.spec()
+
+
+def _embed_external_data(model: Any, onnx_path: Path) -> None:
+    """Read the weights the graph keeps in external-data files into the model (the sim-OM carries
+    the whole model, as an .om carries its weights). Each ``location`` is taken relative to the
+    folder of the model file's real path, as ATC's ONNX parser takes it (hicann/ge
+    parser/parser/onnx/onnx_parser.cc:791-860), with its ``offset`` and ``length``."""
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
+    folder = Path(os.path.realpath(onnx_path)).parent
+    for tensor in _get_all_tensors(model):
+        if not uses_external_data(tensor):
+            continue
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        path = folder / entries.get("location", "")
+        offset, length = int(entries.get("offset", 0) or 0), int(entries.get("length", -1) or -1)
+        try:
+            with path.open("rb") as handle:
+                handle.seek(offset)
+                data = handle.read(length if length >= 0 else -1)
+        except OSError as exc:
+            raise ConfigError(
+                f"tensor {tensor.name!r} keeps its data in {path} (external data), which cannot be read: "
+                f"{exc.strerror or exc}"
+            ) from None
+        if length >= 0 and len(data) != length:
+            raise ConfigError(
+                f"tensor {tensor.name!r}: external data {path} holds {len(data)} bytes at offset {offset}, not {length}"
+            )
+        tensor.raw_data = data
+        del tensor.external_data[:]
+        tensor.data_location = tensor.DEFAULT
 
 
 def _inputs(

@@ -9,7 +9,7 @@ Compact form (the ``acl_sim_faults`` model parameter and ``Simulator.configure(f
 
 Entries are separated by commas, semicolons or spaces, e.g.
 ``"execute_async:3=507011, malloc:2, memcpy_async:40=lost"``. Calls are counted per function
-name from the moment the plan is installed. FUNCTION is one of ``DEVICE_CALLS``.
+name from the moment the schedule is installed. FUNCTION is one of ``DEVICE_CALLS``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ DEVICE_CALLS = frozenset(
     }
 )
 
-#: The code a fault returns when the plan does not give one.
+#: The code a fault returns when the schedule does not give one.
 DEFAULT_RETS = {
     "malloc": ret_code("ACL_ERROR_RT_MEMORY_ALLOCATION"),
     "malloc_host": ret_code("ACL_ERROR_BAD_ALLOC"),
@@ -120,13 +120,13 @@ def _parse_entry(entry: str) -> Fault:
 
 
 @dataclass(frozen=True)
-class FaultPlan:
-    """A set of faults; ``FaultPlan.parse`` reads the compact form."""
+class FaultSchedule:
+    """A set of faults; ``FaultSchedule.parse`` reads the compact form."""
 
     faults: tuple[Fault, ...] = ()
 
     @classmethod
-    def parse(cls, text: str) -> FaultPlan:
+    def parse(cls, text: str) -> FaultSchedule:
         """Parse the compact form; ValueError names the bad entry and what is accepted."""
         entries = [e for e in re.split(r"[,;\s]+", text.strip()) if e]
         return cls(tuple(_parse_entry(e) for e in entries))
@@ -136,10 +136,10 @@ class FaultPlan:
 
 
 class FaultState:
-    """An installed plan with its call counters, and whether the device has been lost."""
+    """An installed schedule with its call counters, and whether the device has been lost."""
 
-    def __init__(self, plan: FaultPlan | None = None) -> None:
-        self.plan = plan or FaultPlan()
+    def __init__(self, schedule: FaultSchedule | None = None) -> None:
+        self.schedule = schedule or FaultSchedule()
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
         self.device_lost = ""
@@ -152,7 +152,7 @@ class FaultState:
         with self._lock:
             self._counts[function] += 1
             number = self._counts[function]
-        for fault in self.plan.faults:
+        for fault in self.schedule.faults:
             if fault.function == function and fault.call == number:
                 if fault.lose_device:
                     self.lose_device(f"lost at call {number} of {function} (injected fault {fault})")

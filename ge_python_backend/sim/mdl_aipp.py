@@ -21,13 +21,13 @@ from ge_python_backend.ascend.aipp import (
 )
 from ge_python_backend.ascend.constants import ret_code
 from ge_python_backend.ascend.limits import npu_arch
-from ge_python_backend.ascend.simom import InputRole
 from ge_python_backend.sim.aipp import encode_dynamic, network_nchw
 from ge_python_backend.sim.mdl_desc import DYNAMIC_AIPP_NODE, WITH_DYNAMIC_AIPP
 from ge_python_backend.sim.mdl_gears import refuse_while_executing
 from ge_python_backend.sim.models import AippSet, LoadedModel
 from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, acl_function
+from ge_python_backend.sim.simom import InputRole
 from ge_python_backend.sim.state import INVALID_PARAM
 
 DYNAMIC_LENGTH = ret_code("ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID")

@@ -11,11 +11,11 @@ from typing import Any
 from ge_python_backend.ascend.aipp import AippConfig, AippMode
 from ge_python_backend.ascend.constants import format_code, ret_code
 from ge_python_backend.ascend.layout import LayoutTensor
-from ge_python_backend.ascend.simom import InputRole, NetworkInput
 from ge_python_backend.sim.aipp import network_nchw
 from ge_python_backend.sim.models import LoadedModel, ModelDesc
 from ge_python_backend.sim.namespace import Namespace
 from ge_python_backend.sim.signature import AclFail, acl_function
+from ge_python_backend.sim.simom import InputRole, NetworkInput
 from ge_python_backend.sim.state import INVALID_PARAM
 
 AIPP_NOT_EXIST = ret_code("ACL_ERROR_GE_AIPP_NOT_EXIST")

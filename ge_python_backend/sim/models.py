@@ -12,19 +12,20 @@ device buffers.
 from __future__ import annotations
 
 import struct
-import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from ge_python_backend.ascend.aipp import AippConfig
+from ge_python_backend.ascend.atcflags import parse_aicore_num
 from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, ret_code
 from ge_python_backend.ascend.layout import Shape
-from ge_python_backend.ascend.simom import InputRole, SimOm
 from ge_python_backend.sim.aipp import transform
 from ge_python_backend.sim.signature import AclFail
+from ge_python_backend.sim.simom import InputRole, SimOm
 from ge_python_backend.specs import format_shape, numpy_dtype
 
 MODEL_EXECUTE = ret_code("ACL_ERROR_RT_MODEL_EXECUTE")
@@ -88,6 +89,13 @@ class LoadedModel:
     work_ptr: int = 0
     #: a shape-range model: input shapes -> the output shapes they give (host_output_shapes)
     output_shapes: dict[tuple[Shape, ...], tuple[Shape, ...]] = field(default_factory=dict)
+
+    @cached_property
+    def cores(self) -> int | None:
+        """The AI (Cube) Cores each operator runs on: the first part of the ``--aicore_num`` the model
+        was compiled with (sim/compile.py records it), None: all the device's."""
+        given = self.om.producer.get("aicore_num", "")
+        return parse_aicore_num(given)[0] if given else None
 
     @property
     def dynamic_index(self) -> int | None:
@@ -200,16 +208,10 @@ def host_output_shapes(model: LoadedModel, shapes: dict[str, Shape]) -> tuple[Sh
 
 
 def modelled_seconds(run: Run, device_ms: float, row_ms: float) -> float:
-    """Device time one execution takes: fixed ms plus ms per row of the batch axis."""
+    """Device time one execution takes alone on the device with all its cores: fixed ms plus ms
+    per row of the batch axis."""
     if not device_ms and not row_ms:
         return 0.0
     first = next(iter(run.shapes.values()), ())
     rows = first[0] if first else 1
     return (device_ms + row_ms * rows) / 1000.0
-
-
-def pad_to(started: float, seconds: float) -> None:
-    """Sleep (without the GIL) until ``seconds`` have passed since ``started``."""
-    remaining = started + seconds - time.perf_counter()
-    if remaining > 0:
-        time.sleep(remaining)

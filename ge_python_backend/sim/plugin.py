@@ -1,8 +1,9 @@
 """``acl-sim``: the acl engine's own code on this simulator, registered through the engine registry.
 
 ``pyproject.toml`` names ``ENGINE`` in the ``ge_python_backend.engines`` entry-point group; the
-registry loads it, so nothing in ``engines/`` imports the simulator. ``GE_ACL_SIMULATOR=1`` makes
-engine ``acl`` run here too (logged loudly).
+registry loads it, so nothing in ``engines/`` imports the simulator; it declares the simulated .om
+format (``SIM_OM``) the same way. ``GE_ACL_SIMULATOR=1`` runs engine ``acl`` here on a machine
+without pyACL (a test switch, refused where pyACL imports: ``registry.stand_in``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,34 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.engines.registry import EngineInfo, ModelKind
-from ge_python_backend.params import Parameter, parse_float
-from ge_python_backend.sim.faults import FaultPlan
+from ge_python_backend.engines.registry import EngineInfo, ModelFormat
+from ge_python_backend.params import Parameter, parse_bool, parse_float
+from ge_python_backend.sim.device import DEFAULT_COPY_GBPS
+from ge_python_backend.sim.faults import FaultSchedule
+from ge_python_backend.sim.simom import MAGIC
+
+#: The simulated .om ``sim-compile`` writes (``sim/simom.py``): only this engine runs it.
+SIM_OM = ModelFormat("sim-om", "simulated .om", "ge_python_backend.sim.simom:read_record", magic=MAGIC)
+
+
+def _busy_share(raw: str) -> float:
+    value = float(raw)
+    if not 0.0 < value <= 1.0:
+        raise ValueError("must be > 0 and <= 1")
+    return value
+
+
+def _launch_share(raw: str) -> float:
+    value = float(raw)
+    if not 0.0 <= value < 1.0:
+        raise ValueError("must be >= 0 and < 1")
+    return value
+
 
 PARAMETERS = (
     Parameter(
         "acl_sim_faults",
-        FaultPlan.parse,
+        FaultSchedule.parse,
         None,
         "faults such as 'execute_async:3=507011, malloc:2, memcpy_async:9=lost' (FUNCTION:N[=RET|=lost])",
         "acl-sim only: fail the Nth call of a pyACL function, or lose the device",
@@ -30,7 +51,8 @@ PARAMETERS = (
         parse_float(0.0),
         None,
         "milliseconds >= 0",
-        "acl-sim only: modelled device time of every execution (the stream is busy that long)",
+        "acl-sim only: modelled device time of every execution alone on its device with all the SoC's AI Cores; "
+        "executions of every stream and instance on one device share its cores (docs/simulator.md)",
     ),
     Parameter(
         "acl_sim_row_ms",
@@ -38,6 +60,38 @@ PARAMETERS = (
         None,
         "milliseconds >= 0",
         "acl-sim only: modelled device time per batch row, added to acl_sim_device_ms",
+    ),
+    Parameter(
+        "acl_sim_core_busy",
+        _busy_share,
+        None,
+        "a share in (0, 1]",
+        "acl-sim only: share of an execution's device time its AI Cores are busy (default 1); the rest are gaps "
+        "between kernels that other streams' executions fill",
+    ),
+    Parameter(
+        "acl_sim_launch_share",
+        _launch_share,
+        None,
+        "a share in [0, 1)",
+        "acl-sim only: share of the busy time spent starting cores, which grows with the cores a model is compiled "
+        "for (ATC --aicore_num; the rest shrinks with them; default 0)",
+    ),
+    Parameter(
+        "acl_sim_copy_gbps",
+        parse_float(0.0),
+        None,
+        "GB/s >= 0",
+        f"acl-sim only: bandwidth of the device's host-to-device and device-to-host copy engines (default "
+        f"{DEFAULT_COPY_GBPS:g}; 0: copies take no modelled time)",
+    ),
+    Parameter(
+        "acl_sim_shared_device",
+        parse_bool,
+        None,
+        "true or false",
+        "acl-sim only: true (default): one modelled device per device id for every stream and instance; false: "
+        "every stream a device of its own (to measure the host alone)",
     ),
 )
 
@@ -53,6 +107,10 @@ def configure_from(options: Mapping[str, Any]) -> None:
         faults=given.get("acl_sim_faults"),
         device_ms=given.get("acl_sim_device_ms"),
         row_ms=given.get("acl_sim_row_ms"),
+        core_busy=given.get("acl_sim_core_busy"),
+        launch_share=given.get("acl_sim_launch_share"),
+        copy_gbps=given.get("acl_sim_copy_gbps"),
+        shared_device=given.get("acl_sim_shared_device"),
     )
 
 
@@ -66,7 +124,7 @@ def atc_program() -> tuple[str, ...]:
 ENGINE = EngineInfo(
     name="acl-sim",
     module="ge_python_backend.engines.acl",
-    model_kind=ModelKind.SIM_OM,
+    model_format=SIM_OM,
     default_file="model.om",
     npu=True,
     summary="a simulated .om on the pyACL simulator (ONNX Runtime on the CPU)",

@@ -19,11 +19,29 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ge_python_backend.ascend.constants import RET_CODES, ret_code
-from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, device_limits
+from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, ai_cores, device_limits
+from ge_python_backend.hostshm import SharedStateError
+from ge_python_backend.sim.device import (
+    DEFAULT_COPY_GBPS,
+    Demand,
+    Device,
+    SharedDevice,
+    StreamDevice,
+    execution_demand,
+)
 from ge_python_backend.sim.dfx import DumpState, ProfilingState
-from ge_python_backend.sim.faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultPlan, FaultState
+from ge_python_backend.sim.faults import DEVICE_CALLS, DEVICE_LOST_RET, FaultSchedule, FaultState
 from ge_python_backend.sim.memory import DeviceMemory, HostMemory, read_host, write_host
-from ge_python_backend.sim.models import AippSet, DataBuffer, Dataset, LoadedModel, ModelDesc, TensorDesc
+from ge_python_backend.sim.models import (
+    AippSet,
+    DataBuffer,
+    Dataset,
+    LoadedModel,
+    ModelDesc,
+    Run,
+    TensorDesc,
+    modelled_seconds,
+)
 from ge_python_backend.sim.signature import AclFail, Signature, shape_result
 from ge_python_backend.sim.streams import Event, Stream
 
@@ -38,6 +56,7 @@ MODEL_CONTEXT = ret_code("ACL_ERROR_RT_MODEL_CONTEXT")
 INVALID_DEVICE = ret_code("ACL_ERROR_RT_INVALID_DEVICEID")
 BAD_HANDLE = ret_code("ACL_ERROR_RT_PARAM_INVALID")
 INVALID_MODEL = ret_code("ACL_ERROR_INVALID_MODEL_ID")
+INTERNAL = ret_code("ACL_ERROR_RT_INTERNAL_ERROR")
 
 _HANDLE_BASE = 0x5A00_0000_0000
 
@@ -47,14 +66,24 @@ RunMode = Literal["host", "device"]
 
 @dataclass
 class SimConfig:
-    """Simulated hardware and modelled device time (a functional model, not a performance one)."""
+    """Simulated hardware and modelled device time (sim/device.py: cores and copy engines shared by
+    every stream of every process on a device)."""
 
     device_count: int = 8
     device_memory: int = 32 << 30
-    #: Fixed device time of one execution, in ms.
+    #: Fixed device time of one execution alone on the device with all its cores, in ms.
     device_ms: float = 0.0
     #: Device time per row of the batch axis, in ms.
     row_ms: float = 0.0
+    #: Share of an execution's device time its cores are busy; the rest are gaps other streams use
+    core_busy: float = 1.0
+    #: Share of the busy time that starts cores (grows with them; the rest shrinks with them)
+    launch_share: float = 0.0
+    #: Bandwidth of each copy engine (host to device, device to host), GB/s; 0: copies take no time
+    copy_gbps: float = DEFAULT_COPY_GBPS
+    #: one device per device id for every stream and process of the scope (hostshm); False: every
+    #: stream is a device of its own (the host measured alone)
+    shared_device: bool = True
     #: What get_dynamic_batch / get_dynamic_hw / get_input_dynamic_gear_count / get_input_dynamic_dims
     #: return for a gear kind the model lacks: 0 answers "no gears" (ret 0, count 0, as GE does:
     #: model_om2.cpp 1803-1807, 1830-1834, 1866-1870); any other code makes them fail with that code
@@ -103,6 +132,8 @@ class SimState:
         self.finalized = False
         #: (path, content) of the first successful acl.init: a later init must read the same content
         self.first_init: tuple[str, bytes] | None = None
+        #: (device id, shared) -> the modelled device, opened on first use, kept for the process
+        self._device_models: dict[tuple[int, bool], Device] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -127,7 +158,7 @@ class SimState:
     def configure(
         self,
         *,
-        faults: FaultPlan | str | None = None,
+        faults: FaultSchedule | str | None = None,
         device_ms: float | None = None,
         row_ms: float | None = None,
         device_count: int | None = None,
@@ -136,13 +167,23 @@ class SimState:
         run_mode: RunMode | None = None,
         soc_name: str | None = None,
         memcpy_alignment: int | None = None,
+        core_busy: float | None = None,
+        launch_share: float | None = None,
+        copy_gbps: float | None = None,
+        shared_device: bool | None = None,
     ) -> None:
-        """Change the simulated hardware. ``faults`` installs a new plan (fresh counters, device back);
+        """Change the simulated hardware. ``faults`` installs a new schedule (fresh counters, device back);
         the run mode changes only while no memory is allocated."""
         if absent_gears_ret is not None and absent_gears_ret not in RET_CODES:
             raise ValueError(f"absent_gears_ret {absent_gears_ret} is not a code the CANN headers define")
         if run_mode is not None and run_mode not in ("host", "device"):
             raise ValueError(f"run_mode {run_mode!r}: expected 'host' or 'device'")
+        if core_busy is not None and not 0.0 < core_busy <= 1.0:
+            raise ValueError(f"core_busy {core_busy}: expected a share in (0, 1]")
+        if launch_share is not None and not 0.0 <= launch_share < 1.0:
+            raise ValueError(f"launch_share {launch_share}: expected a share in [0, 1)")
+        if copy_gbps is not None and copy_gbps < 0:
+            raise ValueError(f"copy_gbps {copy_gbps}: expected GB/s >= 0")
         with self.lock:
             if run_mode is not None and run_mode != self.config.run_mode:
                 if self.device_memory.live or self.host_memory.live:
@@ -150,8 +191,8 @@ class SimState:
                 self.config.run_mode = run_mode
                 self.device_memory = DeviceMemory(addressable=run_mode == "device")
             if faults is not None:
-                plan = FaultPlan.parse(faults) if isinstance(faults, str) else faults
-                self.faults = FaultState(plan)
+                schedule = FaultSchedule.parse(faults) if isinstance(faults, str) else faults
+                self.faults = FaultState(schedule)
             for name, value in (
                 ("device_ms", device_ms),
                 ("row_ms", row_ms),
@@ -160,12 +201,16 @@ class SimState:
                 ("absent_gears_ret", absent_gears_ret),
                 ("soc_name", soc_name),
                 ("memcpy_alignment", memcpy_alignment),
+                ("core_busy", core_busy),
+                ("launch_share", launch_share),
+                ("copy_gbps", copy_gbps),
+                ("shared_device", shared_device),
             ):
                 if value is not None:
                     setattr(self.config, name, value)
 
     def lose_device(self, reason: str = "lost (Simulator.lose_device)") -> None:
-        """From now on every device call fails, until a new fault plan is installed."""
+        """From now on every device call fails, until a new fault schedule is installed."""
         self.faults.lose_device(reason)
 
     def finalize(self) -> None:
@@ -363,6 +408,40 @@ class SimState:
             [f"stream {s.handle:#x}" for s in self.streams.values() if s.context == context]
             + [f"event {e.handle:#x}" for e in self.events.values() if e.context == context]
             + [f"model {m.model_id}" for m in self.models.values() if m.context == context]
+        )
+
+    # --- the modelled device (sim/device.py) ----------------------------------------------------
+
+    def device_model(self, device: int) -> Device:
+        """The modelled device ``device``: shared by the scope's processes, or (``shared_device``
+        off) one that gives every caller the device to itself. AclFail when the shared state
+        cannot be made (the message says how to do without it)."""
+        key = (device, self.config.shared_device)
+        found = self._device_models.get(key)
+        if found is None:
+            try:
+                found = SharedDevice(device) if key[1] else StreamDevice()
+            except SharedStateError as exc:
+                raise AclFail(
+                    INTERNAL,
+                    f"device {device}: the simulated device is shared by every process using it, through "
+                    f"shared memory, which failed: {exc}; set parameter acl_sim_shared_device false (or "
+                    "Simulator.configure(shared_device=False)) to give every stream a device of its own",
+                ) from None
+            found = self._device_models.setdefault(key, found)
+        return found
+
+    def execution_demand(self, model: LoadedModel, run: Run) -> Demand:
+        """What one execution of ``model`` asks of its device's cores (sim/device.py:execution_demand)."""
+        config = self.config
+        capacity = ai_cores(config.soc_name)
+        model_cores = model.cores if capacity is not None else None
+        return execution_demand(
+            modelled_seconds(run, config.device_ms, config.row_ms),
+            capacity or 1,
+            model_cores,
+            config.core_busy,
+            config.launch_share,
         )
 
     # --- memory ---------------------------------------------------------------------------------

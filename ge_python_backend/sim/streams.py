@@ -8,11 +8,13 @@ What the device would show is kept:
 - order: one thread at a time runs a stream's work, first queued first;
 - timing: each operation has a modelled start, the later of its submission and the previous
   operation's modelled end, so host work between submitting and waiting overlaps the modelled
-  device time as on the device, and events carry modelled timestamps;
+  device time as on the device, and events carry modelled timestamps; executions and copies book
+  the device's cores and copy engines from that start (sim/device.py), and a wait returns at the
+  modelled end of what it waited for;
 - errors: a failed operation puts the stream in error; the operations queued after it are
   skipped until ``synchronize`` reports the first failure;
 - concurrency: the work itself (ONNX Runtime, modelled device time) runs without the GIL, so
-  two threads waiting on two streams overlap like two streams on the device.
+  two threads waiting on two streams overlap as far as their device's cores let them.
 
 Not modelled: work that nobody waits for never runs (the device would run it anyway); only a
 wait, or reading an event's time after a wait, observes it, as on the device.
@@ -21,12 +23,12 @@ wait, or reading an event's time after a wait, observes it, as on the device.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ge_python_backend.ascend.constants import ret_code
+from ge_python_backend.sim.device import clock, wait_until
 from ge_python_backend.sim.signature import AclFail
 
 INTERNAL = ret_code("ACL_ERROR_RT_INTERNAL_ERROR")
@@ -57,14 +59,15 @@ class Event:
 
     def wait(self) -> None:
         """Until the event fires: run its stream's queued work (again, if a record on another
-        thread queued the fire after this thread's run)."""
+        thread queued the fire after this thread's run), then until its modelled time."""
         while not self.done.is_set():
             stream = self.stream
             if stream is None:
                 self.done.wait()
-                return
+                break
             stream.run_queued()
             self.done.wait(0.001)
+        wait_until(self.time)
 
 
 @dataclass
@@ -96,7 +99,7 @@ class Stream:
         """Queue ``work``; ``always`` runs after it, or instead of it when the stream is in error
         (``in_error``: ``work`` runs then too)."""
         with self._lock:
-            self._queue.append(_Queued(label, work, always, time.perf_counter(), in_error))
+            self._queue.append(_Queued(label, work, always, clock(), in_error))
 
     def run_queued(self) -> float:
         """Run every queued operation, in order, in this thread; the modelled end of the work."""
@@ -109,7 +112,7 @@ class Stream:
                     skip = self._error is not None and not item.in_error
                 start = max(item.submitted, self._free_at)
                 failure, end = None, None
-                began = time.perf_counter()
+                began = clock()
                 try:
                     if not skip:
                         end = item.work(start)
@@ -120,8 +123,9 @@ class Stream:
                 finally:
                     if item.always is not None:
                         item.always()
-                # what it took now, counted from its modelled start (it may run later than that)
-                self._free_at = max(end or 0.0, start + (time.perf_counter() - began))
+                # its modelled end; work that models none took what it took now, counted from its
+                # modelled start (it may run later than that)
+                self._free_at = end if end is not None else start + (clock() - began)
                 if failure is not None:
                     with self._lock:
                         if self._error is None:
@@ -132,8 +136,9 @@ class Stream:
 
         With ``timeout``: 507046 when the work ends later than ``timeout`` after the call (the
         work is then done; on the device it would still be running)."""
-        called = time.perf_counter()
+        called = clock()
         ended = self.run_queued()
+        wait_until(ended if timeout is None else min(ended, called + timeout))
         if timeout is not None and ended - called > timeout:
             raise AclFail(
                 TIMEOUT,

@@ -109,6 +109,7 @@ class ModelHarness:
             request.correlation_id(),
             request.flags(),
             request_parameters(request),
+            timeout=request.timeout(),
         )
         seen.sender = request.sender  # answers through the caller's request object
         return seen

@@ -2,7 +2,8 @@
 
 It covers what GEModel and typical subclasses use: Tensor, InferenceRequest (as received in
 ``execute``), InferenceResponse, TritonError, TritonModelException, the response sender, Logger,
-MetricFamily and the helper functions. It is deliberately strict where Triton is (one final
+MetricFamily and the helper functions; and for the router, BLS (``InferenceRequest.exec`` and
+``is_model_ready`` over the models a test puts in ``bls_models``). It is deliberately strict where Triton is (one final
 response per request, supported numpy dtypes only). Real behaviour is proven against a real
 tritonserver in the end-to-end tests; this fake only makes the fast tests possible.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -139,8 +140,10 @@ class InferenceRequest:
         flags: int = 0,
         parameters: dict[str, Any] | None = None,
         model_name: str = "",
+        timeout: int = 0,
     ) -> None:
         self.model_name = model_name
+        self._timeout = timeout
         self._inputs = list(inputs)
         self._requested = list(requested_output_names)
         self._request_id = request_id
@@ -174,11 +177,41 @@ class InferenceRequest:
     def parameters(self) -> str:
         return self._parameters
 
+    def timeout(self) -> int:
+        return self._timeout
+
     def get_response_sender(self) -> ResponseSender:
         return self.sender
 
     def is_cancelled(self) -> bool:
         return False
+
+    def exec(self, decoupled: bool = False) -> InferenceResponse:
+        """A BLS request to ``bls_models[model_name]``. As python_backend before r25.04 does, every
+        error comes back as INTERNAL (``src/request_executor.cc``), and a model that is not there
+        answers that it is not ready (r24.02 ``:323-331``)."""
+        model = bls_models.get(self.model_name)
+        if model is None:
+            return InferenceResponse(
+                error=TritonError(
+                    f"Model {self.model_name} - Error when running inference: Failed for execute the inference "
+                    f"request. Model '{self.model_name}' is not ready.",
+                    TritonError.INTERNAL,
+                )
+            )
+        response = model(self)
+        error = response.error()
+        if error is not None:
+            return InferenceResponse(error=TritonError(error.message(), TritonError.INTERNAL))
+        return response
+
+
+#: The models BLS requests reach in tests: name -> what answers a request; a name not here is not ready.
+bls_models: dict[str, Callable[[InferenceRequest], InferenceResponse]] = {}
+
+
+def is_model_ready(model_name: str, model_version: str = "") -> bool:
+    return model_name in bls_models
 
 
 def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:

@@ -24,6 +24,7 @@ dropping it queues a cleanup of address 0, which the parent turns into an empty
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from ge_python_backend.errors import ConfigError
@@ -43,14 +44,24 @@ API_SINCE = {
     "TritonError.UNAVAILABLE": "r23.09",  # TritonError(message, code) with codes
 }
 
+#: What the router (``triton/router.py``) calls beyond GEModel's, likewise: BLS ``exec`` is older
+#: than r22; the readiness probe and the request timeout it forwards are not.
+ROUTER_API_SINCE = dict(
+    API_SINCE,
+    **{
+        "is_model_ready": "r23.08",
+        "InferenceRequest.timeout": "r23.03",
+    },
+)
+
 #: The response sender of a non-decoupled request, and what is lost without it.
 SENDER_SINCE = "r24.06"
 
 
-def missing_apis(pb_utils: Any) -> list[str]:
-    """The ``API_SINCE`` entries this stub lacks, as 'name (since rYY.MM)'."""
+def missing_apis(pb_utils: Any, needed: Mapping[str, str] = API_SINCE) -> list[str]:
+    """The ``needed`` entries (``API_SINCE`` by default) this stub lacks, as 'name (since rYY.MM)'."""
     missing = []
-    for path, since in API_SINCE.items():
+    for path, since in needed.items():
         target: Any = pb_utils
         for part in path.split("."):
             target = getattr(target, part, None)
@@ -60,13 +71,11 @@ def missing_apis(pb_utils: Any) -> list[str]:
     return missing
 
 
-def check_apis(pb_utils: Any) -> None:
-    """ConfigError naming every API GEModel needs that this Triton's Python backend lacks."""
-    missing = missing_apis(pb_utils)
+def check_apis(pb_utils: Any, needed: Mapping[str, str] = API_SINCE, who: str = "GEModel") -> None:
+    """ConfigError naming every API ``who`` needs that this Triton's Python backend lacks."""
+    missing = missing_apis(pb_utils, needed)
     if missing:
-        raise ConfigError(
-            f"this Triton's Python backend lacks {', '.join(missing)}; GEModel needs Triton 24.02 or later"
-        )
+        raise ConfigError(f"this Triton's Python backend lacks {', '.join(missing)}; {who} needs Triton 24.02 or later")
 
 
 def response_sender_supported(pb_utils: Any) -> bool:

@@ -28,10 +28,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ge_python_backend.serving.observers import FailureKind, Observer, Phase
+from ge_python_backend.serving.routing import RefusalCause, RouteObserver, SkipCause
 from ge_python_backend.triton import lifeline
 
 LOG = logging.getLogger(__name__)
@@ -46,42 +47,74 @@ HEARTBEAT = "ge_heartbeat_timestamp_seconds"
 DEVICE_MEMORY_INTERVAL = 5.0
 DEVICE_MEMORY = "ge_device_memory_bytes"
 
-#: name -> (kind, help text, extra label name or None)
+#: a series: its metric's name and the values of its extra labels
+Key = tuple[str, tuple[str, ...]]
+
+#: name -> (kind, help text, names of its extra labels)
 METRICS = {
-    "ge_batches": ("counter", "Engine calls (device batches) that completed", None),
-    "ge_batch_rows": ("counter", "Request rows those engine calls ran, padding excluded", None),
+    "ge_batches": ("counter", "Engine calls (device batches) that completed", ()),
+    "ge_batch_rows": ("counter", "Request rows those engine calls ran, padding excluded", ()),
     "ge_padding_rows": (
         "counter",
         "Rows of padding added to reach a compiled batch gear (wasted device work)",
-        None,
+        (),
     ),
-    "ge_phase_duration_us": ("counter", "Cumulative microseconds per phase of the request path", "phase"),
-    "ge_request_failures": ("counter", "Requests answered with an error, by cause", "kind"),
+    "ge_phase_duration_us": ("counter", "Cumulative microseconds per phase of the request path", ("phase",)),
+    "ge_request_failures": ("counter", "Requests answered with an error, by cause", ("kind",)),
     "ge_batches_in_flight": (
         "gauge",
         "Batches running on execution slots now (at most streams per instance)",
-        None,
+        (),
     ),
-    "ge_sequences_active": ("gauge", "Sequences whose state the model holds (sequence batching)", None),
+    "ge_sequences_active": ("gauge", "Sequences whose state the model holds (sequence batching)", ()),
     "ge_engine_healthy": (
         "gauge",
         "1 while the engine serves; 0 after a fatal engine failure, until the model is reloaded",
-        None,
+        (),
     ),
     HEARTBEAT: (
         "gauge",
         f"Unix time of the instance's last heartbeat, set every {HEARTBEAT_INTERVAL:g} s while its stub process runs; "
         "its age is the signal that a stub died or hangs",
-        None,
+        (),
     ),
     DEVICE_MEMORY: (
         "gauge",
         "NPU engines only: the device's memory from acl.rt.get_mem_info, free and total, read every "
         f"{DEVICE_MEMORY_INTERVAL:g} s off the request path",
-        "kind",
+        ("kind",),
     ),
 }
-#: the values of each metric's extra label
+#: The router's metrics (``triton/router.py``), labelled ``router`` (its model name), ``version``,
+#: ``instance`` and ``pid`` like GEModel's, and ``member`` (a member's model name) where it applies.
+ROUTER_METRICS = {
+    "ge_router_requests_total": (
+        "counter",
+        "Requests the router answered with a member's answer (its outputs or its own error), by member",
+        ("member",),
+    ),
+    "ge_router_in_flight": (
+        "gauge",
+        "Rows the router has sent to a member and not had answered yet (the member's limit bounds it)",
+        ("member",),
+    ),
+    "ge_router_skips_total": (
+        "counter",
+        "Times a request passed over a member, by cause: at_limit (its rows in flight had reached its limit), "
+        "backing_off (it was unavailable a moment ago), unavailable (it answered this request unavailable, and the "
+        "request went on to the next member)",
+        ("member", "cause"),
+    ),
+    "ge_router_refused_total": (
+        "counter",
+        "Requests the router answered unavailable itself, by cause: no_member (every member it could still use was "
+        "unavailable), timeout (the client's timeout passed while it waited for a member), unloading",
+        ("cause",),
+    ),
+    "ge_router_waiting": ("gauge", "Requests waiting for a member to free", ()),
+}
+
+#: the values of each metric's extra label (GEModel's have at most one)
 LABEL_VALUES = {
     "ge_phase_duration_us": tuple(p.value for p in Phase),
     "ge_request_failures": tuple(k.value for k in FailureKind),
@@ -89,41 +122,39 @@ LABEL_VALUES = {
 }
 
 
-class TritonMetrics(Observer):
-    """An Observer that reports to Triton's metrics endpoint. ``device_memory`` (the engine's
-    (free, total) reader, with the ``device`` it reads) adds ``ge_device_memory_bytes``."""
+class Reporter:
+    """Series of Triton metric families, updated in process and sent by a background thread.
+
+    ``declarations``: name -> (kind, help text, names of its extra labels); ``series``: name -> the
+    values of its extra labels, one tuple per series (``[()]`` without any); ``labels``: every
+    series' own labels (``pid`` added). Subclasses count with ``_add`` and set ``_gauges`` (keyed
+    by name and label values, under ``_lock``) and may do periodic work in ``_tick``.
+    """
 
     def __init__(
         self,
         pb_utils: Any,
+        declarations: Mapping[str, tuple[str, str, tuple[str, ...]]],
+        series: Mapping[str, Sequence[tuple[str, ...]]],
         labels: Mapping[str, str],
-        device_memory: Callable[[], tuple[int, int] | None] | None = None,
-        device: str = "",
+        gauges: Mapping[Key, float],
+        extra_labels: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         labels = dict(labels, pid=str(os.getpid()))
         kinds = {"counter": pb_utils.MetricFamily.COUNTER, "gauge": pb_utils.MetricFamily.GAUGE}
-        names = [n for n in METRICS if n != DEVICE_MEMORY or device_memory is not None]
         self._families = {
-            name: pb_utils.MetricFamily(name, METRICS[name][1], kinds[METRICS[name][0]]) for name in names
+            name: pb_utils.MetricFamily(name, declarations[name][1], kinds[declarations[name][0]]) for name in series
         }
-        self._metrics: dict[tuple[str, str], Any] = {}
-        for name in names:
-            extra = METRICS[name][2]
-            own = dict(labels, device=device) if name == DEVICE_MEMORY else labels
-            for value in LABEL_VALUES[name] if extra else ("",):
-                metric_labels = dict(own, **({extra: value} if extra else {}))
-                self._metrics[(name, value)] = self._families[name].Metric(labels=metric_labels)
-        self._device_memory = device_memory
-        self._memory_read = 0.0
-        self._pending: dict[tuple[str, str], float] = {}
-        self._gauges: dict[str, float] = {
-            "ge_batches_in_flight": 0,
-            "ge_sequences_active": 0,
-            "ge_engine_healthy": 1,
-            HEARTBEAT: time.time(),
-        }
-        self._sent_gauges: dict[str, float] = {}
-        self._memory: tuple[int, int] | None = None
+        self._metrics: dict[Key, Any] = {}
+        for name, all_values in series.items():
+            extra = declarations[name][2]
+            own = dict(labels, **(extra_labels or {}).get(name, {}))
+            for values in all_values:
+                metric_labels = dict(own, **dict(zip(extra, values)))
+                self._metrics[(name, values)] = self._families[name].Metric(labels=metric_labels)
+        self._pending: dict[Key, float] = {}
+        self._gauges: dict[Key, float] = dict(gauges)
+        self._sent_gauges: dict[Key, float] = {}
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._idle = threading.Event()
@@ -132,9 +163,84 @@ class TritonMetrics(Observer):
         self._flusher = threading.Thread(target=self._flush_periodically, name="ge-metrics", daemon=True)
         self._flusher.start()
 
-    def _add(self, name: str, value: float, label: str = "") -> None:
-        key = (name, label)
+    def _add(self, name: str, value: float, *labels: str) -> None:
+        key = (name, labels)
         self._pending[key] = self._pending.get(key, 0.0) + value
+
+    def _tick(self, now: float, woken: bool) -> None:
+        """Periodic work before each flush of the background thread (``woken``: by ``_idle``)."""
+
+    def _flush_periodically(self) -> None:
+        failed = False
+        while not self._stop.is_set():
+            woken = self._idle.wait(FLUSH_INTERVAL)
+            self._idle.clear()
+            try:
+                self._tick(time.time(), woken)
+                self.flush()
+                failed = False
+            except Exception:  # logged once per run of failures; the next flush retries
+                if not failed:
+                    LOG.exception("sending metrics to tritonserver failed")
+                failed = True
+            if woken:  # coalesce: an idle flush at most every IDLE_FLUSH_GAP
+                self._stop.wait(IDLE_FLUSH_GAP)
+
+    def flush(self) -> None:
+        """Send what changed since the last flush."""
+        # One flush at a time, snapshot and send together: a later snapshot must never be
+        # overwritten by an earlier one still being sent.
+        with self._flush_lock:
+            with self._lock:
+                pending, self._pending = self._pending, {}
+                gauges = {k: v for k, v in self._gauges.items() if self._sent_gauges.get(k) != v}
+                self._sent_gauges.update(gauges)
+            updates = [(self._metrics[key].increment, value) for key, value in pending.items() if value]
+            updates += [(self._metrics[key].set, value) for key, value in gauges.items()]
+            for send, value in updates:
+                # each update waits, holding a lock of the stub, for the server's answer: one sent to a
+                # dead server would wait forever (lifeline.py), so look before each one
+                if not lifeline.server_alive():
+                    return
+                send(value)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._idle.set()
+        self._flusher.join()
+        self.flush()
+        self._metrics.clear()
+        self._families.clear()
+
+
+class TritonMetrics(Reporter, Observer):
+    """GEModel's metrics: an Observer that reports to Triton's metrics endpoint. ``device_memory``
+    (the engine's (free, total) reader, with the ``device`` it reads) adds ``ge_device_memory_bytes``."""
+
+    def __init__(
+        self,
+        pb_utils: Any,
+        labels: Mapping[str, str],
+        device_memory: Callable[[], tuple[int, int] | None] | None = None,
+        device: str = "",
+    ) -> None:
+        names = [n for n in METRICS if n != DEVICE_MEMORY or device_memory is not None]
+        self._device_memory = device_memory
+        self._memory_read = 0.0
+        gauges: dict[Key, float] = {
+            ("ge_batches_in_flight", ()): 0.0,
+            ("ge_sequences_active", ()): 0.0,
+            ("ge_engine_healthy", ()): 1.0,
+            (HEARTBEAT, ()): time.time(),
+        }
+        super().__init__(
+            pb_utils,
+            METRICS,
+            {name: [(v,) for v in LABEL_VALUES[name]] if name in LABEL_VALUES else [()] for name in names},
+            labels,
+            gauges,
+            extra_labels={DEVICE_MEMORY: {"device": device}},
+        )
 
     def batch(self, rows: int, padding: int) -> None:
         with self._lock:
@@ -153,77 +259,72 @@ class TritonMetrics(Observer):
 
     def in_flight(self, batches: int) -> None:
         with self._lock:
-            self._gauges["ge_batches_in_flight"] = batches
+            self._gauges[("ge_batches_in_flight", ())] = batches
         if batches == 0:
             self._idle.set()
 
     def sequences(self, active: int) -> None:
         with self._lock:
-            changed = self._gauges["ge_sequences_active"] != active
-            self._gauges["ge_sequences_active"] = active
+            changed = self._gauges[("ge_sequences_active", ())] != active
+            self._gauges[("ge_sequences_active", ())] = active
         if changed:
             self.flush()
 
     def out_of_service(self, reason: str) -> None:
         with self._lock:
-            self._gauges["ge_engine_healthy"] = 0
+            self._gauges[("ge_engine_healthy", ())] = 0
         self.flush()
 
-    def _flush_periodically(self) -> None:
-        failed = False
-        while not self._stop.is_set():
-            woken = self._idle.wait(FLUSH_INTERVAL)
-            self._idle.clear()
-            now = time.time()
-            with self._lock:
-                if not woken or now - self._gauges[HEARTBEAT] >= HEARTBEAT_INTERVAL:
-                    self._gauges[HEARTBEAT] = now
-            try:
-                self._read_device_memory(now)
-                self.flush()
-                failed = False
-            except Exception:  # logged once per run of failures; the next flush retries
-                if not failed:
-                    LOG.exception("sending GEModel's metrics to tritonserver failed")
-                failed = True
-            if woken:  # coalesce: an idle flush at most every IDLE_FLUSH_GAP
-                self._stop.wait(IDLE_FLUSH_GAP)
-
-    def _read_device_memory(self, now: float) -> None:
-        """The device's free and total memory, every DEVICE_MEMORY_INTERVAL (off the request path)."""
+    def _tick(self, now: float, woken: bool) -> None:
+        """The heartbeat, and the device's memory every DEVICE_MEMORY_INTERVAL (off the request path)."""
+        with self._lock:
+            if not woken or now - self._gauges[(HEARTBEAT, ())] >= HEARTBEAT_INTERVAL:
+                self._gauges[(HEARTBEAT, ())] = now
         if self._device_memory is None or now - self._memory_read < DEVICE_MEMORY_INTERVAL:
             return
         self._memory_read = now
         found = self._device_memory()
         if found is not None:
             with self._lock:
-                self._memory = found
+                self._gauges[(DEVICE_MEMORY, ("free",))], self._gauges[(DEVICE_MEMORY, ("total",))] = found
 
-    def flush(self) -> None:
-        """Send what changed since the last flush."""
-        # One flush at a time, snapshot and send together: a later snapshot must never be
-        # overwritten by an earlier one still being sent.
-        with self._flush_lock:
-            with self._lock:
-                pending, self._pending = self._pending, {}
-                gauges = {k: v for k, v in self._gauges.items() if self._sent_gauges.get(k) != v}
-                self._sent_gauges.update(gauges)
-                memory, self._memory = self._memory, None
-            updates = [(self._metrics[key].increment, value) for key, value in pending.items() if value]
-            updates += [(self._metrics[(name, "")].set, value) for name, value in gauges.items()]
-            if memory is not None:
-                updates += [(self._metrics[(DEVICE_MEMORY, kind)].set, v) for kind, v in zip(("free", "total"), memory)]
-            for send, value in updates:
-                # each update waits, holding a lock of the stub, for the server's answer: one sent to a
-                # dead server would wait forever (lifeline.py), so look before each one
-                if not lifeline.server_alive():
-                    return
-                send(value)
 
-    def close(self) -> None:
-        self._stop.set()
-        self._idle.set()
-        self._flusher.join()
+class RouterMetrics(Reporter, RouteObserver):
+    """The router's metrics (``ROUTER_METRICS``) over ``members``: counts summed in process and sent
+    by the background thread; refusals at once."""
+
+    def __init__(self, pb_utils: Any, labels: Mapping[str, str], members: Sequence[str]) -> None:
+        per_member: list[tuple[str, ...]] = [(m,) for m in members]
+        series: dict[str, list[tuple[str, ...]]] = {
+            "ge_router_requests_total": per_member,
+            "ge_router_in_flight": per_member,
+            "ge_router_skips_total": [(m, c.value) for m in members for c in SkipCause],
+            "ge_router_refused_total": [(c.value,) for c in RefusalCause],
+            "ge_router_waiting": [()],
+        }
+        gauges: dict[Key, float] = {("ge_router_in_flight", (m,)): 0.0 for m in members}
+        gauges[("ge_router_waiting", ())] = 0.0
+        super().__init__(pb_utils, ROUTER_METRICS, series, labels, gauges)
+
+    def answered(self, member: str) -> None:
+        with self._lock:
+            self._add("ge_router_requests_total", 1, member)
+
+    def in_flight(self, member: str, rows: int) -> None:
+        with self._lock:
+            self._gauges[("ge_router_in_flight", (member,))] = rows
+        if rows == 0:
+            self._idle.set()
+
+    def skipped(self, member: str, cause: SkipCause) -> None:
+        with self._lock:
+            self._add("ge_router_skips_total", 1, member, cause.value)
+
+    def refused(self, cause: RefusalCause) -> None:
+        with self._lock:
+            self._add("ge_router_refused_total", 1, cause.value)
         self.flush()
-        self._metrics.clear()
-        self._families.clear()
+
+    def waiting(self, requests: int) -> None:
+        with self._lock:
+            self._gauges[("ge_router_waiting", ())] = requests

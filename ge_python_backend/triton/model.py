@@ -24,13 +24,14 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from ge_python_backend.ascend.atc import ConfigFacts
-from ge_python_backend.engines import Engine, ResponseMode, engine, open_engine, resolve_auto
+from ge_python_backend.engines import Engine, ResponseMode, engine_info, open_engine, resolve_auto
 from ge_python_backend.engines.compile import compile_for
 from ge_python_backend.engines.registry import AUTO, COMPILE_SOURCES
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError
+from ge_python_backend.modelconfig.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.params import Parameter
+from ge_python_backend.serving.bls_errors import asks_for_code, tag_error
 from ge_python_backend.serving.lane import Item, Lane
-from ge_python_backend.serving.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import Arrays, Request, RequestInfo, Respond
 from ge_python_backend.serving.runner import Runner
@@ -220,8 +221,8 @@ class GEModel:
                 settings.engine_options,
             )
         else:
-            info = engine(settings.engine)
-        path, compiled = info.load_plan(settings.version_dir, settings.model_file)
+            info = engine_info(settings.engine)
+        path, compiled = info.model_source(settings.version_dir, settings.model_file)
         if not path.is_file():
             problem = "is a directory, not a file" if path.is_dir() else "does not exist"
             sources = f", nor {' or '.join(COMPILE_SOURCES)} to compile" if info.atc and not settings.model_file else ""
@@ -237,15 +238,23 @@ class GEModel:
                 lambda line: self.log_info(f"{instance}: {line}"),
                 settings.version_dir,
             )
-        self.engine = self._engine = open_engine(
-            info.name,
-            path,
-            device_id=settings.device_id,
-            slots=settings.slots,
-            options=self._engine_options(),
-            peers=settings.instances_on_device,
-            version_dir=settings.version_dir,
-        )
+        try:
+            self.engine = self._engine = open_engine(
+                info.name,
+                path,
+                device_id=settings.device_id,
+                slots=settings.slots,
+                options=self._engine_options(),
+                peers=settings.instances_on_device,
+                version_dir=settings.version_dir,
+            )
+        except GEError as exc:
+            if not compiled:
+                raise
+            raise EngineError(
+                f"{exc} (the model was compiled at load into {path.parent}: if that file is damaged, delete the "
+                "folder and the next load compiles it again)"
+            ) from None
         settings.layout.check(self.engine.spec)  # names the state/unbatched tensors the model lacks
         spec = refine_spec(
             self.engine.spec, settings.inputs, settings.outputs, batching=settings.batching, layout=settings.layout
@@ -253,7 +262,7 @@ class GEModel:
         self._check_io(spec)
         mode = settings.response_mode
         if mode is ResponseMode.AUTO:
-            mode = engine(self.engine.name).response_mode
+            mode = engine_info(self.engine.name).response_mode
         if mode is ResponseMode.SENDER and not capabilities.response_sender_supported(pb_utils):
             self.log_warn(
                 f"{settings.instance_name}: response_mode sender needs Triton 24.06 or later (python_backend "
@@ -268,7 +277,7 @@ class GEModel:
         self._reads_sequence = hooked or settings.sequence_batching or bool(settings.sequence_state)
         self._reads_requested = hooked or len(settings.outputs) > 1
         if settings.metrics:
-            npu = engine(self.engine.name).npu
+            npu = engine_info(self.engine.name).npu
             self.metrics = TritonMetrics(
                 pb_utils,
                 {"model": settings.model_name, "version": settings.model_version, "instance": settings.instance_name},
@@ -472,27 +481,32 @@ def _readable(requests: Iterable[Request | None]) -> list[Request]:
     return [request for request in requests if request is not None]
 
 
-def _response(outputs: Arrays | None, error: GEError | None) -> Any:
+def _response(outputs: Arrays | None, error: GEError | None, request: Any) -> Any:
+    """``request``'s answer: its outputs, or the error with its Triton code (INVALID_ARG for the
+    client's fault, UNAVAILABLE out of service, else INTERNAL), tagged for a router that asks."""
     if error is None:
         assert outputs is not None  # Respond passes outputs or an error
         return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs.items()])
     if isinstance(error, InputError):
-        code = pb_utils.TritonError.INVALID_ARG
+        code = "INVALID_ARG"
     elif isinstance(error, EngineError) and error.fatal:  # out of service: another instance may serve it
-        code = pb_utils.TritonError.UNAVAILABLE
+        code = "UNAVAILABLE"
     else:
-        code = pb_utils.TritonError.INTERNAL
-    return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
+        code = "INTERNAL"
+    message = str(error)
+    if asks_for_code(request.parameters()):  # a router forwarded it: BLS would lose the code (bls_errors.py)
+        message = tag_error(code, message)
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, getattr(pb_utils.TritonError, code)))
 
 
-def _respond_into(responses: list, index: int, outputs: Arrays | None, error: GEError | None) -> None:
-    responses[index] = _response(outputs, error)
+def _respond_into(responses: list, index: int, request: Any, outputs: Arrays | None, error: GEError | None) -> None:
+    responses[index] = _response(outputs, error, request)
 
 
-def _through_sender(sender: Any) -> Respond:
+def _through_sender(sender: Any, request: Any) -> Respond:
     def respond(outputs: Arrays | None, error: GEError | None) -> None:
         if lifeline.server_alive():  # a send to a dead server would wait for it forever
-            sender.send(_response(outputs, error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender.send(_response(outputs, error, request), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     return respond
 
@@ -513,8 +527,8 @@ class _Replies:
         """The general path's answer to request ``index``."""
         if self._responses is None:
             assert self._senders is not None
-            return _through_sender(self._senders[index])
-        return partial(_respond_into, self._responses, index)
+            return _through_sender(self._senders[index], self._requests[index])
+        return partial(_respond_into, self._responses, index, self._requests[index])
 
     def returned(self) -> list:
         """What execute returns: the answers, or None per request when senders answer."""

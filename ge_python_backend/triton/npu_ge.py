@@ -193,6 +193,16 @@ def translate(parameters: Mapping[str, str], backend_config: Mapping[str, str], 
     return done
 
 
+def folder_parameters(backend: str, parameters: Mapping[str, str], version_dir: Path) -> dict[str, str]:
+    """The parameters GEModel reads for a model folder of ``backend`` whose config gives
+    ``parameters``: a GE backend folder's translated (``translate``; the ``--backend-config`` keys
+    of a server are not known offline), any other's as they are. The one reading of a folder's
+    parameters for check, deploy and doctor; ConfigError naming a key the load refuses."""
+    if backend != BACKEND_NAME:
+        return dict(parameters)
+    return translate(parameters, {}, version_dir).parameters
+
+
 def _first_model_file(version_dir: Path) -> str:
     """The model file their backend would find in the version folder: none when ours (model.om,
     model.onnx, model.pb) is there, else the first .onnx, else the first .pb, by name."""

@@ -16,18 +16,21 @@ from typing import Any
 
 import numpy as np
 
+from ge_python_backend.ascend.atc import ConfigFacts
 from ge_python_backend.engines import (
-    ModelKind,
     ResponseMode,
     auto_candidates,
-    detect_kind,
-    engine,
+    detect_format,
     engine_choices,
+    engine_info,
     engine_parameters,
 )
+from ge_python_backend.engines.compile import compiled_model_spec
 from ge_python_backend.engines.offline import read_model_spec
-from ge_python_backend.engines.registry import AUTO
+from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError, GEError
+from ge_python_backend.modelconfig.derive import ConfigChoices, complete_config, derive_config, wanted_batch
+from ge_python_backend.modelconfig.matching import refine_spec
 from ge_python_backend.params import (
     Parameter,
     parse_bool,
@@ -39,9 +42,7 @@ from ge_python_backend.params import (
     parse_parameters,
 )
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.serving.matching import refine_spec
 from ge_python_backend.serving.outputs import DeclaredTensor
-from ge_python_backend.serving.plan import PlanRequest, complete_config, plan_serving, wanted_batch
 from ge_python_backend.serving.sequences import StatePair, parse_initial_values, parse_state_pairs
 from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
 
@@ -356,8 +357,8 @@ def auto_complete(
 ) -> list[str]:
     """Complete ``config`` (Triton's JSON form, changed in place) from the model file in
     ``version_dir``, as GEModel's ``auto_complete_config`` does: ``max_batch_size`` from the
-    gears, inputs, outputs and ``dynamic_batching`` with the preferred sizes, planned by
-    ``serving.plan`` exactly as ``ge-triton generate`` plans them. What the config declares is
+    gears, inputs, outputs and ``dynamic_batching`` with the preferred sizes, derived by
+    ``modelconfig.derive`` exactly as ``ge-triton generate`` derives them. What the config declares is
     kept and checked (ConfigError naming the field, the model's value and the config's); a hook
     in ``overridden`` leaves its side (inputs for preprocess, outputs for postprocess) to the
     config. Returns what was filled, one line each. A model file that cannot be found or read
@@ -366,7 +367,7 @@ def auto_complete(
     Only ``max_batch_size``, ``input``, ``output``, the scheduler (when the config sets none)
     and ``model_transaction_policy`` survive auto-complete (CORE r24.10
     ``src/backend_model.cc:741-793``), so parameters and instance groups are never touched."""
-    probe = dict(config, input=[], output=[])  # the declared I/O is checked against the plan below
+    probe = dict(config, input=[], output=[])  # the declared I/O is checked against the derived config below
     args = {
         "model_config": json.dumps(probe),
         "model_repository": str(version_dir.parent),
@@ -375,13 +376,17 @@ def auto_complete(
     }
     settings = read_settings(args, extra_parameters)
     try:
-        path, kind = _model_file(settings, version_dir)
-        model_spec = read_model_spec(path, kind)
-    except GEError as exc:  # initialize opens the file and says what to fix, in its own words
+        path, found = _model_file(settings, version_dir)
+        if found == ONNX and _compiles(settings):  # describe the model ATC builds, not the ONNX file
+            facts = ConfigFacts.from_json(config, "the model config")
+            model_spec = compiled_model_spec(path, facts, settings.engine_options, version_dir)
+        else:
+            model_spec = read_model_spec(path, found)
+    except GEError as exc:  # initialize opens (or compiles) the file and says what to fix, in its own words
         return [f"nothing: the model file cannot be read here ({exc}); initialize reports it"]
     spec = _with_declared_dims(model_spec, config, settings)
     states = frozenset(name for pair in settings.sequence_state for name in (pair.input, pair.output))
-    request = PlanRequest(
+    request = ConfigChoices(
         layout=settings.layout,
         states=states,
         max_batch_size=wanted_batch(config),
@@ -391,14 +396,22 @@ def auto_complete(
     )
     return complete_config(
         config,
-        plan_serving(spec, request),
+        derive_config(spec, request),
         fill_inputs="preprocess" not in overridden,
         fill_outputs="postprocess" not in overridden,
     )
 
 
+def _compiles(settings: ModelSettings) -> bool:
+    """The engine compiles an ONNX file at load (engine auto: the first candidate compiles, as on an NPU host)."""
+    if settings.engine == AUTO:
+        candidates = auto_candidates(settings.version_dir, settings.model_file)
+        return bool(candidates.found) and bool(candidates.found[0][0].atc)
+    return bool(engine_info(settings.engine).atc)
+
+
 def _model_file(settings: ModelSettings, version_dir: Path):
-    """The model file GEModel will open (or compile), and its kind (engine auto: the first
+    """The model file GEModel will open (or compile), and its format (engine auto: the first
     candidate, NPU engines first, as ``check`` does; no device is touched)."""
     if settings.engine == AUTO:
         candidates = auto_candidates(version_dir, settings.model_file)
@@ -406,17 +419,17 @@ def _model_file(settings: ModelSettings, version_dir: Path):
             raise ConfigError(candidates.nothing_message(f"in {version_dir}"))
         info, path = candidates.found[0]
     else:
-        info = engine(settings.engine)
-        path = info.load_plan(version_dir, settings.model_file)[0]
+        info = engine_info(settings.engine)
+        path = info.model_source(version_dir, settings.model_file)[0]
         if not path.is_file():
             raise ConfigError(f"model file {path} does not exist (parameter model_file, engine {info.name})")
-    kind = detect_kind(path)
-    if kind is ModelKind.ONNX and info.atc:  # compiled at load: the ONNX file says what the .om will take
-        return path, kind
-    if kind is not info.model_kind:
-        found = kind.description if kind is not None else "not a model file ge-triton knows"
-        raise ConfigError(f"model file {path} is {found}; engine {info.name} runs a {info.model_kind.description}")
-    return path, kind
+    found = detect_format(path)
+    if found == ONNX and info.atc:  # compiled at load: the ONNX file says what the .om will take
+        return path, found
+    if found != info.model_format:
+        what = found.description if found is not None else "not a model file ge-triton knows"
+        raise ConfigError(f"model file {path} is {what}; engine {info.name} runs a {info.model_format.description}")
+    return path, found
 
 
 def _with_declared_dims(spec: ModelSpec, config: Mapping[str, Any], settings: ModelSettings) -> ModelSpec:

@@ -35,7 +35,8 @@ def e2e_repo(tmp_path_factory):
         files[f"classifier_{kind}"] = repos.classifier(repo, sources, f"classifier_{kind}", image_channels=channels)
     sim_compile(files["linear"], sources / "linear_sim.om", batch_gears=(1, 2, 4, 8))
     repos.generated(repo, sources / "linear_sim.om", "linear_sim", streams=2)
-    timed = repos.generated(repo, sources / "linear_sim.om", "sim_timed", instance_count=2)
+    # one instance per device: on one device the second's batches would queue behind the first's
+    timed = repos.generated(repo, sources / "linear_sim.om", "sim_timed", instance_count=2, device_ids=(0, 1))
     set_parameters(timed / "config.pbtxt", acl_sim_device_ms=str(repos.SIM_DEVICE_MS))
     files["cell"] = models.recurrent_cell(sources / "cell.onnx", layers_first=True, with_gain=True)
     for strategy in ("direct", "oldest"):

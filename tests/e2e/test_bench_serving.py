@@ -94,7 +94,9 @@ def test_durations_are_per_batch_of_each_instance(server, tmp_path, capsys):
     with capsys.disabled():
         print("execute per batch, per instance:", {k: f"{v / 1000:.2f} ms" for k, v in executes.items()})
     for series, us in executes.items():
-        assert SIM_DEVICE_MS * 1000 <= us <= SIM_DEVICE_MS * 1000 * 1.6, (series, us)
+        # the modelled time exactly, less the untimed batches since an instance's last timed one
+        # (acl_timing_every: they count when the next timed batch does); half of it was the bug
+        assert SIM_DEVICE_MS * 1000 * 0.75 <= us <= SIM_DEVICE_MS * 1000 * 1.6, (series, us)
     assert "ms per batch of this instance" in capsys.readouterr().out
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ge_python_backend.ops.server import TritonServer
-from ge_python_backend.ops.soak import OnnxReference, SoakPlan, run_soak
+from ge_python_backend.ops.soak import OnnxReference, SoakSettings, run_soak
 from ge_python_backend.testing import models
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +39,7 @@ def served(tmp_path_factory):
 def test_every_answer_is_verified(served, engine):
     server, references, names = served
     model = names[engine]
-    plan = SoakPlan(requests=REQUESTS, concurrency=128, streams=4, stream_share=0.5, seed=len(engine))
+    plan = SoakSettings(requests=REQUESTS, concurrency=128, streams=4, stream_share=0.5, seed=len(engine))
     report = run_soak(server.grpc_address, model, OnnxReference(references[model]), plan)
     print(report.describe())
     assert (report.sent, report.verified) == (REQUESTS, REQUESTS), report.describe()
@@ -50,6 +50,6 @@ def test_every_answer_is_verified(served, engine):
 def test_the_soak_notices_answers_that_are_not_the_reference(served, tmp_path):
     server, references, names = served
     other = OnnxReference(models.linear(tmp_path / "other.onnx", features=16, classes=10, seed=99))
-    report = run_soak(server.grpc_address, names["onnxruntime"], other, SoakPlan(requests=40, concurrency=8))
+    report = run_soak(server.grpc_address, names["onnxruntime"], other, SoakSettings(requests=40, concurrency=8))
     assert (report.sent, report.wrong, report.verified) == (40, 40, 0)
     assert not report.clean

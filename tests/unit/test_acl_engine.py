@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import types
 from dataclasses import replace
 
 import numpy as np
@@ -16,13 +17,13 @@ import pytest
 
 from ge_python_backend import sim
 from ge_python_backend.ascend.constants import data_type_named
-from ge_python_backend.ascend.simom import load_sim_om, write_sim_om
 from ge_python_backend.engines import open_engine
 from ge_python_backend.engines.acl.engine import AclEngine
 from ge_python_backend.engines.acl.runtime import AclError, import_pyacl
 from ge_python_backend.errors import ConfigError, EngineError
 from ge_python_backend.params import parse_parameters
 from ge_python_backend.sim.plugin import PARAMETERS
+from ge_python_backend.sim.simom import load_sim_om, write_sim_om
 from tests.support import acl_sim_nets as nets
 from tests.support.acl_sim_nets import open_sim
 
@@ -322,7 +323,7 @@ def test_a_failure_that_is_not_an_acl_error_still_drains_the_stream(models, monk
 )
 def test_injected_failure_raises_then_the_engine_recovers(models, fault, function, code):
     onnx_path, om_path = models["batch"]
-    engine = open_sim(om_path, acl_sim_faults=sim.FaultPlan.parse(fault))
+    engine = open_sim(om_path, acl_sim_faults=sim.FaultSchedule.parse(fault))
     rng = np.random.default_rng(0)
     try:
         engine.bind_thread()
@@ -339,7 +340,7 @@ def test_injected_failure_raises_then_the_engine_recovers(models, fault, functio
 
 def test_lost_device_fails_every_run_and_still_closes_cleanly(models):
     onnx_path, om_path = models["static"]
-    engine = open_sim(om_path, acl_sim_faults=sim.FaultPlan.parse("execute_async:2=lost"))
+    engine = open_sim(om_path, acl_sim_faults=sim.FaultSchedule.parse("execute_async:2=lost"))
     rng = np.random.default_rng(0)
     try:
         engine.bind_thread()
@@ -357,20 +358,48 @@ def test_lost_device_fails_every_run_and_still_closes_cleanly(models):
 def test_parameters_parse_and_refuse_bad_values():
     values = parse_parameters({"acl_sim_faults": "malloc:3", "acl_sim_device_ms": "2.5"}, PARAMETERS)
     assert values == {
-        "acl_sim_faults": sim.FaultPlan.parse("malloc:3"),
+        "acl_sim_faults": sim.FaultSchedule.parse("malloc:3"),
         "acl_sim_device_ms": 2.5,
         "acl_sim_row_ms": None,
+        "acl_sim_core_busy": None,
+        "acl_sim_launch_share": None,
+        "acl_sim_copy_gbps": None,
+        "acl_sim_shared_device": None,
     }
     with pytest.raises(ConfigError, match="acl_sim_faults.*FUNCTION:N"):
         parse_parameters({"acl_sim_faults": "malloc"}, PARAMETERS)
-    with pytest.raises(ConfigError, match="acl_sim_row_ms"):
-        parse_parameters({"acl_sim_row_ms": "-1"}, PARAMETERS)
+    for name, bad in (
+        ("acl_sim_row_ms", "-1"),
+        ("acl_sim_core_busy", "0"),
+        ("acl_sim_core_busy", "1.5"),
+        ("acl_sim_launch_share", "1"),
+        ("acl_sim_copy_gbps", "-2"),
+        ("acl_sim_shared_device", "maybe"),
+    ):
+        with pytest.raises(ConfigError, match=name):
+            parse_parameters({name: bad}, PARAMETERS)
 
 
 def test_options_reach_the_process_simulator(models):
-    engine = open_sim(models["static"][1], acl_sim_device_ms=3.0, acl_sim_row_ms=0.5)
+    engine = open_sim(
+        models["static"][1],
+        acl_sim_device_ms=3.0,
+        acl_sim_row_ms=0.5,
+        acl_sim_core_busy=0.6,
+        acl_sim_launch_share=0.2,
+        acl_sim_copy_gbps=12.0,
+        acl_sim_shared_device=False,
+    )
     engine.close()
-    assert (sim.get_simulator().config.device_ms, sim.get_simulator().config.row_ms) == (3.0, 0.5)
+    config = sim.get_simulator().config
+    assert (config.device_ms, config.row_ms, config.core_busy, config.launch_share, config.copy_gbps) == (
+        3.0,
+        0.5,
+        0.6,
+        0.2,
+        12.0,
+    )
+    assert config.shared_device is False
 
 
 def test_simulator_options_are_refused_for_the_real_engine(models, monkeypatch):
@@ -379,15 +408,28 @@ def test_simulator_options_are_refused_for_the_real_engine(models, monkeypatch):
         open_engine("acl", models["static"][1], device_id=0, slots=1, options={"acl_sim_device_ms": 1.0})
 
 
-def test_environment_switch_runs_engine_acl_on_the_simulator_loudly(models, monkeypatch, caplog):
+def test_environment_switch_runs_engine_acl_on_the_simulator_loudly_on_every_load(models, monkeypatch, caplog):
     monkeypatch.setenv("GE_ACL_SIMULATOR", "1")
     with caplog.at_level(logging.WARNING):
-        engine = open_engine("acl", models["static"][1], device_id=0, slots=1, options={})
-    engine.close()
+        for _ in range(2):
+            engine = open_engine("acl", models["static"][1], device_id=0, slots=1, options={})
+            engine.close()
     assert engine.name == "acl-sim"
-    assert "GE_ACL_SIMULATOR=1" in caplog.text and "NOT on an Ascend NPU" in caplog.text
+    banners = [r.getMessage() for r in caplog.records if "NOT on an Ascend NPU" in r.getMessage()]
+    assert len(banners) == 2 and all("GE_ACL_SIMULATOR=1" in b for b in banners)
     monkeypatch.setenv("GE_ACL_SIMULATOR", "maybe")
     with pytest.raises(ConfigError, match="GE_ACL_SIMULATOR"):
+        open_engine("acl", models["static"][1], device_id=0, slots=1, options={})
+
+
+def test_environment_switch_never_replaces_a_pyacl_that_imports(models, monkeypatch):
+    """On a host where CANN's pyACL imports (here: a module with acl.rt and acl.mdl, which is what
+    the engine checks), the switch refuses to act: engine acl is the NPU or nothing."""
+    real = types.ModuleType("acl")
+    real.rt, real.mdl = types.SimpleNamespace(), types.SimpleNamespace()
+    monkeypatch.setitem(sys.modules, "acl", real)
+    monkeypatch.setenv("GE_ACL_SIMULATOR", "1")
+    with pytest.raises(ConfigError, match="GE_ACL_SIMULATOR=1.*pyACL imports here.*Unset GE_ACL_SIMULATOR.*'acl-sim'"):
         open_engine("acl", models["static"][1], device_id=0, slots=1, options={})
 
 

@@ -517,7 +517,7 @@ def test_the_fatal_codes_include_every_device_lost_or_sticky_code():
 def test_a_fatal_code_takes_the_model_out_of_service(built, code):
     name, meaning = RT_ERROR_CODES[code]
     fatal = code in DEVICE_FATAL_RETS
-    engine = open_sim(built["dir"] / "batch.om", acl_sim_faults=sim.FaultPlan.parse(f"execute_async:1={code}"))
+    engine = open_sim(built["dir"] / "batch.om", acl_sim_faults=sim.FaultSchedule.parse(f"execute_async:1={code}"))
     runner = runner_for(engine)
     x = np.ones((2, 4), np.float32)
     try:

@@ -98,6 +98,28 @@ ge_in_flight{model="m"} 1
 ge_in_flight{model="other"} 7
 """
 
+ROUTER_BEFORE = """# TYPE ge_router_requests_total counter
+ge_router_requests_total{instance="r_0_0",member="npu",pid="7",router="r",version="1"} 10
+ge_router_requests_total{instance="r_0_0",member="cpu",pid="7",router="r",version="1"} 0
+ge_router_requests_total{instance="s_0_0",member="npu",pid="8",router="s",version="1"} 5
+"""
+ROUTER_AFTER = """# TYPE ge_router_requests_total counter
+ge_router_requests_total{instance="r_0_0",member="npu",pid="7",router="r",version="1"} 70
+ge_router_requests_total{instance="r_0_0",member="cpu",pid="7",router="r",version="1"} 30
+ge_router_requests_total{instance="s_0_0",member="npu",pid="8",router="s",version="1"} 9
+# TYPE ge_router_in_flight gauge
+ge_router_in_flight{instance="r_0_0",member="npu",pid="7",router="r",version="1"} 16
+"""
+
+
+def test_a_routers_series_are_its_own_when_bench_targets_it():
+    families = metrics.model_families(metrics.parse(ROUTER_BEFORE), metrics.parse(ROUTER_AFTER), "r", "ge_")
+    assert families == {
+        "ge_router_in_flight{member=npu,pid=7}": {"value": 16.0},
+        "ge_router_requests_total{member=cpu,pid=7}": {"increase": 30.0},
+        "ge_router_requests_total{member=npu,pid=7}": {"increase": 60.0},
+    }
+
 
 def test_parse_reads_labels_with_escapes_and_types():
     scrape = metrics.parse('# TYPE x counter\nx{a="q\\"uote",b="back\\\\slash"} 2.5 1700000000\ny 1e3\n')

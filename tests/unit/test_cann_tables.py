@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ge_python_backend.ascend.constants import RET_CODES, describe_ret
-from ge_python_backend.ascend.limits import NPU_ARCH, SOC_VERSIONS, device_limits, npu_arch, short_soc_version
+from ge_python_backend.ascend.limits import AI_CORES, NPU_ARCH, SOC_VERSIONS, device_limits, npu_arch, short_soc_version
 
 MIRROR = Path(os.environ.get("GE_CANN_RUNTIME_MIRROR", "/work/.mirror/hicann+runtime/repo"))
 
@@ -76,7 +76,7 @@ def test_100037_means_a_repeated_finalize_only():
     assert "again after a finalize" in meaning and "without any acl.init returns 0" in meaning
 
 
-def _platform_files() -> dict[str, tuple[str, int]]:
+def _platform_files() -> dict[str, tuple[str, int, int]]:
     listing = subprocess.run(
         ["git", "--git-dir", str(MIRROR), "ls-tree", "-r", "--name-only", "HEAD", "src/platform/platform_config"],
         capture_output=True,
@@ -87,15 +87,17 @@ def _platform_files() -> dict[str, tuple[str, int]]:
         if not re.search(r"/cann(-dev)?/Ascend[^/]*\.ini$", path):
             continue
         text = _show(path)
-        values = dict(re.findall(r"^(SoC_version|Short_SoC_version|NpuArch)=(\S+)", text, re.M))
-        found[values["SoC_version"]] = (values["Short_SoC_version"], int(values["NpuArch"]))
+        values = dict(re.findall(r"^(SoC_version|Short_SoC_version|NpuArch|ai_core_cnt)=(\S+)", text, re.M))
+        found[values["SoC_version"]] = (values["Short_SoC_version"], int(values["NpuArch"]), int(values["ai_core_cnt"]))
     return found
 
 
 def test_the_soc_tables_are_the_platform_files():
     _show("src/platform/platform_config/cann/Ascend310P3.ini")
     files = _platform_files()
-    assert {soc: (SOC_VERSIONS[soc], NPU_ARCH[SOC_VERSIONS[soc]]) for soc in files if soc in SOC_VERSIONS} == files
+    assert {
+        soc: (SOC_VERSIONS[soc], NPU_ARCH[SOC_VERSIONS[soc]], AI_CORES[soc]) for soc in files if soc in SOC_VERSIONS
+    } == files
     assert sorted(set(files) ^ set(SOC_VERSIONS)) == []
 
 

@@ -5,7 +5,10 @@ choice, and generate --engine acl. The real server is in tests/e2e/test_compile_
 
 from __future__ import annotations
 
+import fcntl
+import json
 import multiprocessing
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -17,13 +20,15 @@ import pytest
 
 from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, apply_atc_flags, build_atc_command
 from ge_python_backend.engines import compile as compile_at_load
-from ge_python_backend.engines.compile import CompileError, CompileJob, CompileTarget, compiled_model
-from ge_python_backend.engines.registry import engine, resolve_auto
+from ge_python_backend.engines.base import CompileTarget
+from ge_python_backend.engines.compile import CompileError, CompileJob, compiled_model
+from ge_python_backend.engines.registry import engine_info, resolve_auto
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.sim import atc as sim_atc
 from ge_python_backend.testing import models
 from tests.support import npu_ge
+from tests.support.acl_sim_nets import open_sim
 
 TARGET = CompileTarget("Ascend310P3", "acl 8.0.0")
 #: an ATC stand-in for the cache tests: counts its runs in COUNT, sleeps SLEEP s, writes --output.om
@@ -189,6 +194,114 @@ def test_the_cache_key_follows_what_the_om_depends_on(linear, fake_atc):
     assert key() != base
 
 
+def with_external_data(source: Path, seed: int = 0) -> Path:
+    """``source`` rewritten as a linear model whose weights live in ``weights.bin`` beside it."""
+    import onnx
+
+    models.linear(source, seed=seed)
+    (source.parent / "weights.bin").unlink(missing_ok=True)  # onnx.save appends to it
+    onnx.save(
+        onnx.load(str(source)),
+        str(source),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
+    return source
+
+
+def test_the_cache_key_follows_the_external_data_and_the_files_a_raw_ge_options_file_names(linear, fake_atc):
+    """ATC reads the external-data files the graph names (onnx_parser.cc:791-860) and the files the
+    GE options of --raw_ge_options map to: a change in any of them is another model."""
+    job = job_for(with_external_data(linear), fake_atc)
+
+    def key(**changes):
+        changed = replace(job, **changes)
+        return compile_at_load.cache_key(changed, compile_at_load.command_for(changed, "model"))
+
+    files = compile_at_load.read_files(linear, compile_at_load.command_for(job, "model"))
+    assert files == (linear.parent / "weights.bin",)
+    base, graph = key(), linear.read_bytes()
+    with_external_data(linear, seed=5)  # the same graph file, other weights
+    assert linear.read_bytes() == graph and key() != base
+    (linear.parent / "fusion.cfg").write_text("{}")
+    options = {"compile options": {"graph": {"ge.fusionSwitchFile": str(linear.parent / "fusion.cfg")}}}
+    (linear.parent / "raw.json").write_text(json.dumps(options))
+    named = key(atc_flags="--raw_ge_options=raw.json")
+    (linear.parent / "fusion.cfg").write_text('{"off": 1}')
+    assert key(atc_flags="--raw_ge_options=raw.json") != named
+
+
+def test_the_simulators_atc_reads_external_data_relative_to_the_models_real_folder(linear, tmp_path):
+    """The sim-OM carries the weights of weights.bin; a symlinked model.onnx finds them beside its
+    target, as ATC does (realpath, onnx_parser.cc:792-805); a missing file is ATC's failure."""
+    with_external_data(linear, seed=2)
+    link_folder = tmp_path / "elsewhere"
+    link_folder.mkdir()
+    (link_folder / "model.onnx").symlink_to(linear)
+    argv = ("--framework=5", "--input_shape=x:-1,4", "--dynamic_batch_size=1,2", "--soc_version=Ascend310P3")
+    done = run_sim_atc(f"--model={link_folder / 'model.onnx'}", f"--output={tmp_path / 'm'}", *argv)
+    assert done.returncode == 0, done.stdout + done.stderr
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    engine_ = open_sim(tmp_path / "m.om")
+    try:
+        engine_.bind_thread()
+        engine_.slots[0].inputs({"x": (2, 4)})["x"][:] = x
+        outputs = engine_.slots[0].run()
+    finally:
+        engine_.close()
+    np.testing.assert_allclose(outputs["logits"], ort.InferenceSession(str(linear)).run(None, {"x": x})[0], rtol=1e-6)
+    (linear.parent / "weights.bin").unlink()
+    done = run_sim_atc(f"--model={linear}", f"--output={tmp_path / 'n'}", *argv)
+    assert done.returncode != 0 and "Traceback" not in done.stdout + done.stderr
+    assert done.stdout.splitlines()[1:] == [
+        sim_atc.FAILED,
+        f"E19999: tensor 'W' keeps its data in {linear.parent / 'weights.bin'} (external data), which cannot be read: "
+        "No such file or directory (acl-sim)",
+    ]
+
+
+def test_an_entry_that_lost_its_om_or_holds_a_truncated_one_is_compiled_again(linear, fake_atc):
+    lines: list[str] = []
+    om = compiled_model(job_for(linear, fake_atc), lines.append)
+    om.unlink()  # a cleaner removed the big files
+    lines.clear()
+    assert compiled_model(job_for(linear, fake_atc), lines.append) == om
+    assert om.read_bytes() == b"om" and runs(fake_atc) == 2
+    assert f"compile at load: the cached entry {om.parent} has no model.om: compiling it again" in lines
+    om.write_bytes(b"o")  # truncated
+    lines.clear()
+    assert compiled_model(job_for(linear, fake_atc), lines.append) == om
+    assert om.read_bytes() == b"om" and runs(fake_atc) == 3
+    assert any("has a model.om of 1 bytes, not the 2 ATC wrote (truncated or replaced)" in line for line in lines)
+
+
+def test_folders_of_compiles_that_did_not_finish_are_removed_unless_their_compile_runs(linear, fake_atc):
+    cache = fake_atc.parent / "cache"
+    cache.mkdir()
+    dead = cache / ".model-0123.tmp-999999"
+    (dead / "sub").mkdir(parents=True)
+    (dead / "sub" / "big").write_bytes(b"x" * 1000)
+    running = cache / ".model-4567.tmp-1"
+    running.mkdir()
+    with (cache / "model-4567.lock").open("a+") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        lines: list[str] = []
+        compiled_model(job_for(linear, fake_atc), lines.append)
+    assert not dead.exists() and running.is_dir()
+    assert f"compile at load: removed {dead}, left by a compile that did not finish" in lines
+
+
+@pytest.mark.parametrize("value", ["cache", "./atc", "../shared/atc"])
+def test_a_relative_cache_folder_is_refused_naming_the_parameter(value):
+    (parameter,) = [p for p in compile_at_load.PARAMETERS if p.name == "atc_cache_dir"]
+    with pytest.raises(ConfigError, match=f"parameter 'atc_cache_dir' has value '{re.escape(value)}' \\(a relative"):
+        parameter.read(value)
+    assert parameter.read("/var/cache/atc") == "/var/cache/atc"
+    assert parameter.read("~/atc") == str(Path.home() / "atc")
+
+
 def test_a_compiled_model_is_reused_and_a_failed_one_is_not_kept(linear, fake_atc):
     lines: list[str] = []
     om = compiled_model(job_for(linear, fake_atc), lines.append)
@@ -307,9 +420,9 @@ def test_engine_auto_compiles_only_onnx_when_a_device_and_an_atc_are_there(linea
     lines.clear()
     assert resolve_auto(linear.parent, lines.append).name == "acl"
     assert lines[0].startswith("engine auto: chose acl (model.onnx present; compiled with ATC at load;")
-    assert engine("acl").load_plan(linear.parent) == (linear, True)
+    assert engine_info("acl").model_source(linear.parent) == (linear, True)
     (linear.parent / "model.om").write_bytes(b"IMOD")
-    assert engine("acl").load_plan(linear.parent) == (linear.parent / "model.om", False)
+    assert engine_info("acl").model_source(linear.parent) == (linear.parent / "model.om", False)
 
 
 def test_generate_engine_acl_writes_the_onnx_folder_and_shows_the_atc_command(linear, tmp_path):

@@ -411,3 +411,19 @@ def test_the_plog_probe_runs_a_child_with_the_variables_set_and_finds_where_the_
     assert result.outcome == outcome, result.summary(False)
     if outcome == "fail":
         assert "under ASCEND_PROCESS_LOG_PATH (not there before): observed False" in result.summary(False)
+
+
+@pytest.mark.parametrize(("core_busy", "ratio"), [(1.0, 1.0), (0.5, 2.0)])
+def test_the_stream_scaling_probe_measures_what_the_device_lets_two_streams_add(tmp_path, core_busy, ratio):
+    """Against simulated devices whose model keeps every core busy, or half the time: the probe
+    records a throughput ratio of two streams to one near 1 and near 2, and the core_busy that
+    models it (the calibration a first real host gets)."""
+    simulator = Simulator(SimConfig(device_ms=5.0, core_busy=core_busy))
+    report = run_conformance(simulator.acl, "acl-sim", tmp_path, probes=[BY_ID["P-stream-scaling"]])
+    (result,) = report.results
+    assert result.outcome == "skip" and result.reason.startswith("records only"), result.reason
+    found = {c.name: c.observed for c in result.checks}
+    assert found["device ms per execution on one stream (events)"] == pytest.approx(5.0, rel=0.05)
+    assert found["throughput of two streams / one stream"] == pytest.approx(ratio, abs=0.25)
+    assert found["acl_sim_core_busy that models it (1 / ratio, at most 1)"] == pytest.approx(core_busy, abs=0.15)
+    assert simulator.live() == []

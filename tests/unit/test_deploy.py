@@ -600,6 +600,24 @@ def test_a_model_compiled_at_load_is_warned_about(tmp_path, capsys):
     assert "atc_cache_dir" in err and "ge-triton atc-cmd" in err
 
 
+def test_a_ge_backend_folder_laid_out_as_cannes_example_deploys_as_check_and_serve_read_it(tmp_path, capsys):
+    """CANN's GE backend example keeps its model as 1/<name>.onnx, named by default_model_filename;
+    check passes it, serve serves it (tests/e2e/test_load_refusals.py, taken_npu_ge_layout), and
+    deploy reads its parameters as the load does (translated), finding the same model file."""
+    folder = tmp_path / "repo" / "resnet"
+    models.linear(folder / "1" / "my.onnx")
+    (folder / "config.pbtxt").write_text(
+        'name: "resnet"\nbackend: "npu_ge"\nmax_batch_size: 8\ndefault_model_filename: "my.onnx"\n'
+        'parameters [{key: "device_ids" value {string_value: "0"}}, {key: "ge.aicoreNum" value {string_value: "8|"}}]\n'
+    )
+    for argv in ([], ["--no-check-repository"]):
+        code, _, err = run_deploy(
+            [str(tmp_path / "repo"), "-o", str(tmp_path / f"out{len(argv)}"), "--image", IMAGE, *argv], capsys
+        )
+        assert code == 0, err
+        assert "model(s) resnet hold an .onnx or .pb that every pod compiles with ATC when it starts" in err
+
+
 # -- errors: one line on stderr, exit 2 ------------------------------------------------------------------
 
 ERRORS = [

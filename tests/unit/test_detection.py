@@ -149,6 +149,14 @@ def test_raw_pixels_of_the_model_size_skip_the_resize(yolo):
     assert (placed[0].scale, placed[0].pad_x, placed[0].pad_y) == (1.0, 0, 0)
 
 
+def test_without_labels_the_class_numbers_name_the_detections():
+    detector = Detector.build(spec_of("v8"), dict(DEFAULTS, conf_threshold=0.05))
+    predictions = np.zeros((1, 7, 64), np.float32)
+    predictions[0, :4, 0], predictions[0, 6, 0] = (10, 10, 4, 4), 0.9
+    answer = detector.postprocess(predictions, [letterbox(np.zeros((SIZE, SIZE, 3), np.uint8), SIZE, SIZE)[1]])
+    assert answer[DET_LABELS][0, 0] == b"2" and answer[DET_CLASSES][0, 0] == 2
+
+
 def test_labels_name_each_detection_and_padding_is_empty():
     labels = ("person", "car", "dog")
     detector = Detector.build(spec_of("v8"), dict(DEFAULTS, conf_threshold=0.05), labels)

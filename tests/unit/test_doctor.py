@@ -301,6 +301,20 @@ def test_a_model_compiled_at_load_needs_its_atc_not_an_om(tmp_path):
     assert missing.level is Level.ERROR and "is not on PATH: the load will fail" in missing.message
 
 
+def test_a_ge_backend_folder_laid_out_as_cannes_example_is_its_model_file_compiled_at_load(tmp_path):
+    folder = tmp_path / "repo" / "resnet"
+    matmul_add(folder / "1" / "my.onnx")
+    write(
+        folder / "config.pbtxt",
+        'name: "resnet"\nbackend: "npu_ge"\nmax_batch_size: 0\ndefault_model_filename: "my.onnx"\n',
+    )
+    found, models = read_models(tmp_path / "repo")
+    assert [f.level for f in found if f.level is Level.ERROR] == [], found
+    assert models[0].model_path == folder / "1" / "my.onnx" and models[0].compiled and models[0].engine == "acl"
+    (there,) = model_findings(models, None, None, None, which=lambda name: f"/opt/bin/{name}")
+    assert there.level is Level.OK and "my.onnx is compiled with ATC at load (/opt/bin/atc)" in there.message
+
+
 def test_check_errors_are_doctor_errors(tmp_path):
     broken = write(tmp_path / "repo" / "bad" / "config.pbtxt", "name: 'bad'\nbackend: 'python'\nnonsense: 1\n")
     found, models = read_models(broken.parent.parent)

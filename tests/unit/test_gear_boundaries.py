@@ -26,7 +26,6 @@ from ge_python_backend import GEModel
 from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat, AippMode
 from ge_python_backend.ascend.constants import data_type_named
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout
-from ge_python_backend.ascend.simom import load_sim_om, write_sim_om
 from ge_python_backend.cli import main
 from ge_python_backend.engines.base import Engine, PhaseTimes, Slot
 from ge_python_backend.errors import ConfigError, InputError
@@ -37,7 +36,9 @@ from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.sim import sim_compile
+from ge_python_backend.sim.simom import load_sim_om, write_sim_om
 from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
+from ge_python_backend.testing.aipp_reference import normalise
 from tests.support import acl_sim_nets as nets
 from tests.support import corpus, refusals
 from tests.support.acl_sim_nets import open_sim
@@ -378,7 +379,7 @@ def refused_repo(tmp_path_factory):
     return refusals.build(tmp_path_factory.mktemp("refusals"))
 
 
-@pytest.mark.parametrize("case", refusals.CASES, ids=[c.name for c in refusals.CASES])
+@pytest.mark.parametrize("case", refusals.REFUSED, ids=[c.name for c in refusals.REFUSED])
 def test_check_reports_what_the_load_refuses_and_only_its_cause(refused_repo, case, tmp_path):
     """The load's refusal of each folder is proven in tritonserver (e2e/test_load_refusals.py); here
     check says why, once: no "missing from the config" or "finds no model file" that follow from a
@@ -387,6 +388,30 @@ def test_check_reports_what_the_load_refuses_and_only_its_cause(refused_repo, ca
     errors = [p.message for p in check_repository(repo / case.name, backends=tmp_path).errors]
     assert any(case.check_says in message for message in errors), errors
     assert not any("missing from the config" in m or "finds no model file" in m for m in errors), errors
+
+
+@pytest.mark.parametrize("case", refusals.TAKEN, ids=[c.name for c in refusals.TAKEN])
+def test_check_finds_no_error_in_the_folders_the_load_takes(refused_repo, case, tmp_path):
+    """Their loads are proven in tritonserver (e2e/test_load_refusals.py): static AIPP compiled at
+    load (auto-complete and check describe the UINT8 NHWC image ATC builds, not the ONNX input),
+    a GE backend folder with dims gears and max_batch_size 0, CANN's default_model_filename layout."""
+    repo, _ = refused_repo
+    errors = [p.message for p in check_repository(repo / case.name, backends=tmp_path, ge_backend_ready=True).errors]
+    assert errors == []
+
+
+def test_static_aipp_compiled_at_load_serves_the_declared_image_without_auto_complete(refused_repo):
+    """The harness runs no auto-complete: the load builds the ATC command from the config, which
+    declares the UINT8 NHWC image (not the FP32 NCHW network input), and answers as ONNX Runtime
+    on the documented transform (no crop, no normalisation: the pixels as FP16)."""
+    repo, _ = refused_repo
+    folder = repo / "taken_static_aipp_declared"
+    pixels = np.random.default_rng(4).integers(0, 256, (3, 8, 8, 3), dtype=np.uint8)
+    with ModelHarness(Model, folder) as model:
+        (response,) = model.infer([triton_request({"x": pixels})])
+    network = normalise(pixels, (0, 0, 0), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+    expected = nets.reference(folder / "1" / "model.onnx", {"x": network})
+    np.testing.assert_allclose(response_outputs(response)["c"], expected["c"], rtol=1e-3, atol=1e-3)
 
 
 def test_the_load_refuses_them_in_process_with_the_words_check_uses(refused_repo):

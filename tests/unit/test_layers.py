@@ -26,17 +26,21 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("repository",),
     ("hooks",),
     ("triton",),
+    ("modelconfig",),
     ("serving",),
     ("sim",),
     ("engines",),
     ("ascend",),
-    ("errors", "specs", "params", "version"),
+    ("errors", "specs", "params", "version", "hostshm"),
 )
 RANK = {top: rank for rank, names in enumerate(LAYERS) for top in names}
 
 #: (importer layer, imported module prefix, the only modules of that prefix it may import)
 NARROW_EDGES = (("sim", "engines", ("engines.registry",)),)
 
+#: The simulator is a plug-in: only these layers import it (the package serves without it:
+#: test_engine_plugins.py).
+SIM_IMPORTERS = ("sim", "ops", "cli")
 PB_UTILS = "triton_python_backend_utils"
 PB_UTILS_LAYERS = ("triton", "testing")
 ACL_IMPORTERS = ("engines.acl.runtime",)
@@ -123,6 +127,16 @@ def test_only_the_triton_layer_touches_pb_utils():
         if target == "!" + PB_UTILS and layer_of(m) not in PB_UTILS_LAYERS
     ]
     assert found == [], f"{PB_UTILS} imported outside {PB_UTILS_LAYERS}: {found}"
+
+
+def test_only_the_plugins_users_import_the_simulator():
+    found = [
+        f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}"
+        for m in MODULES
+        for line, target in imports(m)
+        if layer_of(target) == "sim" and layer_of(m) not in SIM_IMPORTERS
+    ]
+    assert found == [], f"the simulator imported outside {SIM_IMPORTERS}: {found}"
 
 
 def test_only_the_acl_runtime_imports_cann():

@@ -27,12 +27,12 @@ from ge_python_backend.ascend.aipp import (
     request_overrides,
 )
 from ge_python_backend.ascend.om import read_om
-from ge_python_backend.ascend.simom import load_sim_om, write_sim_om
 from ge_python_backend.engines.acl.options import parse_max_shapes
 from ge_python_backend.errors import ConfigError, EngineError, InputError
 from ge_python_backend.serving.observers import Observer
 from ge_python_backend.serving.requests import Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
+from ge_python_backend.sim.simom import load_sim_om, write_sim_om
 from ge_python_backend.specs import dtype_name
 from ge_python_backend.testing.aipp_reference import (
     BIAS,

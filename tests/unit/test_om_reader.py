@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ge_python_backend.ascend.om import IO_FROM_INOUT, IO_FROM_MODEL_DEF, read_om
-from ge_python_backend.ascend.resources import ModelResources, model_resources
+from ge_python_backend.ascend.resources import ModelResources
+from ge_python_backend.engines.offline import model_resources
 from ge_python_backend.errors import OmFormatError
 from ge_python_backend.specs import BatchSupport, ShapeGear, TensorSpec
 from tests.support.om_builder import (

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from ge_python_backend.sim import Fault, FaultPlan, Simulator
+from ge_python_backend.sim import Fault, FaultSchedule, Simulator
 
 
 def test_compact_form_parses_every_kind_of_entry():
-    plan = FaultPlan.parse("execute_async:3=507011, malloc:2;memcpy_async:9=lost malloc_host:1=ACL_ERROR_BAD_ALLOC")
+    plan = FaultSchedule.parse("execute_async:3=507011, malloc:2;memcpy_async:9=lost malloc_host:1=ACL_ERROR_BAD_ALLOC")
     assert plan.faults == (
         Fault("execute_async", 3, 507011),
         Fault("malloc", 2),
         Fault("memcpy_async", 9, lose_device=True),
         Fault("malloc_host", 1, 200000),
     )
-    assert FaultPlan.parse(str(plan)) == plan
-    assert FaultPlan.parse("  ") == FaultPlan()
+    assert FaultSchedule.parse(str(plan)) == plan
+    assert FaultSchedule.parse("  ") == FaultSchedule()
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,7 @@ def test_compact_form_parses_every_kind_of_entry():
 )
 def test_bad_entries_are_refused(text, message):
     with pytest.raises(ValueError, match=message):
-        FaultPlan.parse(text)
+        FaultSchedule.parse(text)
 
 
 def test_nth_call_fails_with_the_given_or_default_code():

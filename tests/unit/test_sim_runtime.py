@@ -265,7 +265,8 @@ def test_stream_work_runs_in_the_waiting_thread_with_modelled_times(sim, acl, om
 
 
 def test_one_thread_waiting_on_two_streams_in_turn_sees_them_overlap(sim, acl, om_files):
-    sim.configure(device_ms=200)
+    # every stream a device of its own: on one shared device they would take turns (test_sim_device.py)
+    sim.configure(device_ms=200, shared_device=False)
     a, b = Rig(acl, om_files["static"]), Rig(acl, om_files["static"])
     started = time.perf_counter()
     for rig in (a, b):

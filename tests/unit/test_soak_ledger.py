@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ge_python_backend.ops.soak import OnnxReference, SoakError, SoakPlan, SoakReport, _Ledger
+from ge_python_backend.ops.soak import OnnxReference, SoakError, SoakReport, SoakSettings, _Ledger
 from ge_python_backend.testing import models
 
 
@@ -15,7 +15,7 @@ def reference(tmp_path):
 
 
 def ledger(reference, requests: int = 5) -> _Ledger:
-    return _Ledger(SoakReport("m", requests), reference, SoakPlan(requests=requests))
+    return _Ledger(SoakReport("m", requests), reference, SoakSettings(requests=requests))
 
 
 def sent(book: _Ledger, reference, count: int) -> dict[str, dict]:
@@ -71,9 +71,9 @@ def test_mismatched_echo_and_wrong_shapes_are_wrong(reference):
 
 def test_plans_and_references_are_checked(tmp_path):
     with pytest.raises(SoakError, match="stream_share"):
-        SoakPlan(stream_share=2)
+        SoakSettings(stream_share=2)
     with pytest.raises(SoakError, match="must each be >= 1"):
-        SoakPlan(requests=0)
+        SoakSettings(requests=0)
     fixed = models.two_inputs(tmp_path / "pair.onnx")
     with pytest.raises(SoakError, match="fixed other axes"):
         OnnxReference(fixed)

@@ -77,14 +77,14 @@ def sweep(
     target = Target(
         address, model, inputs, args.protocol, metrics_url=server.metrics_url, server_pid=server.process.pid
     )
-    plan = Sweep(
+    sweep = Sweep(
         levels=tuple(levels),
         duration_s=window.get("duration_s", args.duration),
         warmup_s=window.get("warmup_s", args.warmup),
     )
     bench.quiet(model)
     print(f"  {model}: concurrency {', '.join(map(str, levels))} ...", flush=True)
-    return run_sweep(target, plan, progress=Progress(plan.planned_s, enabled=sys.stderr.isatty()))
+    return run_sweep(target, sweep, progress=Progress(sweep.expected_s, enabled=sys.stderr.isatty()))
 
 
 def sweep_arguments(

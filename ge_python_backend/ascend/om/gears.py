@@ -38,29 +38,29 @@ class Gears:
 
 
 @dataclass(frozen=True)
-class GearPlan:
+class GearSupport:
     batch: BatchSupport
     outputs: tuple[TensorSpec, ...]
     shape_gears: tuple[ShapeGear, ...] = ()
     gear_kind: str = ""
 
 
-def plan_gears(inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...], gears: Gears) -> GearPlan:
+def gear_support(inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...], gears: Gears) -> GearSupport:
     """Batch support and shape gears of a model whose user inputs and outputs are given."""
     if gears.kind == BATCH:
-        return _batch_plan(outputs, gears)
+        return _batch_gears(outputs, gears)
     if gears.kind == HW:
-        return GearPlan(batch_support_from_shapes(inputs, outputs), outputs, _hw_gears(inputs, gears), HW)
+        return GearSupport(batch_support_from_shapes(inputs, outputs), outputs, _hw_gears(inputs, gears), HW)
     if gears.kind == DIMS:
         shape_gears = _dims_gears(inputs, gears, dims_order(inputs, gears))
         batched = {t.name for t in inputs if t.shape and t.shape[0] == -1}
         batches = {shape[0] for g in shape_gears for name, shape in g.shapes.items() if name in batched}
         batch = BatchSupport("gears", tuple(batches)) if batches else batch_support_from_shapes(inputs, outputs)
-        return GearPlan(batch, outputs, shape_gears, DIMS)
-    return GearPlan(batch_support_from_shapes(inputs, outputs), outputs)
+        return GearSupport(batch, outputs, shape_gears, DIMS)
+    return GearSupport(batch_support_from_shapes(inputs, outputs), outputs)
 
 
-def _batch_plan(outputs: tuple[TensorSpec, ...], gears: Gears) -> GearPlan:
+def _batch_gears(outputs: tuple[TensorSpec, ...], gears: Gears) -> GearSupport:
     sizes = []
     for i, gear in enumerate(gears.values):
         if len(gear) != 1 or gear[0] <= 0:
@@ -70,7 +70,7 @@ def _batch_plan(outputs: tuple[TensorSpec, ...], gears: Gears) -> GearPlan:
         raise OmFormatError("the model is marked dynamic-batch but records no batch gears")
     # axis 0 of every output is the batch axis that the chosen gear decides
     batched = tuple(_with_axis(t, 0, -1) if t.shape else t for t in outputs)
-    return GearPlan(BatchSupport("gears", tuple(sizes)), batched)
+    return GearSupport(BatchSupport("gears", tuple(sizes)), batched)
 
 
 def dims_order(inputs: tuple[TensorSpec, ...], gears: Gears) -> tuple[str, ...]:

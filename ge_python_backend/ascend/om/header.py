@@ -10,8 +10,8 @@ inc/framework/common/framework_types_internal.h:672-695; model types 736-744):
     v2.0: 156 model_num u32 | 160 platform_version[20] | 180 platform_type u8 | 184 model_length u64
           192 need_check_os_cpu_info u8 | 193 is_unknow_model u8 | reserved
 
-Before the header is trusted, ``identify`` names the files that only look like an OM (the
-project's simulated OM, ONNX, ZIP/OM2, SVP, HiAI, other "IMOD" formats).
+Before the header is trusted, ``identify`` names the files that only look like an OM (ONNX,
+ZIP/OM2, SVP, HiAI, other "IMOD" formats).
 """
 
 from __future__ import annotations
@@ -26,9 +26,6 @@ MAGIC = b"IMOD"
 VERSION_1 = 0x10000000
 VERSION_2 = 0x20000000
 VERSION_NAMES = {VERSION_1: "1.0", VERSION_2: "2.0"}
-
-#: Magic of the simulated OM written by ``ge-triton sim-compile``.
-SIM_OM_MAGIC = b"GESIMOM\x00"
 
 MODEL_TYPE_NAMES = {0: "IR", 1: "standard", 2: "OM Tiny", 3: "flow", 4: "lite", 5: "bundle"}
 FLOW_MODEL_TYPE = 3
@@ -97,8 +94,6 @@ def identify(prefix: bytes) -> str | None:
     """Why ``prefix`` (the first bytes of a file) is not a CANN OM, or None when it may be one."""
     if not prefix:
         return "is empty, not a CANN OM"
-    if prefix.startswith(SIM_OM_MAGIC):
-        return "is a simulated OM made by `ge-triton sim-compile`, not a CANN OM: only the acl-sim engine runs it"
     if prefix.startswith(b"PK\x03\x04"):
         return "is a ZIP archive (an OM2 package or another zipped model), not an IMOD-format CANN OM"
     if prefix.startswith(b"PICO"):

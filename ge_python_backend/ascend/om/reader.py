@@ -11,7 +11,7 @@ from typing import BinaryIO
 from ge_python_backend.ascend.aipp import AippConfig
 from ge_python_backend.ascend.om.aippinfo import AippTensor
 from ge_python_backend.ascend.om.facts import collect_facts
-from ge_python_backend.ascend.om.gears import dims_order, plan_gears
+from ge_python_backend.ascend.om.gears import dims_order, gear_support
 from ge_python_backend.ascend.om.header import HEADER_SIZE, OmHeader, identify, parse_header
 from ge_python_backend.ascend.om.inout import parse_inout
 from ge_python_backend.ascend.om.iospec import RuntimeInput, io_from_inout, io_from_model_def
@@ -115,13 +115,13 @@ def _read(handle: BinaryIO, path: str) -> OmFile:
         io = io_from_inout(summary, root)
     else:
         io = io_from_model_def(root)
-    plan = plan_gears(io.inputs, io.outputs, io.gears)
+    support = gear_support(io.inputs, io.outputs, io.gears)
     spec = ModelSpec(
         inputs=io.inputs,
-        outputs=plan.outputs,
-        batch=plan.batch,
-        shape_gears=plan.shape_gears,
-        gear_kind=plan.gear_kind,
+        outputs=support.outputs,
+        batch=support.batch,
+        shape_gears=support.shape_gears,
+        gear_kind=support.gear_kind,
         source="om",
         facts=collect_facts(header, root),
     )

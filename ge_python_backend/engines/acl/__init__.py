@@ -5,22 +5,6 @@
 (what the load refuses in the parameters, also found offline).
 """
 
-from ge_python_backend.engines.acl.engine import (
-    PARAMETERS,
-    AclEngine,
-    available,
-    compile_target,
-    offline_problems,
-    open_engine,
-    planned_parameters,
-)
+from ge_python_backend.engines.acl.engine import DRIVER, PARAMETERS, AclDriver, AclEngine
 
-__all__ = [
-    "PARAMETERS",
-    "AclEngine",
-    "available",
-    "compile_target",
-    "offline_problems",
-    "open_engine",
-    "planned_parameters",
-]
+__all__ = ["DRIVER", "PARAMETERS", "AclDriver", "AclEngine"]

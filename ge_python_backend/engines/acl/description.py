@@ -1,8 +1,8 @@
 """What a loaded model is, read once from its pyACL model description.
 
-``read_plan`` asks the runtime for every input and output (names, types, formats, V1 and V2 dims,
+``read_description`` asks the runtime for every input and output (names, types, formats, V1 and V2 dims,
 sizes, shape ranges, AIPP), finds the runtime's own inputs (``ascend_mbatch_shape_data``, the
-dynamic-AIPP parameter inputs), reads the gears and returns the ``ModelPlan`` every slot of an
+dynamic-AIPP parameter inputs), reads the gears and returns the ``ModelDescription`` every slot of an
 engine shares. Calls and their sources are listed in docs/fidelity.md.
 """
 
@@ -49,7 +49,7 @@ class RuntimeInput:
 
 
 @dataclass(frozen=True)
-class ModelPlan:
+class ModelDescription:
     """What every slot needs to know about the model."""
 
     layout: ModelLayout
@@ -81,7 +81,7 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def read_plan(acl: Any, desc: int, model_id: int, model_path: Path) -> ModelPlan:
+def read_description(acl: Any, desc: int, model_id: int, model_path: Path) -> ModelDescription:
     """The model's tensors and gears from the desc (output shapes per gear still unknown)."""
     count = acl.mdl.get_num_inputs(desc)
     index, ret = acl.mdl.get_input_index_by_name(desc, ACL_DYNAMIC_TENSOR_NAME)
@@ -135,7 +135,7 @@ def read_plan(acl: Any, desc: int, model_id: int, model_path: Path) -> ModelPlan
         inputs = [replace(r, tensor=ranged[r.tensor.name]) if r.tensor is not None else r for r in inputs]
     layout = ModelLayout(tuple(clients), tuple(outputs), kind, gears, shape_order=order)
     aipp_inputs = {r.aipp_of: r.index for r in inputs if r.aipp_of}
-    return ModelPlan(layout, tuple(inputs), tuple(t.size for t in outputs), dynamic_index, aipp_inputs, networks)
+    return ModelDescription(layout, tuple(inputs), tuple(t.size for t in outputs), dynamic_index, aipp_inputs, networks)
 
 
 def _aipp_type(acl: Any, model_id: int, index: int) -> tuple[int, int]:
@@ -369,18 +369,11 @@ def _dims_order(
 def _file_order(model_path: Path) -> tuple[str, ...]:
     """The --input_shape order recorded in the model file (() when it cannot be read, or the file
     does not record it: the readers then offer a guess, which the gears must decide instead)."""
-    from ge_python_backend.ascend.om import read_om
-    from ge_python_backend.ascend.simom import is_sim_om, load_sim_om
+    from ge_python_backend.engines.offline import read_record
 
     try:
-        with model_path.open("rb") as handle:
-            head = handle.read(8)
-        if is_sim_om(head):
-            om = load_sim_om(model_path)
-            return om.layout.shape_order if om.shape_order_recorded else ()
-        found = read_om(model_path)
-        return tuple(found.shape_order) if found.shape_order_recorded else ()
-    except (OSError, OmFormatError, AttributeError) as exc:
+        return read_record(model_path).shape_order
+    except (OSError, OmFormatError, ConfigError) as exc:
         LOG.debug("the --input_shape order of %s is not readable (%s); finding it from the gears", model_path, exc)
         return ()
 

@@ -25,34 +25,27 @@ from ge_python_backend.ascend.aipp import REQUEST_FIELDS, AippConfig, AippMode, 
 from ge_python_backend.ascend.constants import ACL_DEVICE, ACL_HBM_MEM, ACL_SUCCESS, MallocPolicy
 from ge_python_backend.ascend.layout import Shape
 from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, DeviceLimits, device_limits
-from ge_python_backend.ascend.resources import ModelResources, model_resources
+from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.engines import compile as compile_at_load
+from ge_python_backend.engines.acl import preflight
 from ge_python_backend.engines.acl.options import PARAMETERS as ACL_PARAMETERS
-from ge_python_backend.engines.acl.options import AclOptions, ProfilingPlan
+from ge_python_backend.engines.acl.options import AclOptions, ProfilingSettings
 from ge_python_backend.engines.acl.preflight import (
     aipp_config_problem,
     checked_options,
     max_shapes_problems,
-    offline_problems,
-    planned_parameters,
 )
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
-from ge_python_backend.engines.base import Engine, Shapes, Slot
-from ge_python_backend.engines.registry import EngineInfo
+from ge_python_backend.engines.base import CompileTarget, Engine, Shapes, Slot
+from ge_python_backend.engines.offline import model_resources
+from ge_python_backend.engines.registry import EngineDriver, EngineInfo, EngineLoad
 from ge_python_backend.errors import ConfigError, InputError
+from ge_python_backend.specs import ModelSpec
 
 LOG = logging.getLogger(__name__)
 
-__all__ = [
-    "PARAMETERS",
-    "AclEngine",
-    "available",
-    "compile_target",
-    "offline_problems",
-    "open_engine",
-    "planned_parameters",
-]
+__all__ = ["DRIVER", "PARAMETERS", "AclDriver", "AclEngine"]
 
 #: the engine's own parameters and those of the compile at load (an .onnx or .pb under this engine).
 #: No per-stream core limit: acl.rt.set_stream_res_limit does not reach an .om's tasks (fidelity.md
@@ -124,18 +117,18 @@ class AclEngine(Engine):
             check(acl, ret, "acl.rt.create_context", f"opening device {device_id}")
             self._context = context
             self.device_mode = self._runtime.run_mode() == ACL_DEVICE
-            resources = model_resources(path)
+            resources = model_resources(Path(model_path))
             self._check_limits(resources, slots, peers)
             self._start_dump()
             self._profiling = self._start_profiling()
             setup = self._slot_setup(path, resources)
             first = AclSlot(0, acl, setup, None)
             self._slots.append(first)
-            self._slots.extend(AclSlot(i, acl, setup, first.plan) for i in range(1, slots))
+            self._slots.extend(AclSlot(i, acl, setup, first.description) for i in range(1, slots))
         except BaseException:
             self.close()
             raise
-        self.layout = first.plan.layout
+        self.layout = first.description.layout
         self._dynamic_aipp = any(t.dynamic_aipp for t in self.layout.inputs)
         # the pid msprof's on-demand profiling attaches to (docs/profiling.md, mode e)
         LOG.info("pid %d: for msprof --dynamic=on --pid=%d", os.getpid(), os.getpid())
@@ -243,12 +236,12 @@ class AclEngine(Engine):
         self._dumping = True
 
     def _start_profiling(self) -> _ProfilingWindow | None:
-        plan = self._options.profiling
-        if plan is None:
+        profiling = self._options.profiling
+        if profiling is None:
             return None
-        self._runtime.start_profiling(plan.folder)
-        LOG.info("profiling into %s", plan.folder)
-        return _ProfilingWindow(self._runtime, plan, self._device_id, self._bind_quietly)
+        self._runtime.start_profiling(profiling.folder)
+        LOG.info("profiling into %s", profiling.folder)
+        return _ProfilingWindow(self._runtime, profiling, self._device_id, self._bind_quietly)
 
     def _bind_quietly(self) -> None:
         """Make the engine's context current in a helper thread (the profiling timer); never raises."""
@@ -301,10 +294,10 @@ class AclEngine(Engine):
         28-395): values within their ranges, always; the images within the buffer
         (max_src_image_size); the AIPP output the network's H x W where GE checks it, an NCHW/NHWC
         network input (acl_aipp.cpp:107-170) without shape ranges (acl_aipp.cpp:184-188)."""
-        plan = self._slots[0].plan
-        network = plan.aipp_networks.get(name)
+        description = self._slots[0].description
+        network = description.aipp_networks.get(name)
         tensor = self.layout.input(name)
-        images = aipp_batch(plan, name, shape)
+        images = aipp_batch(description, name, shape)
         found = config.field_problems()
         if network is not None:
             found = AippConfig(**{**config.__dict__, "aipp_mode": AippMode.STATIC}).problems(
@@ -332,17 +325,17 @@ class AclEngine(Engine):
         acl_profiling_max_batches; messages never show the token."""
         token, _, count = value.partition(":")
         window = self._profiling
-        if window is None or not window.plan.tokens:
+        if window is None or not window.settings.tokens:
             raise InputError(
                 f"request parameter {PROFILE_PARAMETER!r}: this model allows no profiling on demand (it needs "
                 "parameters acl_profiling_dir and acl_profiling_tokens_file)"
             )
-        if not window.plan.allows(token):
+        if not window.settings.allows(token):
             raise InputError(
                 f"request parameter {PROFILE_PARAMETER!r}: profiling on demand is not allowed with "
                 "that token (the model's acl_profiling_tokens_file)"
             )
-        most = window.plan.max_batches
+        most = window.settings.max_batches
         if not count:
             batches = min(_DEFAULT_ON_DEMAND_BATCHES, most)
         elif count.isascii() and count.isdigit() and len(count) <= _MAX_DIGITS:  # no '-5', '1_000', '٣'
@@ -437,9 +430,11 @@ class _ProfilingWindow:
     175-230), one per device; prof.init (before any model loads) and finalize are the runtime's,
     once per process. A window of S seconds closes on a timer, with or without batches."""
 
-    def __init__(self, runtime: AclRuntime, plan: ProfilingPlan, device_id: int, bind: Callable[[], None]) -> None:
+    def __init__(
+        self, runtime: AclRuntime, settings: ProfilingSettings, device_id: int, bind: Callable[[], None]
+    ) -> None:
         self._runtime = runtime
-        self.plan = plan
+        self.settings = settings
         self._device_id = device_id
         self._bind = bind
         self._config = 0
@@ -449,20 +444,20 @@ class _ProfilingWindow:
         self._lock = threading.Lock()
 
     def loaded(self) -> None:
-        if self.plan.batches or self.plan.seconds:
-            self._start(self.plan.batches or None, self.plan.seconds)
+        if self.settings.batches or self.settings.seconds:
+            self._start(self.settings.batches or None, self.settings.seconds)
 
     def request(self, batches: int, request_id: str) -> None:
         """A window opened on demand: ``batches``, closed after max_seconds at the latest."""
         self._start(
-            batches, self.plan.max_seconds, f" for request {request_id[:128]!r}" if request_id else " for a request"
+            batches, self.settings.max_seconds, f" for request {request_id[:128]!r}" if request_id else " for a request"
         )
 
     def _start(self, batches: int | None, seconds: float, why: str = "") -> None:
         with self._lock:
             if self._config:
                 return  # a window is open: it goes on
-            config = self._runtime.open_window(self._device_id, self.plan.aicore_metrics, self.plan.data_types)
+            config = self._runtime.open_window(self._device_id, self.settings.aicore_metrics, self.settings.data_types)
             if config is None:
                 LOG.info(
                     "profiling: device %d is already being profiled by another model's window, which "
@@ -506,7 +501,7 @@ class _ProfilingWindow:
             self._config, self._left, self._until = 0, None, 0.0
         if timer is not None and timer is not threading.current_thread():
             timer.cancel()
-        LOG.info("profiling stopped; results in %s", self.plan.folder)
+        LOG.info("profiling stopped; results in %s", self.settings.folder)
 
     def close(self) -> None:
         self._stop()
@@ -539,46 +534,55 @@ def _writable(folder: Path, what: str) -> None:
         raise ConfigError(f"{what}: {folder} is not writable")
 
 
-def open_engine(
-    model_path: Path,
-    *,
-    info: EngineInfo,
-    device_id: int,
-    slots: int,
-    options: Mapping[str, Any],
-    peers: int = 1,
-    version_dir: Path | None = None,
-) -> AclEngine:
-    """Open ``model_path`` with ``slots`` streams on ``device_id``, on the pyACL ``info`` names; the
-    files the options name lie in ``version_dir`` (default: the model's folder)."""
-    parsed = prepare_options(options, Path(version_dir or Path(model_path).parent))
-    return AclEngine(
-        model_path, acl=info.load_pyacl(), name=info.name, device_id=device_id, slots=slots, options=parsed, peers=peers
-    )
+class AclDriver(EngineDriver):
+    """Engines ``acl`` and ``acl-sim``: the pyACL ``EngineInfo.pyacl`` names (CANN's, or the simulator's)."""
+
+    parameters = PARAMETERS
+
+    def open(self, load: EngineLoad) -> AclEngine:
+        """``slots`` streams on ``device_id``; the files the options name lie in ``version_dir``."""
+        parsed = prepare_options(load.options, load.version_dir)
+        info = load.info
+        return AclEngine(
+            load.model_path,
+            acl=info.load_pyacl(),
+            name=info.name,
+            device_id=load.device_id,
+            slots=load.slots,
+            options=parsed,
+            peers=load.peers,
+        )
+
+    def available(self, info: EngineInfo, options: Mapping[str, Any]) -> tuple[bool, str]:
+        """Whether ``info`` can run here (its pyACL imports and sees a device), and why (not)."""
+        try:
+            acl_json = AclOptions.read(options, Path(".")).acl_json
+            count = AclRuntime.of(info.load_pyacl()).device_count(acl_json)
+        except (ConfigError, AclError) as exc:
+            return False, str(exc).split(". ")[0]
+        if count < 1:
+            return False, "pyACL sees no Ascend device"
+        return True, f"{count} Ascend device(s) ({info.name})"
+
+    def compile_target(self, info: EngineInfo, options: Mapping[str, Any], version_dir: Path) -> CompileTarget:
+        """What an .om compiled at load is for: ``acl.get_soc_name()`` (ATC's --soc_version, the name
+        without "Ascend" that ``npu-smi info`` shows) and ``acl.get_version()``, the ACL version of the
+        toolkit (acl_rt.h aclrtGetVersion), both asked after pyACL is initialised."""
+        acl = info.load_pyacl()
+        acl_json = AclOptions.read(options, version_dir).acl_json  # the engine inits with the same file
+        AclRuntime.of(acl).device_count(acl_json)
+        soc = acl.get_soc_name()
+        if not soc:
+            raise ConfigError(f"acl.get_soc_name() names no SoC ({info.name}); ATC needs --soc_version to compile")
+        major, minor, patch, ret = acl.get_version()
+        check(acl, ret, "acl.get_version")
+        return CompileTarget(str(soc), f"{info.name} {major}.{minor}.{patch}")
+
+    def offline_problems(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
+        return preflight.offline_problems(options, version_dir, spec)
+
+    def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
+        return preflight.generated_parameters(spec, max_batch_size, given)
 
 
-def available(info: EngineInfo, options: Mapping[str, Any] | None = None) -> tuple[bool, str]:
-    """Whether ``info`` can run here (its pyACL imports and sees a device), and why (not)."""
-    try:
-        acl_json = AclOptions.read(options or {}, Path(".")).acl_json
-        count = AclRuntime.of(info.load_pyacl()).device_count(acl_json)
-    except (ConfigError, AclError) as exc:
-        return False, str(exc).split(". ")[0]
-    if count < 1:
-        return False, "pyACL sees no Ascend device"
-    return True, f"{count} Ascend device(s) ({info.name})"
-
-
-def compile_target(info: EngineInfo, options: Mapping[str, Any], version_dir: Path) -> compile_at_load.CompileTarget:
-    """What an .om compiled at load is for: ``acl.get_soc_name()`` (ATC's --soc_version, the name
-    without "Ascend" that ``npu-smi info`` shows) and ``acl.get_version()``, the ACL version of the
-    toolkit (acl_rt.h aclrtGetVersion), both asked after pyACL is initialised."""
-    acl = info.load_pyacl()
-    acl_json = AclOptions.read(options, version_dir).acl_json  # the engine inits with the same file
-    AclRuntime.of(acl).device_count(acl_json)
-    soc = acl.get_soc_name()
-    if not soc:
-        raise ConfigError(f"acl.get_soc_name() names no SoC ({info.name}); ATC needs --soc_version to compile")
-    major, minor, patch, ret = acl.get_version()
-    check(acl, ret, "acl.get_version")
-    return compile_at_load.CompileTarget(str(soc), f"{info.name} {major}.{minor}.{patch}")
+DRIVER = AclDriver()

@@ -196,7 +196,7 @@ PARAMETERS = (
 
 
 @dataclass(frozen=True)
-class ProfilingPlan:
+class ProfilingSettings:
     folder: Path
     batches: int
     seconds: float
@@ -249,7 +249,7 @@ class AclOptions:
 
     acl_json: Path | None = None
     dump_config: Path | None = None
-    profiling: ProfilingPlan | None = None
+    profiling: ProfilingSettings | None = None
     timing_events: bool = True
     #: time one batch in this many per slot (it stands for the untimed ones before it)
     timing_every: int = 8
@@ -291,7 +291,7 @@ class AclOptions:
             for name in values["acl_profiling_types"]:
                 types |= PROFILING_TYPES[name]
             tokens_file = path("acl_profiling_tokens_file")
-            profiling = ProfilingPlan(
+            profiling = ProfilingSettings(
                 folder,
                 values["acl_profiling_batches"],
                 values["acl_profiling_seconds"],

@@ -8,7 +8,7 @@ the two cannot drift:
   the combinations CANN refuses), without creating the output folders the load then creates;
 - ``aipp_config_problem``: each block of ``aipp_config`` names a dynamic-AIPP image;
 - ``max_shapes_problems`` (names and ranks of ``acl_max_shapes``) and ``unbounded_problems`` (what
-  needs one); ``planned_parameters`` writes it for ``generate`` where the batch axis is the only
+  needs one); ``generated_parameters`` writes it for ``generate`` where the batch axis is the only
   open one. At load the runtime's own sizes decide (``get_*_size_by_index`` is 0 for a tensor
   without an upper bound, model_om2.cpp 426-458); offline they are inferred from the model file's
   shape ranges (a sim-OM records them; the reader of real .om files does not, so there only the
@@ -145,15 +145,15 @@ def unbounded_problems(spec: ModelSpec, max_shapes: Mapping[str, Shape]) -> list
     return [unbounded_problem(kind, t.name, t.shape) for kind, t in unbounded_tensors(spec) if t.name not in max_shapes]
 
 
-def planned_max_shapes(spec: ModelSpec, max_batch_size: int, given: Mapping[str, Shape]) -> dict[str, Shape]:
+def generated_max_shapes(spec: ModelSpec, max_batch_size: int, given: Mapping[str, Shape]) -> dict[str, Shape]:
     """The acl_max_shapes a generated config needs: ``given`` (``--max-shapes``), plus each unbounded
     tensor whose only open axis is the batch axis, at ``max_batch_size`` (0: nothing can be derived)."""
-    planned = dict(given)
+    max_shapes = dict(given)
     for _, tensor in unbounded_tensors(spec):
         open_axes = [axis for axis, d in enumerate(tensor.shape) if d < 0]
-        if tensor.name not in planned and max_batch_size > 0 and open_axes == [0]:
-            planned[tensor.name] = (max_batch_size,) + tensor.shape[1:]
-    return planned
+        if tensor.name not in max_shapes and max_batch_size > 0 and open_axes == [0]:
+            max_shapes[tensor.name] = (max_batch_size,) + tensor.shape[1:]
+    return max_shapes
 
 
 def offline_problems(options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
@@ -168,8 +168,8 @@ def offline_problems(options: Mapping[str, Any], version_dir: Path, spec: ModelS
     return found + ([aipp] if aipp else [])
 
 
-def planned_parameters(spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
-    """The acl_max_shapes a generated config writes (``planned_max_shapes``), from ``given``'s text."""
+def generated_parameters(spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
+    """The acl_max_shapes a generated config writes (``generated_max_shapes``), from ``given``'s text."""
     text = given.get("acl_max_shapes", "")
     try:
         shapes = parse_max_shapes(text) if text else {}
@@ -178,7 +178,7 @@ def planned_parameters(spec: ModelSpec, max_batch_size: int, given: Mapping[str,
     problems = max_shapes_problems(spec, shapes)
     if problems:
         raise ConfigError(problems[0].replace("parameter 'acl_max_shapes'", "--max-shapes"))
-    planned = planned_max_shapes(spec, max_batch_size, shapes)
-    if not planned:
+    max_shapes = generated_max_shapes(spec, max_batch_size, shapes)
+    if not max_shapes:
         return {}
-    return {"acl_max_shapes": ";".join(f"{name}:{','.join(map(str, shape))}" for name, shape in planned.items())}
+    return {"acl_max_shapes": ";".join(f"{name}:{','.join(map(str, shape))}" for name, shape in max_shapes.items())}

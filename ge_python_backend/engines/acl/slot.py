@@ -27,7 +27,7 @@ import numpy as np
 from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat
 from ge_python_backend.ascend.constants import ACL_SUCCESS, MallocPolicy, MemcpyKind, format_code
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout, Shape
-from ge_python_backend.engines.acl.description import ModelPlan, RuntimeInput, read_plan, shape_of
+from ge_python_backend.engines.acl.description import ModelDescription, RuntimeInput, read_description, shape_of
 from ge_python_backend.engines.acl.preflight import rank_problem, unbounded_problem
 from ge_python_backend.engines.acl.runtime import AclError, check, check_handle, log_failure, recent_message
 from ge_python_backend.engines.base import PhaseTimes, Shapes, Slot
@@ -132,7 +132,7 @@ def buffer_capacity(tensor: LayoutTensor, size: int, kind: str, max_shapes: Mapp
 class AclSlot(Slot):
     """One model copy with its stream, buffers, datasets and events."""
 
-    def __init__(self, index: int, acl: Any, setup: SlotSetup, plan: ModelPlan | None) -> None:
+    def __init__(self, index: int, acl: Any, setup: SlotSetup, description: ModelDescription | None) -> None:
         self.index = index
         self.last_times = PhaseTimes()
         self._acl = acl
@@ -165,14 +165,14 @@ class AclSlot(Slot):
         #: (ge_executor.cc 424 copies it into the dataset buffer; model.cpp 727-730 reads the dataset's)
         self._gear_in_buffer: int | None = None
         try:
-            self.plan = self._open(plan)
+            self.description = self._open(description)
         except BaseException:
             self.release()
             raise
 
     # --- setup ----------------------------------------------------------------------------------
 
-    def _open(self, plan: ModelPlan | None) -> ModelPlan:
+    def _open(self, description: ModelDescription | None) -> ModelDescription:
         acl, setup = self._acl, self._setup
         stream, ret = acl.rt.create_stream()
         check(acl, ret, "acl.rt.create_stream", f"opening slot {self.index}")
@@ -187,12 +187,12 @@ class AclSlot(Slot):
         ret = acl.mdl.get_desc(desc, self._model_id)
         check(acl, ret, "acl.mdl.get_desc")
         assert self._model_id is not None
-        draft = plan or read_plan(acl, self._desc, self._model_id, Path(setup.model_path))
+        draft = description or read_description(acl, self._desc, self._model_id, Path(setup.model_path))
         self._input_dataset = self._new_dataset()
         self._fill_dataset(self._input_dataset, "input", draft)
         self._output_dataset = self._new_dataset()
         self._fill_dataset(self._output_dataset, "output", draft)
-        final = plan or self._probe_gears(draft)
+        final = description or self._probe_gears(draft)
         layout = final.layout
         fixed = [b for b in self._inputs if b.tensor is not None and not b.tensor.free]
         shapes = [layout.input_shapes(g) for g in range(layout.gear_count)]
@@ -228,16 +228,16 @@ class AclSlot(Slot):
         dataset = self._acl.mdl.create_dataset()
         return check_handle(self._acl, dataset, "acl.mdl.create_dataset")
 
-    def _fill_dataset(self, dataset: int, kind: str, plan: ModelPlan) -> None:
+    def _fill_dataset(self, dataset: int, kind: str, description: ModelDescription) -> None:
         acl, setup = self._acl, self._setup
         if kind == "input":
             entries: list[tuple[int, LayoutTensor | None, str, int]] = [
-                (r.index, r.tensor, r.name, _input_capacity(r, setup.max_shapes)) for r in plan.inputs
+                (r.index, r.tensor, r.name, _input_capacity(r, setup.max_shapes)) for r in description.inputs
             ]
         else:
             entries = [
                 (i, t, t.name, buffer_capacity(t, size, "output", setup.max_shapes))
-                for i, (t, size) in enumerate(zip(plan.layout.outputs, plan.output_sizes))
+                for i, (t, size) in enumerate(zip(description.layout.outputs, description.output_sizes))
             ]
         for index, tensor, name, capacity in entries:
             buffer = Buffer(kind, index, name, tensor, capacity)
@@ -252,7 +252,7 @@ class AclSlot(Slot):
             if tensor is not None:
                 (self._inputs if kind == "input" else self._outputs).append(buffer)
 
-    def _probe_gears(self, draft: ModelPlan) -> ModelPlan:
+    def _probe_gears(self, draft: ModelDescription) -> ModelDescription:
         """Each gear's output shapes: set the gear, then ask get_cur_output_dims (no execution), which
         reads the gear stored on the model (GetCurShape: model.cpp 1978-2039; stored by SetDynamicSize at
         ge_executor.cc 417, 478, 548 into davinci_model.cc 4262-4284)."""
@@ -269,10 +269,10 @@ class AclSlot(Slot):
         )
         return replace(draft, layout=final)
 
-    def _set_gear(self, plan: ModelPlan, g: int) -> None:
+    def _set_gear(self, description: ModelDescription, g: int) -> None:
         """Select gear ``g`` (the value is written into ascend_mbatch_shape_data and stays there)."""
-        acl, kind, argument = self._acl, plan.layout.kind, plan.gear_argument(g)
-        model_id, dataset, index = self._model_id, self._input_dataset, plan.dynamic_index
+        acl, kind, argument = self._acl, description.layout.kind, description.gear_argument(g)
+        model_id, dataset, index = self._model_id, self._input_dataset, description.dynamic_index
         if kind == "batch":
             ret = acl.mdl.set_dynamic_batch_size(model_id, dataset, index, argument[0])
             function = "acl.mdl.set_dynamic_batch_size"
@@ -282,7 +282,7 @@ class AclSlot(Slot):
         else:
             ret = acl.mdl.set_input_dynamic_dims(model_id, dataset, index, argument)
             function = "acl.mdl.set_input_dynamic_dims"
-        check(acl, ret, function, lambda: f"selecting {plan.layout.gear_label(g)}")
+        check(acl, ret, function, lambda: f"selecting {description.layout.gear_label(g)}")
         self._gear_in_buffer = g
 
     def _current_output_shapes(self) -> tuple[Shape, ...]:
@@ -306,7 +306,7 @@ class AclSlot(Slot):
 
     def inputs(self, shapes: Shapes, settings: Hashable = None) -> dict[str, np.ndarray]:
         """Views of the staging memory in exactly ``shapes`` (no pyACL call: any thread)."""
-        layout = self.plan.layout
+        layout = self.description.layout
         try:
             g = layout.find_gear(shapes)
         except ValueError as exc:
@@ -336,7 +336,7 @@ class AclSlot(Slot):
         if self._staged is None:
             raise EngineError(f"slot {self.index}: run() without inputs() first")
         g, shapes, settings = self._staged
-        acl, stream, plan = self._acl, self._stream, self.plan
+        acl, stream, description = self._acl, self._stream, self.description
         started = time.perf_counter()
         first, due = self._untimed < 0, self._untimed >= self._setup.timing_every - 1
         self._timed = bool(self._events) and (first or due)
@@ -347,20 +347,20 @@ class AclSlot(Slot):
                 if copy_in:
                     self._copy(buffer, self._copy_bytes(buffer, g, shapes), MemcpyKind.HOST_TO_DEVICE)
             self._record(1)
-            if plan.layout.kind in ("batch", "hw", "dims") and self._gear_in_buffer != g:
-                self._set_gear(plan, g)
-            if plan.layout.kind == "range":
+            if description.layout.kind in ("batch", "hw", "dims") and self._gear_in_buffer != g:
+                self._set_gear(description, g)
+            if description.layout.kind == "range":
                 self._set_input_descs(shapes)
-            for image, index in plan.aipp_inputs.items():
+            for image, index in description.aipp_inputs.items():
                 self._set_aipp(image, index, shapes[image], settings)
             ret = acl.mdl.execute_async(self._model_id, self._input_dataset, self._output_dataset, stream)
             check(acl, ret, "acl.mdl.execute_async", lambda: self._running(g))
             self._record(2)
-            if plan.layout.kind == "range":
+            if description.layout.kind == "range":
                 self._synchronize(g)
                 output_shapes = self._output_desc_shapes()
             else:
-                output_shapes = plan.layout.output_shapes(g)
+                output_shapes = description.layout.output_shapes(g)
             views, sizes = self._outputs_at(output_shapes)
             if copy_in:
                 for buffer, size in zip(self._outputs, sizes):
@@ -378,7 +378,7 @@ class AclSlot(Slot):
         """What failed, for an execute_async error. A shape-range model's execute sizes the copy into
         each output buffer on the host and fails with 500002 when one is short (memory_copy.cc 566-572,
         model.cpp 662-671), so its message names the parameter that sizes them."""
-        layout = self.plan.layout
+        layout = self.description.layout
         if layout.kind != "range":
             return f"running {layout.gear_label(g)}"
         return f"running {layout.gear_label(g)} (an output larger than its buffer fails so: raise acl_max_shapes)"
@@ -404,7 +404,7 @@ class AclSlot(Slot):
 
     def _synchronize(self, g: int) -> None:
         ret = self._acl.rt.synchronize_stream(self._stream)
-        check(self._acl, ret, "acl.rt.synchronize_stream", lambda: f"running {self.plan.layout.gear_label(g)}")
+        check(self._acl, ret, "acl.rt.synchronize_stream", lambda: f"running {self.description.layout.gear_label(g)}")
 
     def _record(self, which: int) -> None:
         if self._timed:
@@ -447,7 +447,7 @@ class AclSlot(Slot):
         if found is None:
             sizes = tuple(b.byte_size(s) for b, s in zip(self._outputs, shapes))
             found = ({b.name: b.view(s) for b, s in zip(self._outputs, shapes)}, sizes)
-            if self.plan.layout.kind != "range" or len(self._output_views) < _SHAPE_CACHE:
+            if self.description.layout.kind != "range" or len(self._output_views) < _SHAPE_CACHE:
                 self._output_views[shapes] = found
         return found
 
@@ -506,7 +506,7 @@ class AclSlot(Slot):
         key = (image, config, shape[0])
         aipp = self._aipp_sets.get(key)
         if aipp is None:
-            aipp = self._aipp_sets[key] = self._build_aipp(config, aipp_batch(self.plan, image, shape))
+            aipp = self._aipp_sets[key] = self._build_aipp(config, aipp_batch(self.description, image, shape))
             if len(self._aipp_sets) > _SHAPE_CACHE:
                 log_failure(acl, acl.mdl.destroy_aipp(self._aipp_sets.popitem(last=False)[1]), "acl.mdl.destroy_aipp")
         ret = acl.mdl.set_input_aipp(self._model_id, self._input_dataset, index, aipp)
@@ -627,10 +627,10 @@ def _input_capacity(entry: RuntimeInput, max_shapes: Mapping[str, Shape]) -> int
     return buffer_capacity(entry.tensor, entry.size, "input", max_shapes)
 
 
-def aipp_batch(plan: ModelPlan, image: str, shape: Shape) -> int:
+def aipp_batch(description: ModelDescription, image: str, shape: Shape) -> int:
     """Images per AIPP set: the model's batch, the largest gear for dynamic batch (--insert_op_conf.md
     73-79; set_input_aipp refuses any other, acl_aipp.cpp 174-226)."""
-    layout = plan.layout
+    layout = description.layout
     if layout.kind == "batch":
         return max(g[0] for g in layout.gears)
     declared = layout.input(image).dims[0]

@@ -77,7 +77,7 @@ class Sweep:
             raise BenchError(f"duration {self.duration_s} s / warm-up {self.warmup_s} s: expected > 0 / >= 0")
 
     @property
-    def planned_s(self) -> float:
+    def expected_s(self) -> float:
         return len(self.levels) * (self.duration_s + self.warmup_s)
 
 
@@ -324,7 +324,7 @@ def run_sweep(
     on_point: Callable[[Point], None] = lambda point: None,
 ) -> list[Point]:
     """Measure every level of ``sweep`` against ``target``; one ``Point`` per level."""
-    return asyncio.run(_sweep(target, sweep, progress or Progress(sweep.planned_s, enabled=False), on_point))
+    return asyncio.run(_sweep(target, sweep, progress or Progress(sweep.expected_s, enabled=False), on_point))
 
 
 async def _model_io(url: str, protocol: str, model: str, api_key: str = "") -> tuple[int, list[dict[str, Any]]]:

@@ -92,7 +92,7 @@ def _family(name: str, types: Mapping[str, str]) -> tuple[str, str]:
 
 
 #: Labels not shown; series that differ only in these are summed (e.g. over instances).
-_HIDDEN_LABELS = ("model", "version", "instance", "le", "quantile")
+_HIDDEN_LABELS = ("model", "router", "version", "instance", "le", "quantile")
 
 
 def _series_name(name: str, labels: Labels) -> str:
@@ -101,9 +101,9 @@ def _series_name(name: str, labels: Labels) -> str:
 
 
 def model_families(before: Scrape, after: Scrape, model: str, prefix: str) -> dict[str, dict[str, float]]:
-    """Deltas of every family named ``prefix``* for ``model`` (series without a ``model`` label
-    are kept too), summed over instances: histograms and summaries as count and mean, counters
-    as their increase, gauges as their last value."""
+    """Deltas of every family named ``prefix``* for ``model`` (a router's series name it in label
+    ``router``; series without either label are kept too), summed over instances: histograms and
+    summaries as count and mean, counters as their increase, gauges as their last value."""
     result: dict[str, dict[str, float]] = {}
     sums: dict[str, float] = {}
     counts: dict[str, float] = {}
@@ -111,7 +111,7 @@ def model_families(before: Scrape, after: Scrape, model: str, prefix: str) -> di
         if not name.startswith(prefix):
             continue
         label_map = dict(labels)
-        if label_map.get("model", model) != model:
+        if label_map.get("model", label_map.get("router", model)) != model:
             continue
         family, suffix = _family(name, after.types)
         key = _series_name(family, labels)

@@ -1,6 +1,7 @@
-"""ATC's own rules (fidelity.md rows 125-129, 131, 133 and the refusals of row 136): the flags it
-defines, what it prints, the file it writes, its ONNX parser, the values its precision and
-core-count flags take, its map of GE options to flags, what ``--dynamic_batch_size`` refuses.
+"""ATC's own rules (fidelity.md rows 125-129, 131, 133, 140 and the refusals of row 136): the flags
+it defines, what it prints, the file it writes, its ONNX parser, the values its precision and
+core-count flags take, its map of GE options to flags, what ``--dynamic_batch_size`` refuses,
+where it reads an ONNX model's external data.
 
 Each probe runs the run's ATC (``ProbeContext.atc``: the host's when there is one, else on acl-sim
 the simulator's) and records which. A run that checks a flag's value gives ATC a model with an
@@ -153,13 +154,13 @@ def atc_precision(context: ProbeContext) -> None:
     "--aicore_num: N| and 0| are taken, a non-integer and more cores than the SoC's are E10001",
 )
 def atc_aicore_num(context: ProbeContext) -> None:
-    # (value, ATC's answer, the simulator's: it follows the docs' "N|M, both > 0" and knows no core counts)
+    # (value, ATC's answer, the simulator's: it follows the docs' "N|M, both > 0"; it knows the SoC's cores)
     cases = (
         ("1|", PARSED, PARSED),
         ("0|", PARSED, "E10001"),
         ("1", PARSED, "E10001"),
         ("1a|", "E10001", "E10001"),
-        ("100000|", "E10001", PARSED),
+        ("100000|", "E10001", "E10001"),
     )
     found = runs(context, *([f"--aicore_num={value}"] for value, _, _ in cases))
     for (value, claim, simulated), run in zip(cases, found):
@@ -200,3 +201,31 @@ def atc_batch_refusals(context: ProbeContext) -> None:
     shapes = ([f"--input_shape={shape}", "--dynamic_batch_size=1,2,4"] for shape, _ in cases)
     for (shape, code), run in zip(cases, runs(context, *shapes, model=model)):
         expect_atc(context, f"--input_shape={shape}: the first error", first_error(run), code, "E19999")
+
+
+@probe(
+    "P-atc-external-data",
+    "140",
+    "ATC reads an ONNX model's external data beside the model file's real path; without the file it fails",
+)
+def atc_external_data(context: ProbeContext) -> None:
+    import onnx
+
+    folder = context.workdir / "atc-probes" / "external"
+    folder.mkdir(parents=True, exist_ok=True)
+    source = nets.linear(folder / "linear.onnx")
+    (folder / "weights.bin").unlink(missing_ok=True)
+    onnx.save(onnx.load(str(source)), str(source), save_as_external_data=True, location="weights.bin", size_threshold=0)
+    linked = context.workdir / "atc-probes" / "linked"
+    linked.mkdir(exist_ok=True)
+    (linked / "model.onnx").unlink(missing_ok=True)
+    (linked / "model.onnx").symlink_to(source)
+    flags = ["--input_shape=x:1,4"]
+    (found,) = runs(context, flags, model=source)
+    (through_link,) = runs(context, flags, model=linked / "model.onnx")
+    context.expect("weights.bin beside the model: exit code", found.exit_code, 0)
+    context.expect("a symlinked model.onnx (weights.bin beside its target): exit code", through_link.exit_code, 0)
+    (folder / "weights.bin").unlink()
+    (missing,) = runs(context, flags, model=source)
+    context.expect("weights.bin removed: exit code 0", missing.exit_code == 0, False)
+    context.expect("weights.bin removed: its error lines", missing.error_lines(), UNKNOWN)

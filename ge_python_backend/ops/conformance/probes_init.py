@@ -124,8 +124,8 @@ def first_inits(engine: str, paths: list[Path]) -> list[int]:
 #: the child: the first acl.init of each config until one is accepted (then it finalizes and stops)
 _CHILD = """
 import sys
-from ge_python_backend.engines.registry import engine
-acl = engine(sys.argv[1]).load_pyacl()
+from ge_python_backend.engines.registry import engine_info
+acl = engine_info(sys.argv[1]).load_pyacl()
 for path in sys.argv[2:]:
     ret = acl.init(path)
     print(ret, flush=True)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, ACL_SUCCESS
-from ge_python_backend.ascend.resources import model_resources
+from ge_python_backend.engines.offline import model_resources
 from ge_python_backend.ops.conformance.build import STATIC_ROWS
 from ge_python_backend.ops.conformance.probes import UNKNOWN, Loaded, ProbeContext, Skip, close, plain, probe, raised
 

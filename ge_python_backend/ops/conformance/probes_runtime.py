@@ -11,8 +11,8 @@ import numpy as np
 
 from ge_python_backend.ascend.constants import ACL_HBM_MEM, ACL_SUCCESS, MallocPolicy, MemcpyKind
 from ge_python_backend.ascend.limits import SOC_VERSIONS, device_limits, platform_npu_arch
-from ge_python_backend.ascend.resources import model_resources
 from ge_python_backend.engines.acl.runtime import log_failure
+from ge_python_backend.engines.offline import model_resources
 from ge_python_backend.ops.conformance.build import STATIC_ROWS
 from ge_python_backend.ops.conformance.probes import UNKNOWN, ProbeContext, Skip, close, probe
 
@@ -316,10 +316,10 @@ def soc_version(context: ProbeContext) -> None:
     model = context.models.om("static")
     if model is not None:  # ATC took the name as --soc_version and recorded it
         from ge_python_backend.engines.offline import read_model_spec
-        from ge_python_backend.engines.registry import detect_kind
+        from ge_python_backend.engines.registry import detect_format
 
-        kind = detect_kind(model)
-        facts = read_model_spec(model, kind).facts if kind is not None else {}
+        model_format = detect_format(model)
+        facts = read_model_spec(model, model_format).facts if model_format is not None else {}
         context.expect(
             "the static model's soc_version (compiled --soc_version=<that name>)", facts.get("soc_version"), soc
         )
@@ -368,3 +368,57 @@ def error_message_thread(context: ProbeContext) -> None:
     context.keep(ret, "acl.rt.free", acl.rt.free, ptr)
     context.expect("another thread's message after a failure here", in_thread(acl.get_recent_err_msg), None)
     context.expect("this thread's message", bool(acl.get_recent_err_msg()), UNKNOWN, simulated=True)
+
+
+#: executions per stream of the stream-scaling probe
+SCALING_RUNS = 40
+
+
+def _run_streams(context: ProbeContext, copies: list[tuple[int, Any, Any, int]], runs: int) -> float:
+    """Seconds of wall time for ``runs`` executions on each (model, inputs, outputs, stream), queued
+    in turn on all streams, then waited for."""
+    import time
+
+    acl = context.acl
+    started = time.perf_counter()
+    for _ in range(runs):
+        for model_id, inputs, outputs, stream in copies:
+            context.need(
+                acl.mdl.execute_async(model_id, inputs.handle, outputs.handle, stream), "acl.mdl.execute_async"
+            )
+    for *_, stream in copies:
+        context.need(acl.rt.synchronize_stream(stream), "acl.rt.synchronize_stream")
+    return time.perf_counter() - started
+
+
+@probe(
+    "P-stream-scaling", "150, 152", "two streams of one model against one: throughput ratio, the cores it leaves idle"
+)
+def stream_scaling(context: ProbeContext) -> None:
+    """What the simulator's shared device cannot know (fidelity row 152: inferred): how much a
+    second stream of a model adds on one device. Two copies of the model (a model id runs on one
+    stream at a time, row 46), each with its stream; the same executions on one stream, then on
+    both. A ratio near 1 means the model keeps every core busy (acl_sim_core_busy 1); near 2 that
+    half its time leaves them idle (acl_sim_core_busy 1/ratio). A small model's ratio is its launch
+    gaps'; run ``ge-triton bench`` on your own model for its figure."""
+    acl = context.acl
+    context.open_device()
+    copies = []
+    for _ in range(2):
+        loaded = context.load("static")
+        inputs, outputs = context.io(loaded)
+        copies.append((loaded.model_id, inputs, outputs, context.stream()))
+    events = [context.event(), context.event()]
+    stream = copies[0][3]
+    context.need(acl.rt.record_event(events[0], stream), "acl.rt.record_event")
+    one = _run_streams(context, copies[:1], SCALING_RUNS)  # also warms the copies up
+    context.need(acl.rt.record_event(events[1], stream), "acl.rt.record_event")
+    context.need(acl.rt.synchronize_stream(stream), "acl.rt.synchronize_stream")
+    ms, ret = acl.rt.event_elapsed_time(events[0], events[1])
+    context.need(ret, "acl.rt.event_elapsed_time")
+    one = min(one, _run_streams(context, copies[:1], SCALING_RUNS))
+    two = _run_streams(context, copies, SCALING_RUNS)
+    ratio = round(2 * one / two, 2)
+    context.expect("device ms per execution on one stream (events)", round(ms / SCALING_RUNS, 4), UNKNOWN)
+    context.expect("throughput of two streams / one stream", ratio, UNKNOWN)
+    context.expect("acl_sim_core_busy that models it (1 / ratio, at most 1)", round(min(1.0, 1 / ratio), 2), UNKNOWN)

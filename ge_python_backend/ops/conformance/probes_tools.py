@@ -91,8 +91,8 @@ def binding(context: ProbeContext) -> None:
 #: the child of P-plog-folder: its pid, then a first init, a device and a call CANN logs as an error
 _LOGGING_CHILD = """
 import os, sys
-from ge_python_backend.engines.registry import engine
-acl = engine(sys.argv[1]).load_pyacl()
+from ge_python_backend.engines.registry import engine_info
+acl = engine_info(sys.argv[1]).load_pyacl()
 device = int(sys.argv[2])
 print(os.getpid(), flush=True)
 if acl.init() == 0 and acl.rt.set_device(device) == 0:

@@ -1,7 +1,7 @@
 """``ge-triton deploy``: Kubernetes manifests and an image build context for serving a model
 repository with tritonserver on Ascend nodes.
 
-    options (options.py) + the repository (facts.py) -> a plan (plan.py)
+    options (options.py) + the repository (facts.py) -> the resolved deployment (resolved.py)
     -> objects (manifests.py) and the image context (dockerfile.py) -> files (writer.py)
 """
 
@@ -23,19 +23,21 @@ from ge_python_backend.ops.deploy.options import (
     Rollout,
     Spread,
 )
-from ge_python_backend.ops.deploy.plan import DeployPlan, make_plan
+from ge_python_backend.ops.deploy.resolved import ResolvedDeployment, resolve_options
 from ge_python_backend.ops.deploy.writer import Written, summary, write_deployment
 
 
-def plan_deployment(repository: Path, options: DeployOptions) -> DeployPlan:
+def resolve_deployment(repository: Path, options: DeployOptions) -> ResolvedDeployment:
     """Read and check ``repository`` and resolve ``options`` against it (nothing is written)."""
-    return make_plan(options, read_repository(Path(repository)))
+    return resolve_options(options, read_repository(Path(repository)))
 
 
-def deploy(repository: Path, out: Path, options: DeployOptions, force: bool = False) -> tuple[DeployPlan, Written]:
+def deploy(
+    repository: Path, out: Path, options: DeployOptions, force: bool = False
+) -> tuple[ResolvedDeployment, Written]:
     """Write the deployment of ``repository`` into ``out``."""
-    plan = plan_deployment(repository, options)
-    return plan, write_deployment(plan, Path(out), force)
+    resolved = resolve_deployment(repository, options)
+    return resolved, write_deployment(resolved, Path(out), force)
 
 
 __all__ = [
@@ -43,7 +45,7 @@ __all__ = [
     "Autoscaler",
     "ControlMode",
     "DeployOptions",
-    "DeployPlan",
+    "ResolvedDeployment",
     "DeviceType",
     "DriverMounts",
     "Manifest",
@@ -56,8 +58,8 @@ __all__ = [
     "Written",
     "build_manifests",
     "deploy",
-    "make_plan",
-    "plan_deployment",
+    "resolve_options",
+    "resolve_deployment",
     "read_repository",
     "summary",
     "write_deployment",

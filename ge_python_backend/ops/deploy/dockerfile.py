@@ -22,7 +22,7 @@ from pathlib import Path
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.ops.deploy.manifests import BACKENDS_DIR, MODELS_DIR
 from ge_python_backend.ops.deploy.options import ModelSource
-from ge_python_backend.ops.deploy.plan import DeployPlan
+from ge_python_backend.ops.deploy.resolved import ResolvedDeployment
 
 DISTRIBUTION = "ge-python-backend"
 #: The extras the image needs: ONNX Runtime engines and check of .onnx files, PNG/JPEG inputs.
@@ -87,8 +87,8 @@ def pytriton_version() -> str:
         return "0.7.0"
 
 
-def dockerfile(plan: DeployPlan) -> str:
-    options = plan.options
+def dockerfile(resolved: ResolvedDeployment) -> str:
+    options = resolved.options
     if options.model_source is ModelSource.IMAGE:
         models = f"# The model repository, baked in.\nCOPY model_repository {MODELS_DIR}\n"
     else:
@@ -98,7 +98,7 @@ def dockerfile(plan: DeployPlan) -> str:
 # base image. Nothing here is architecture-specific; build both with
 #   docker buildx build --platform linux/amd64,linux/arm64 -t {options.image} --push .
 # The base image must match the NPU (its CANN kernels are per chip) and be Ubuntu 22.04 or newer.
-ARG CANN_IMAGE={plan.base_image}
+ARG CANN_IMAGE={resolved.base_image}
 FROM ${{CANN_IMAGE}}
 
 ARG PYTRITON_VERSION={pytriton_version()}
@@ -172,12 +172,12 @@ def package_pyproject() -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_context(plan: DeployPlan, folder: Path) -> list[Path]:
+def write_context(resolved: ResolvedDeployment, folder: Path) -> list[Path]:
     """Write the build context into ``folder``; returns the files written at its top."""
     folder.mkdir(parents=True)
     written = []
     for name, text in (
-        ("Dockerfile", dockerfile(plan)),
+        ("Dockerfile", dockerfile(resolved)),
         ("entrypoint.sh", ENTRYPOINT),
         ("prepare.py", PREPARE),
     ):
@@ -188,7 +188,7 @@ def write_context(plan: DeployPlan, folder: Path) -> list[Path]:
     shutil.copytree(PACKAGE_DIR, source / "ge_python_backend", ignore=_IGNORED)
     (source / "pyproject.toml").write_text(package_pyproject(), encoding="utf-8")
     written.append(source)
-    if plan.options.model_source is ModelSource.IMAGE:
-        shutil.copytree(plan.facts.path, folder / "model_repository", ignore=shutil.ignore_patterns("__pycache__"))
+    if resolved.options.model_source is ModelSource.IMAGE:
+        shutil.copytree(resolved.facts.path, folder / "model_repository", ignore=shutil.ignore_patterns("__pycache__"))
         written.append(folder / "model_repository")
     return written

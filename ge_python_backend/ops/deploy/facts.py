@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.engines import EngineInfo, auto_candidates, engine, engine_parameters
+from ge_python_backend.engines import EngineInfo, auto_candidates, engine_info, engine_parameters
 from ge_python_backend.engines.registry import AUTO
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.repository.check import Problem, check_repository
 from ge_python_backend.repository.config import mc, read_config_file
 from ge_python_backend.specs import NUMPY_DTYPES, api_type
+from ge_python_backend.triton.npu_ge import folder_parameters
 from ge_python_backend.triton.settings import CORE_PARAMETERS, instance_device, instances_on
 
 #: ONNX Runtime's execution provider that runs on an Ascend NPU.
@@ -100,13 +101,14 @@ def read_repository(path: Path) -> RepositoryFacts:
 def model_facts(folder: Path) -> ModelFacts:
     """One model folder (its config known to parse) as its instances load it."""
     config = read_config_file(folder / "config.pbtxt")
-    raw = {name: value.string_value for name, value in config.parameters.items()}
-    declared = CORE_PARAMETERS + engine_parameters()  # model.py's own extra_parameters are left out
-    values = {p.name: p.read(raw[p.name]) if p.name in raw else p.default for p in declared}
     versions = sorted(int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit())
     newest = folder / str(versions[-1])
+    given = {name: value.string_value for name, value in config.parameters.items()}
+    raw = folder_parameters(config.backend, given, newest)  # a GE backend folder's, translated as at load
+    declared = CORE_PARAMETERS + engine_parameters()  # model.py's own extra_parameters are left out
+    values = {p.name: p.read(raw[p.name]) if p.name in raw else p.default for p in declared}
     info = _engine(newest, values)
-    model_path, compiled = info.load_plan(newest, values["model_file"])
+    model_path, compiled = info.model_source(newest, values["model_file"])
     providers = raw.get("onnxruntime_providers", "")
     npu = (info.npu and not info.stands_in_for) or CANN_PROVIDER in providers
     device_ids = tuple(values["device_ids"] or (values["device_id"] or 0,))
@@ -136,7 +138,7 @@ def model_facts(folder: Path) -> ModelFacts:
 def _engine(version_dir: Path, values: Mapping[str, Any]) -> EngineInfo:
     """The engine GEModel would run on an NPU host (auto: an NPU engine first, as check does)."""
     if values["engine"] != AUTO:
-        return engine(values["engine"])
+        return engine_info(values["engine"])
     found = auto_candidates(version_dir, values["model_file"]).found
     if not found:  # check already reported this as an error
         raise ConfigError(f"{version_dir}: engine auto finds no model file")

@@ -28,12 +28,12 @@ from typing import Any
 
 from ge_python_backend.ops.access import API_KEY_ENV, restriction_args
 from ge_python_backend.ops.deploy.options import Autoscaler, ControlMode, DriverMounts, ModelSource, Rollout, Spread
-from ge_python_backend.ops.deploy.plan import (
+from ge_python_backend.ops.deploy.resolved import (
     NON_ROOT_USER,
     PROBE_PERIOD_SECONDS,
     SHM_DEFAULT_BYTES,
     SHM_GROWTH_BYTES,
-    DeployPlan,
+    ResolvedDeployment,
 )
 
 Object = dict[str, Any]
@@ -61,11 +61,11 @@ ASCEND_LOG_DIR = "/var/log/ascend"
 ROOT_NPU_CAPABILITIES = ("DAC_OVERRIDE",)
 
 
-def server_capabilities(plan: DeployPlan) -> tuple[str, ...]:
+def server_capabilities(resolved: ResolvedDeployment) -> tuple[str, ...]:
     """What the server container keeps of Linux's capabilities (every other one is dropped)."""
-    if plan.options.capabilities is not None:
-        return plan.options.capabilities
-    return ROOT_NPU_CAPABILITIES if plan.run_as_user == 0 and plan.npus else ()
+    if resolved.options.capabilities is not None:
+        return resolved.options.capabilities
+    return ROOT_NPU_CAPABILITIES if resolved.run_as_user == 0 and resolved.npus else ()
 
 
 #: Driver paths a container needs when Ascend Docker Runtime does not mount them (CANN image README).
@@ -91,43 +91,43 @@ class Manifest:
 # -- names and labels -----------------------------------------------------------------------------
 
 
-def labels(plan: DeployPlan, component: str = "inference-server") -> dict[str, str]:
+def labels(resolved: ResolvedDeployment, component: str = "inference-server") -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "ge-triton",
-        "app.kubernetes.io/instance": plan.options.name,
+        "app.kubernetes.io/instance": resolved.options.name,
         "app.kubernetes.io/component": component,
         "app.kubernetes.io/managed-by": "ge-triton-deploy",
     }
 
 
-def pod_selector(plan: DeployPlan) -> dict[str, str]:
+def pod_selector(resolved: ResolvedDeployment) -> dict[str, str]:
     """The labels that pick this deployment's server pods."""
-    if plan.options.kserve:
-        return {"serving.kserve.io/inferenceservice": plan.options.name}
-    return {"app.kubernetes.io/name": "ge-triton", "app.kubernetes.io/instance": plan.options.name}
+    if resolved.options.kserve:
+        return {"serving.kserve.io/inferenceservice": resolved.options.name}
+    return {"app.kubernetes.io/name": "ge-triton", "app.kubernetes.io/instance": resolved.options.name}
 
 
-def metadata(plan: DeployPlan, name: str, component: str = "inference-server", **extra: Any) -> Object:
-    return {"name": name, "namespace": plan.options.namespace, "labels": labels(plan, component), **extra}
+def metadata(resolved: ResolvedDeployment, name: str, component: str = "inference-server", **extra: Any) -> Object:
+    return {"name": name, "namespace": resolved.options.namespace, "labels": labels(resolved, component), **extra}
 
 
-def scale_target(plan: DeployPlan) -> str:
+def scale_target(resolved: ResolvedDeployment) -> str:
     """The Deployment the autoscaler scales (KServe names its own ``<isvc>-predictor``)."""
-    return f"{plan.options.name}-predictor" if plan.options.kserve else plan.options.name
+    return f"{resolved.options.name}-predictor" if resolved.options.kserve else resolved.options.name
 
 
 # -- the server container -------------------------------------------------------------------------
 
 
-def server_args(plan: DeployPlan, models_dir: str, http_port: int, grpc_port: int) -> list[str]:
-    options = plan.options
+def server_args(resolved: ResolvedDeployment, models_dir: str, http_port: int, grpc_port: int) -> list[str]:
+    options = resolved.options
     args = [
         "tritonserver",
         f"--model-repository={models_dir}",
         f"--model-control-mode={options.model_control_mode}",
     ]
     if options.model_control_mode is ControlMode.EXPLICIT:
-        args += [f"--load-model={name}" for name in plan.model_names]
+        args += [f"--load-model={name}" for name in resolved.model_names]
     return args + [
         "--strict-readiness=true",
         "--exit-on-error=true",
@@ -139,41 +139,41 @@ def server_args(plan: DeployPlan, models_dir: str, http_port: int, grpc_port: in
         f"--backend-directory={BACKENDS_DIR}",
         f"--backend-config=python,shm-default-byte-size={SHM_DEFAULT_BYTES}",
         f"--backend-config=python,shm-growth-byte-size={SHM_GROWTH_BYTES}",
-        *server_restrictions(plan),
+        *server_restrictions(resolved),
     ]
 
 
-def server_restrictions(plan: DeployPlan) -> list[str]:
+def server_restrictions(resolved: ResolvedDeployment) -> list[str]:
     """The operator key restricts options.restricted_apis (HTTP and gRPC) and, unless
     --http-inference on, HTTP inference; the kubelet expands $(GE_TRITON_API_KEY) from the Secret."""
-    options = plan.options
+    options = resolved.options
     if not options.needs_api_key:
         return []
     key = f"$({API_KEY_ENV})"
     return restriction_args(options.restricted_apis, key, http_inference=options.http_inference, off_value=key)
 
 
-def resources(plan: DeployPlan) -> Object:
-    options = plan.options
+def resources(resolved: ResolvedDeployment) -> Object:
+    options = resolved.options
     requests: Object = {"cpu": options.cpu, "memory": options.memory}
     limits: Object = {"memory": options.memory_limit or options.memory}
     if options.cpu_limit:
         limits["cpu"] = options.cpu_limit
-    if plan.npus:
+    if resolved.npus:
         # The device plugin's extended resource: limits must equal requests.
-        requests[options.device_type.resource] = plan.npus
-        limits[options.device_type.resource] = plan.npus
+        requests[options.device_type.resource] = resolved.npus
+        limits[options.device_type.resource] = resolved.npus
     return {"requests": requests, "limits": limits}
 
 
-def probes(plan: DeployPlan, port: str) -> Object:
+def probes(resolved: ResolvedDeployment, port: str) -> Object:
     """Startup budget for loading every model copy, then liveness and readiness."""
     return {
         "startupProbe": {
             "httpGet": {"path": "/v2/health/live", "port": port},
             "periodSeconds": PROBE_PERIOD_SECONDS,
             "timeoutSeconds": 5,
-            "failureThreshold": plan.startup_failure_threshold,
+            "failureThreshold": resolved.startup_failure_threshold,
         },
         "livenessProbe": {
             "httpGet": {"path": "/v2/health/live", "port": port},
@@ -190,31 +190,31 @@ def probes(plan: DeployPlan, port: str) -> Object:
     }
 
 
-def environment(plan: DeployPlan | None = None) -> list[Object]:
-    """The containers' variables; ``plan`` for the server (CANN's log folder, the operator key).
+def environment(resolved: ResolvedDeployment | None = None) -> list[Object]:
+    """The containers' variables; ``resolved`` for the server (CANN's log folder, the operator key).
     HOME is /tmp, a writable emptyDir for any user (the root filesystem is read-only)."""
     env: list[Object] = [
         {"name": "HOME", "value": "/tmp"},
         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
     ]
-    if plan is not None:
+    if resolved is not None:
         env.append({"name": "ASCEND_PROCESS_LOG_PATH", "value": ASCEND_LOG_DIR})
-        if plan.options.needs_api_key:
-            secret = {"name": plan.options.resolved_api_key_secret, "key": "key"}  # not optional: fail closed
+        if resolved.options.needs_api_key:
+            secret = {"name": resolved.options.resolved_api_key_secret, "key": "key"}  # not optional: fail closed
             env.append({"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": secret}})
     return env
 
 
-def container_security(plan: DeployPlan, pod_level: bool, user: Object | None = None) -> Object:
+def container_security(resolved: ResolvedDeployment, pod_level: bool, user: Object | None = None) -> Object:
     """A container's securityContext: every capability dropped (the server keeps
     ``server_capabilities``), read-only root filesystem, no escalation. ``user``: a helper's own
     user instead of the pod's (it keeps nothing); without a pod-level context (KServe) the
     server's context carries the pod's user and seccomp profile too."""
     capabilities: Object = {"drop": ["ALL"]}
-    kept = server_capabilities(plan) if user is None else ()
+    kept = server_capabilities(resolved) if user is None else ()
     if kept:
         capabilities["add"] = list(kept)
-    fields = user if user is not None else user_fields(plan)
+    fields = user if user is not None else user_fields(resolved)
     context: Object = {
         "allowPrivilegeEscalation": False,
         "privileged": False,
@@ -228,54 +228,57 @@ def container_security(plan: DeployPlan, pod_level: bool, user: Object | None = 
     return context
 
 
-def user_fields(plan: DeployPlan) -> Object:
-    fields: Object = {"runAsUser": plan.run_as_user, "runAsGroup": plan.run_as_group}
-    if plan.run_as_user != 0:
+def user_fields(resolved: ResolvedDeployment) -> Object:
+    fields: Object = {"runAsUser": resolved.run_as_user, "runAsGroup": resolved.run_as_group}
+    if resolved.run_as_user != 0:
         fields["runAsNonRoot"] = True
     return fields
 
 
-def helper_user(plan: DeployPlan) -> Object:
+def helper_user(resolved: ResolvedDeployment) -> Object:
     """The user of the containers that need no NPU (repository check, model loader): the pod's
     when it is non-root, else uid and gid 1000, never root."""
-    if plan.run_as_user != 0:
-        return user_fields(plan)
+    if resolved.run_as_user != 0:
+        return user_fields(resolved)
     return {"runAsUser": NON_ROOT_USER, "runAsGroup": NON_ROOT_USER, "runAsNonRoot": True}
 
 
-def volume_mounts(plan: DeployPlan, models: bool = True, models_read_only: bool = True) -> list[Object]:
+def volume_mounts(resolved: ResolvedDeployment, models: bool = True, models_read_only: bool = True) -> list[Object]:
     mounts: list[Object] = []
-    if models and plan.options.model_source is ModelSource.PVC and not plan.options.kserve:
+    if models and resolved.options.model_source is ModelSource.PVC and not resolved.options.kserve:
         mounts.append({"name": "models", "mountPath": MODELS_DIR, "readOnly": models_read_only})
     mounts += [
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "tmp", "mountPath": "/tmp"},
         {"name": "ascend-log", "mountPath": ASCEND_LOG_DIR},
     ]
-    if plan.npus and plan.options.driver_mounts is DriverMounts.HOSTPATH:
+    if resolved.npus and resolved.options.driver_mounts is DriverMounts.HOSTPATH:
         mounts += [{"name": name, "mountPath": path, "readOnly": True} for name, path, _ in DRIVER_HOST_PATHS]
     return mounts
 
 
-def volumes(plan: DeployPlan) -> list[Object]:
+def volumes(resolved: ResolvedDeployment) -> list[Object]:
     result: list[Object] = []
-    if plan.options.model_source is ModelSource.PVC and not plan.options.kserve:
+    if resolved.options.model_source is ModelSource.PVC and not resolved.options.kserve:
         result.append(
-            {"name": "models", "persistentVolumeClaim": {"claimName": plan.options.resolved_pvc_name, "readOnly": True}}
+            {
+                "name": "models",
+                "persistentVolumeClaim": {"claimName": resolved.options.resolved_pvc_name, "readOnly": True},
+            }
         )
     result += [
         # The Python backend's shared memory: memory-backed, sized for the model instances.
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": plan.shm_size}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": resolved.shm_size}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}},
         {"name": "ascend-log", "emptyDir": {"sizeLimit": "1Gi"}},
     ]
-    if plan.npus and plan.options.driver_mounts is DriverMounts.HOSTPATH:
+    if resolved.npus and resolved.options.driver_mounts is DriverMounts.HOSTPATH:
         result += [{"name": name, "hostPath": {"path": path, "type": kind}} for name, path, kind in DRIVER_HOST_PATHS]
     return result
 
 
-def server_container(plan: DeployPlan, *, kserve: bool) -> Object:
-    options = plan.options
+def server_container(resolved: ResolvedDeployment, *, kserve: bool) -> Object:
+    options = resolved.options
     if kserve:
         models_dir = KSERVE_MODELS_DIR if options.model_source is ModelSource.PVC else MODELS_DIR
         http, grpc = KSERVE_HTTP_PORT, KSERVE_GRPC_PORT
@@ -286,30 +289,30 @@ def server_container(plan: DeployPlan, *, kserve: bool) -> Object:
         "image": options.image,
         "imagePullPolicy": str(options.image_pull_policy),
         # args only: the image's ENTRYPOINT sources CANN's set_env.sh, then runs them.
-        "args": server_args(plan, models_dir, http, grpc),
+        "args": server_args(resolved, models_dir, http, grpc),
         "workingDir": "/tmp",
-        "env": environment(plan),
+        "env": environment(resolved),
         "ports": [
             {"name": "http", "containerPort": http, "protocol": "TCP"},
             {"name": "grpc", "containerPort": grpc, "protocol": "TCP"},
             {"name": "metrics", "containerPort": options.metrics_port, "protocol": "TCP"},
         ],
-        "resources": resources(plan),
-        **probes(plan, "http"),
+        "resources": resources(resolved),
+        **probes(resolved, "http"),
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_SECONDS)]}}},
-        "securityContext": container_security(plan, pod_level=not kserve),
-        "volumeMounts": volume_mounts(plan),
+        "securityContext": container_security(resolved, pod_level=not kserve),
+        "volumeMounts": volume_mounts(resolved),
     }
 
 
-def check_container(plan: DeployPlan) -> Object:
+def check_container(resolved: ResolvedDeployment) -> Object:
     """An init container that runs ``ge-triton check`` on the mounted repository: an empty or
     broken volume stops the pod with the problems in its log, before any NPU work."""
-    res = resources(plan)
+    res = resources(resolved)
     return {
         "name": "check-repository",
-        "image": plan.options.image,
-        "imagePullPolicy": str(plan.options.image_pull_policy),
+        "image": resolved.options.image,
+        "imagePullPolicy": str(resolved.options.image_pull_policy),
         "args": ["ge-triton", "check", MODELS_DIR, "--backend-dir", BACKENDS_DIR],
         "workingDir": "/tmp",
         "env": environment(),
@@ -317,27 +320,27 @@ def check_container(plan: DeployPlan) -> Object:
             "requests": {k: v for k, v in res["requests"].items() if k in ("cpu", "memory")},
             "limits": {k: v for k, v in res["limits"].items() if k in ("cpu", "memory")},
         },
-        "securityContext": container_security(plan, pod_level=True, user=helper_user(plan)),
-        "volumeMounts": [m for m in volume_mounts(plan) if m["name"] in ("models", "tmp")],
+        "securityContext": container_security(resolved, pod_level=True, user=helper_user(resolved)),
+        "volumeMounts": [m for m in volume_mounts(resolved) if m["name"] in ("models", "tmp")],
     }
 
 
 # -- scheduling -----------------------------------------------------------------------------------
 
 
-def node_selector(plan: DeployPlan) -> dict[str, str]:
-    return dict(plan.node_selector)
+def node_selector(resolved: ResolvedDeployment) -> dict[str, str]:
+    return dict(resolved.node_selector)
 
 
-def tolerations(plan: DeployPlan) -> list[Object]:
-    if not plan.npus or not plan.options.device_toleration:
+def tolerations(resolved: ResolvedDeployment) -> list[Object]:
+    if not resolved.npus or not resolved.options.device_toleration:
         return []
-    return [{"key": plan.options.device_type.resource, "operator": "Exists", "effect": "NoSchedule"}]
+    return [{"key": resolved.options.device_type.resource, "operator": "Exists", "effect": "NoSchedule"}]
 
 
-def affinity(plan: DeployPlan) -> Object:
-    term = {"labelSelector": {"matchLabels": pod_selector(plan)}, "topologyKey": "kubernetes.io/hostname"}
-    if plan.options.spread is Spread.REQUIRED:
+def affinity(resolved: ResolvedDeployment) -> Object:
+    term = {"labelSelector": {"matchLabels": pod_selector(resolved)}, "topologyKey": "kubernetes.io/hostname"}
+    if resolved.options.spread is Spread.REQUIRED:
         return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     return {
         "podAntiAffinity": {
@@ -346,33 +349,33 @@ def affinity(plan: DeployPlan) -> Object:
     }
 
 
-def pod_scheduling(plan: DeployPlan) -> Object:
+def pod_scheduling(resolved: ResolvedDeployment) -> Object:
     spec: Object = {}
-    if plan.node_selector:
-        spec["nodeSelector"] = node_selector(plan)
-    if tolerations(plan):
-        spec["tolerations"] = tolerations(plan)
-    spec["affinity"] = affinity(plan)
-    if plan.options.image_pull_secrets:
-        spec["imagePullSecrets"] = [{"name": name} for name in plan.options.image_pull_secrets]
+    if resolved.node_selector:
+        spec["nodeSelector"] = node_selector(resolved)
+    if tolerations(resolved):
+        spec["tolerations"] = tolerations(resolved)
+    spec["affinity"] = affinity(resolved)
+    if resolved.options.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in resolved.options.image_pull_secrets]
     return spec
 
 
 # -- plain Kubernetes objects -----------------------------------------------------------------------
 
 
-def deployment(plan: DeployPlan) -> Object:
-    options = plan.options
+def deployment(resolved: ResolvedDeployment) -> Object:
+    options = resolved.options
     pod_spec: Object = {
-        **pod_scheduling(plan),
-        "securityContext": {**user_fields(plan), "seccompProfile": {"type": "RuntimeDefault"}},
+        **pod_scheduling(resolved),
+        "securityContext": {**user_fields(resolved), "seccompProfile": {"type": "RuntimeDefault"}},
         "automountServiceAccountToken": False,  # the server never talks to the Kubernetes API
         "terminationGracePeriodSeconds": PRE_STOP_SECONDS + EXIT_TIMEOUT_SECONDS + 20,
     }
     if options.check_repository:
-        pod_spec["initContainers"] = [check_container(plan)]
-    pod_spec["containers"] = [server_container(plan, kserve=False)]
-    pod_spec["volumes"] = volumes(plan)
+        pod_spec["initContainers"] = [check_container(resolved)]
+    pod_spec["containers"] = [server_container(resolved, kserve=False)]
+    pod_spec["volumes"] = volumes(resolved)
     if options.rollout is Rollout.SURGE:
         strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     else:
@@ -383,33 +386,33 @@ def deployment(plan: DeployPlan) -> Object:
     spec.update(
         {
             "revisionHistoryLimit": 5,
-            "progressDeadlineSeconds": plan.startup_seconds + 300,
-            "selector": {"matchLabels": pod_selector(plan)},
+            "progressDeadlineSeconds": resolved.startup_seconds + 300,
+            "selector": {"matchLabels": pod_selector(resolved)},
             "strategy": strategy,
             "template": {
                 "metadata": {
-                    "labels": {**pod_selector(plan), "app.kubernetes.io/component": "inference-server"},
+                    "labels": {**pod_selector(resolved), "app.kubernetes.io/component": "inference-server"},
                     "annotations": {
                         "kubectl.kubernetes.io/default-container": CONTAINER,
-                        "ge-triton.io/models": ",".join(plan.model_names),
+                        "ge-triton.io/models": ",".join(resolved.model_names),
                     },
                 },
                 "spec": pod_spec,
             },
         }
     )
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata(plan, options.name), "spec": spec}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata(resolved, options.name), "spec": spec}
 
 
-def service(plan: DeployPlan) -> Object:
-    options = plan.options
+def service(resolved: ResolvedDeployment) -> Object:
+    options = resolved.options
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(plan, options.name),
+        "metadata": metadata(resolved, options.name),
         "spec": {
             "type": "ClusterIP",
-            "selector": pod_selector(plan),
+            "selector": pod_selector(resolved),
             "ports": [
                 {"name": "http", "port": options.http_port, "targetPort": "http", "protocol": "TCP"},
                 {
@@ -425,17 +428,17 @@ def service(plan: DeployPlan) -> Object:
     }
 
 
-def headless_service(plan: DeployPlan) -> Object:
+def headless_service(resolved: ResolvedDeployment) -> Object:
     """Every ready pod's address in DNS, for gRPC clients that balance per request
     (a ClusterIP balances connections, and one gRPC connection carries every call)."""
-    options = plan.options
+    options = resolved.options
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(plan, f"{options.name}-headless", "grpc-client-balancing"),
+        "metadata": metadata(resolved, f"{options.name}-headless", "grpc-client-balancing"),
         "spec": {
             "clusterIP": "None",
-            "selector": pod_selector(plan),
+            "selector": pod_selector(resolved),
             "ports": [
                 {
                     "name": "grpc",
@@ -449,27 +452,27 @@ def headless_service(plan: DeployPlan) -> Object:
     }
 
 
-def persistent_volume_claim(plan: DeployPlan) -> Object:
-    options = plan.options
+def persistent_volume_claim(resolved: ResolvedDeployment) -> Object:
+    options = resolved.options
     spec: Object = {
         "accessModes": [str(options.pvc_access_mode)],
         "volumeMode": "Filesystem",
-        "resources": {"requests": {"storage": plan.pvc_size}},
+        "resources": {"requests": {"storage": resolved.pvc_size}},
     }
     if options.storage_class:
         spec["storageClassName"] = options.storage_class
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": metadata(plan, options.resolved_pvc_name, "model-repository"),
+        "metadata": metadata(resolved, options.resolved_pvc_name, "model-repository"),
         "spec": spec,
     }
 
 
-def model_loader(plan: DeployPlan) -> Object:
+def model_loader(resolved: ResolvedDeployment) -> Object:
     """A pod that mounts the claim read-write, for copying the repository in (``kubectl exec ... tar``)."""
-    options = plan.options
-    user = helper_user(plan)
+    options = resolved.options
+    user = helper_user(resolved)
     container = {
         "name": "loader",
         "image": options.image,
@@ -477,7 +480,7 @@ def model_loader(plan: DeployPlan) -> Object:
         "args": ["sleep", "86400"],
         "env": environment(),
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
-        "securityContext": container_security(plan, pod_level=True, user=user),
+        "securityContext": container_security(resolved, pod_level=True, user=user),
         "volumeMounts": [{"name": "models", "mountPath": MODELS_DIR}, {"name": "tmp", "mountPath": "/tmp"}],
     }
     # A fresh volume belongs to root: give it the loader's group so the non-root loader can write.
@@ -497,30 +500,30 @@ def model_loader(plan: DeployPlan) -> Object:
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         ],
     }
-    if plan.options.image_pull_secrets:
+    if resolved.options.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in options.image_pull_secrets]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": metadata(plan, f"{options.name}-model-loader", "model-loader"),
+        "metadata": metadata(resolved, f"{options.name}-model-loader", "model-loader"),
         "spec": spec,
     }
 
 
-def pod_disruption_budget(plan: DeployPlan) -> Object:
+def pod_disruption_budget(resolved: ResolvedDeployment) -> Object:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": metadata(plan, plan.options.name),
+        "metadata": metadata(resolved, resolved.options.name),
         "spec": {
             "maxUnavailable": 1,
-            "selector": {"matchLabels": pod_selector(plan)},
+            "selector": {"matchLabels": pod_selector(resolved)},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
 
 
-def scaling_behavior(plan: DeployPlan) -> Object:
+def scaling_behavior(resolved: ResolvedDeployment) -> Object:
     """Add at most two pods per two minutes (each loads its models before it helps) and remove one
     at a time after five quiet minutes."""
     return {
@@ -532,14 +535,14 @@ def scaling_behavior(plan: DeployPlan) -> Object:
     }
 
 
-def horizontal_pod_autoscaler(plan: DeployPlan) -> Object:
-    options = plan.options
+def horizontal_pod_autoscaler(resolved: ResolvedDeployment) -> Object:
+    options = resolved.options
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
-        "metadata": metadata(plan, options.name),
+        "metadata": metadata(resolved, options.name),
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": scale_target(plan)},
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": scale_target(resolved)},
             "minReplicas": options.replicas,
             "maxReplicas": options.resolved_max_replicas,
             "metrics": [
@@ -551,7 +554,7 @@ def horizontal_pod_autoscaler(plan: DeployPlan) -> Object:
                     },
                 }
             ],
-            "behavior": scaling_behavior(plan),
+            "behavior": scaling_behavior(resolved),
         },
     }
 
@@ -559,10 +562,10 @@ def horizontal_pod_autoscaler(plan: DeployPlan) -> Object:
 # -- custom resources --------------------------------------------------------------------------------
 
 
-def queue_time_query(plan: DeployPlan) -> str:
+def queue_time_query(resolved: ResolvedDeployment) -> str:
     """PromQL: the deployment's average queue time per request (µs) over the last minute."""
-    namespace = plan.options.namespace
-    pods = f'pod=~"{scale_target(plan)}-.*"' if plan.options.kserve else f'service="{plan.options.name}"'
+    namespace = resolved.options.namespace
+    pods = f'pod=~"{scale_target(resolved)}-.*"' if resolved.options.kserve else f'service="{resolved.options.name}"'
     match = f'{{\n    namespace="{namespace}",\n    {pods}\n}}'
     return (
         f"sum(rate(nv_inference_queue_duration_us{match}[1m]))\n"
@@ -570,19 +573,19 @@ def queue_time_query(plan: DeployPlan) -> str:
     )
 
 
-def scaled_object(plan: DeployPlan) -> Object:
-    options = plan.options
+def scaled_object(resolved: ResolvedDeployment) -> Object:
+    options = resolved.options
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
-        "metadata": metadata(plan, options.name),
+        "metadata": metadata(resolved, options.name),
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": scale_target(plan)},
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": scale_target(resolved)},
             "minReplicaCount": options.replicas,
             "maxReplicaCount": options.resolved_max_replicas,
             "pollingInterval": 15,
             "cooldownPeriod": 300,
-            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": scaling_behavior(plan)}},
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": scaling_behavior(resolved)}},
             "triggers": [
                 {
                     "type": "prometheus",
@@ -590,7 +593,7 @@ def scaled_object(plan: DeployPlan) -> Object:
                     "metricType": "Value",
                     "metadata": {
                         "serverAddress": options.prometheus_url,
-                        "query": queue_time_query(plan),
+                        "query": queue_time_query(resolved),
                         "threshold": str(options.queue_target_us),
                         "ignoreNullValues": "true",
                     },
@@ -600,41 +603,41 @@ def scaled_object(plan: DeployPlan) -> Object:
     }
 
 
-def service_monitor(plan: DeployPlan) -> Object:
-    options = plan.options
-    meta = metadata(plan, options.name)
+def service_monitor(resolved: ResolvedDeployment) -> Object:
+    options = resolved.options
+    meta = metadata(resolved, options.name)
     meta["labels"].update(dict(options.monitor_labels))
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
         "metadata": meta,
         "spec": {
-            "selector": {"matchLabels": {**pod_selector(plan), "app.kubernetes.io/component": "inference-server"}},
+            "selector": {"matchLabels": {**pod_selector(resolved), "app.kubernetes.io/component": "inference-server"}},
             "namespaceSelector": {"matchNames": [options.namespace]},
             "endpoints": [{"port": "metrics", "path": "/metrics", "interval": options.scrape_interval}],
         },
     }
 
 
-def pod_monitor(plan: DeployPlan) -> Object:
+def pod_monitor(resolved: ResolvedDeployment) -> Object:
     """KServe makes the Service; scrape its pods directly (port name ``metrics``)."""
-    options = plan.options
-    meta = metadata(plan, options.name)
+    options = resolved.options
+    meta = metadata(resolved, options.name)
     meta["labels"].update(dict(options.monitor_labels))
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
         "metadata": meta,
         "spec": {
-            "selector": {"matchLabels": pod_selector(plan)},
+            "selector": {"matchLabels": pod_selector(resolved)},
             "namespaceSelector": {"matchNames": [options.namespace]},
             "podMetricsEndpoints": [{"port": "metrics", "path": "/metrics", "interval": options.scrape_interval}],
         },
     }
 
 
-def serving_runtime(plan: DeployPlan) -> Object:
-    options = plan.options
+def serving_runtime(resolved: ResolvedDeployment) -> Object:
+    options = resolved.options
     spec: Object = {
         "annotations": {
             "prometheus.kserve.io/port": str(options.metrics_port),
@@ -643,20 +646,20 @@ def serving_runtime(plan: DeployPlan) -> Object:
         "supportedModelFormats": [{"name": KSERVE_MODEL_FORMAT, "version": "1", "autoSelect": True, "priority": 1}],
         "protocolVersions": ["v2", "grpc-v2"],
         "multiModel": False,
-        **pod_scheduling(plan),
-        "containers": [server_container(plan, kserve=True)],
-        "volumes": volumes(plan),
+        **pod_scheduling(resolved),
+        "containers": [server_container(resolved, kserve=True)],
+        "volumes": volumes(resolved),
     }
     return {
         "apiVersion": "serving.kserve.io/v1alpha1",
         "kind": "ServingRuntime",
-        "metadata": metadata(plan, f"{options.name}-runtime"),
+        "metadata": metadata(resolved, f"{options.name}-runtime"),
         "spec": spec,
     }
 
 
-def inference_service(plan: DeployPlan) -> Object:
-    options = plan.options
+def inference_service(resolved: ResolvedDeployment) -> Object:
+    options = resolved.options
     model: Object = {
         "modelFormat": {"name": KSERVE_MODEL_FORMAT, "version": "1"},
         "runtime": f"{options.name}-runtime",
@@ -673,7 +676,7 @@ def inference_service(plan: DeployPlan) -> Object:
     return {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
-        "metadata": metadata(plan, options.name, annotations=annotations),
+        "metadata": metadata(resolved, options.name, annotations=annotations),
         "spec": {
             "predictor": {
                 "minReplicas": options.replicas,
@@ -686,7 +689,7 @@ def inference_service(plan: DeployPlan) -> Object:
     }
 
 
-def adapter_rules(plan: DeployPlan) -> Object:
+def adapter_rules(resolved: ResolvedDeployment) -> Object:
     """prometheus-adapter rule that serves ``triton_queue_us_per_request`` per pod to the HPA."""
     matchers = "<<.LabelMatchers>>"
     group = "<<.GroupBy>>"
@@ -708,40 +711,40 @@ def adapter_rules(plan: DeployPlan) -> Object:
 # -- the set ----------------------------------------------------------------------------------------
 
 
-def build_manifests(plan: DeployPlan) -> list[Manifest]:
+def build_manifests(resolved: ResolvedDeployment) -> list[Manifest]:
     """Every file ``deploy`` writes besides the image context, in apply order per folder."""
-    options = plan.options
+    options = resolved.options
     files: list[Manifest] = []
     if options.kserve:
         files += [
-            Manifest("manifests/servingruntime.yaml", serving_runtime(plan), standard=False),
-            Manifest("manifests/inferenceservice.yaml", inference_service(plan), standard=False),
+            Manifest("manifests/servingruntime.yaml", serving_runtime(resolved), standard=False),
+            Manifest("manifests/inferenceservice.yaml", inference_service(resolved), standard=False),
         ]
     else:
         files += [
-            Manifest("manifests/deployment.yaml", deployment(plan)),
-            Manifest("manifests/service.yaml", service(plan)),
-            Manifest("manifests/service-headless.yaml", headless_service(plan)),
+            Manifest("manifests/deployment.yaml", deployment(resolved)),
+            Manifest("manifests/service.yaml", service(resolved)),
+            Manifest("manifests/service-headless.yaml", headless_service(resolved)),
         ]
-    files.append(Manifest("manifests/poddisruptionbudget.yaml", pod_disruption_budget(plan)))
+    files.append(Manifest("manifests/poddisruptionbudget.yaml", pod_disruption_budget(resolved)))
     if options.monitor:
-        monitor = pod_monitor(plan) if options.kserve else service_monitor(plan)
+        monitor = pod_monitor(resolved) if options.kserve else service_monitor(resolved)
         files.append(Manifest(f"manifests/{monitor['kind'].lower()}.yaml", monitor, standard=False))
     if options.autoscaler is Autoscaler.HPA:
-        files.append(Manifest("manifests/horizontalpodautoscaler.yaml", horizontal_pod_autoscaler(plan)))
+        files.append(Manifest("manifests/horizontalpodautoscaler.yaml", horizontal_pod_autoscaler(resolved)))
         files.append(
             Manifest(
                 "prometheus-adapter/rules.yaml",
-                adapter_rules(plan),
+                adapter_rules(resolved),
                 comment="Add these rules to prometheus-adapter's configuration (Helm chart value rules.custom,\n"
                 "or the rules: list of its ConfigMap); they serve the HPA's metric " + QUEUE_METRIC + ".",
                 kubernetes=False,
             )
         )
     elif options.autoscaler is Autoscaler.KEDA:
-        files.append(Manifest("manifests/scaledobject.yaml", scaled_object(plan), standard=False))
+        files.append(Manifest("manifests/scaledobject.yaml", scaled_object(resolved), standard=False))
     if options.model_source is ModelSource.PVC:
         if options.create_pvc:
-            files.append(Manifest("storage/persistentvolumeclaim.yaml", persistent_volume_claim(plan)))
-        files.append(Manifest("storage/model-loader.yaml", model_loader(plan)))
+            files.append(Manifest("storage/persistentvolumeclaim.yaml", persistent_volume_claim(resolved)))
+        files.append(Manifest("storage/model-loader.yaml", model_loader(resolved)))
     return files

@@ -1,6 +1,6 @@
 """What ``ge-triton deploy`` may be told: typed options, each checked alone, with safe defaults.
 
-``None`` means "derive it from the repository" (``plan.py`` does that). Every check names the
+``None`` means "derive it from the repository" (``resolved.py`` does that). Every check names the
 flag, what was expected and what came, so a wrong flag is a one-line CLI error, never a manifest
 that applies and then fails.
 

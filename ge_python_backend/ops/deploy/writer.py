@@ -32,7 +32,7 @@ from ge_python_backend.ops.deploy.manifests import (
     server_capabilities,
 )
 from ge_python_backend.ops.deploy.options import Autoscaler, ModelSource
-from ge_python_backend.ops.deploy.plan import DeployPlan
+from ge_python_backend.ops.deploy.resolved import ResolvedDeployment
 
 MARKER = ".ge-triton-deploy"
 OWNED = ("manifests", "storage", "prometheus-adapter", "image", "README.md", MARKER)
@@ -97,28 +97,28 @@ def prepare_folder(folder: Path, force: bool) -> None:
             path.unlink()
 
 
-def write_deployment(plan: DeployPlan, folder: Path, force: bool = False) -> Written:
+def write_deployment(resolved: ResolvedDeployment, folder: Path, force: bool = False) -> Written:
     folder = Path(folder)
     prepare_folder(folder, force)
     folder.mkdir(parents=True, exist_ok=True)
-    source = plan.facts.path.name
-    manifests = build_manifests(plan)
+    source = resolved.facts.path.name
+    manifests = build_manifests(resolved)
     files: list[Path] = []
     for manifest in manifests:
         path = folder / manifest.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render(manifest, source), encoding="utf-8")
         files.append(path)
-    files += write_context(plan, folder / "image")
-    (folder / "README.md").write_text(steps(plan, folder), encoding="utf-8")
+    files += write_context(resolved, folder / "image")
+    (folder / "README.md").write_text(steps(resolved, folder), encoding="utf-8")
     files.append(folder / "README.md")
     (folder / MARKER).write_text("written by ge-triton deploy; --force may replace this folder's contents\n")
     return Written(folder, tuple(files), tuple(manifests))
 
 
-def summary(plan: DeployPlan) -> list[str]:
+def summary(resolved: ResolvedDeployment) -> list[str]:
     """What was derived from the repository, one fact a line."""
-    facts, options = plan.facts, plan.options
+    facts, options = resolved.facts, resolved.options
     lines = []
     for model in facts.models:
         devices = f", device ids {','.join(map(str, model.devices_used))}" if model.npu else ""
@@ -126,14 +126,14 @@ def summary(plan: DeployPlan) -> list[str]:
             f"model {model.name}: engine {model.engine}, {model.instances} instance(s) x {model.streams} stream(s), "
             f"{model.versions} version(s), {model.copies} model copy(ies){devices}"
         )
-    npus = f"{plan.npus} x {options.device_type.resource}" if plan.npus else "no NPU"
-    lines.append(f"per pod: {npus}, cpu {options.cpu}, memory {options.memory}, /dev/shm {plan.shm_size}")
+    npus = f"{resolved.npus} x {options.device_type.resource}" if resolved.npus else "no NPU"
+    lines.append(f"per pod: {npus}, cpu {options.cpu}, memory {options.memory}, /dev/shm {resolved.shm_size}")
     lines.append(
-        f"startup budget: {plan.startup_seconds} s ({facts.copies} model copies x "
+        f"startup budget: {resolved.startup_seconds} s ({facts.copies} model copies x "
         f"{options.startup_seconds_per_copy} s + 60 s)"
     )
-    who = "root" if plan.run_as_user == 0 else f"uid {plan.run_as_user}, gid {plan.run_as_group}"
-    kept = server_capabilities(plan)
+    who = "root" if resolved.run_as_user == 0 else f"uid {resolved.run_as_user}, gid {resolved.run_as_group}"
+    kept = server_capabilities(resolved)
     capabilities = f"no capabilities but {', '.join(kept)}" if kept else "no capabilities"
     lines.append(f"runs as {who} with {capabilities}, read-only root filesystem, no service-account token")
     if options.needs_api_key:
@@ -147,17 +147,17 @@ def summary(plan: DeployPlan) -> list[str]:
     return lines
 
 
-def steps(plan: DeployPlan, folder: Path) -> str:
+def steps(resolved: ResolvedDeployment, folder: Path) -> str:
     """README.md of the deployment folder: what was derived and the commands, in order."""
-    options = plan.options
+    options = resolved.options
     ns, name = options.namespace, options.name
     out = []
-    out += [f"# Deployment {name} (namespace {ns})", "", f"Written by `ge-triton deploy {plan.facts.path}`.", ""]
-    out += [f"- {line}" for line in summary(plan)]
-    out += [f"- warning: {warning}" for warning in plan.warnings]
+    out += [f"# Deployment {name} (namespace {ns})", "", f"Written by `ge-triton deploy {resolved.facts.path}`.", ""]
+    out += [f"- {line}" for line in summary(resolved)]
+    out += [f"- warning: {warning}" for warning in resolved.warnings]
     out += ["", "## 1. Build and push the image (x86_64 and aarch64)", "", "```bash"]
     out += [
-        f"docker buildx build --platform linux/amd64,linux/arm64 --build-arg CANN_IMAGE={plan.base_image} \\",
+        f"docker buildx build --platform linux/amd64,linux/arm64 --build-arg CANN_IMAGE={resolved.base_image} \\",
         f"    -t {options.image} --push {folder}/image",
         "```",
         "",
@@ -169,7 +169,7 @@ def steps(plan: DeployPlan, folder: Path) -> str:
         out += [
             f"kubectl apply -n {ns} -f {folder}/storage/",
             f"kubectl wait -n {ns} --for=condition=Ready pod/{loader} --timeout=10m",
-            f"tar -C {plan.facts.path} -cf - . | kubectl exec -i -n {ns} {loader} -- tar -C {MODELS_DIR} -xf -",
+            f"tar -C {resolved.facts.path} -cf - . | kubectl exec -i -n {ns} {loader} -- tar -C {MODELS_DIR} -xf -",
             f"kubectl exec -n {ns} {loader} -- ge-triton check {MODELS_DIR}",
             f"kubectl delete -n {ns} pod/{loader}",
             "```",
@@ -207,11 +207,11 @@ def steps(plan: DeployPlan, folder: Path) -> str:
             "",
         ]
         step += 1
-    target = scale_target(plan)
+    target = scale_target(resolved)
     out += [f"## {step}. Deploy and watch", "", "```bash"]
     out += [
         f"kubectl apply -n {ns} -f {folder}/manifests/",
-        f"kubectl rollout status -n {ns} deployment/{target} --timeout={plan.startup_seconds + 300}s",
+        f"kubectl rollout status -n {ns} deployment/{target} --timeout={resolved.startup_seconds + 300}s",
         f"kubectl get pods -n {ns} -l app.kubernetes.io/instance={name}"
         if not options.kserve
         else f"kubectl get inferenceservice -n {ns} {name}",

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.engines.registry import engine, stand_in
+from ge_python_backend.engines.registry import engine_info, stand_in
 from ge_python_backend.errors import GEError
-from ge_python_backend.ops.deploy.plan import shm_needed
+from ge_python_backend.ops.deploy.resolved import shm_needed
 from ge_python_backend.ops.doctor.devices import initialised, pyacl_devices
 from ge_python_backend.ops.doctor.findings import DoctorReport, Finding, Level, error, warn
 from ge_python_backend.ops.doctor.host import (
@@ -67,7 +67,7 @@ def run_doctor(
 def _pyacl(engine_name: str, needs_acl: bool) -> tuple[Any, Finding | None]:
     """The pyACL module of ``engine_name``, or why there is none (an error when a model needs it)."""
     try:
-        return stand_in(engine(engine_name)).load_pyacl(), None
+        return stand_in(engine_info(engine_name)).load_pyacl(), None
     except GEError as exc:
         level = error if needs_acl else warn
         return None, level("pyacl", f"engine {engine_name}: {exc}".split(". ")[0], "see stub-acl and cann above")

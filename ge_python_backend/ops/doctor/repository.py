@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ge_python_backend.ascend.limits import SOC_VERSIONS, arch_compatible, platform_npu_arch
-from ge_python_backend.ascend.resources import ModelResources, model_resources
+from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.engines.acl.engine import copy_events, instance_streams, size_text
-from ge_python_backend.engines.offline import read_model_spec
-from ge_python_backend.engines.registry import detect_kind, engine, stand_in
+from ge_python_backend.engines.offline import model_resources, read_model_spec
+from ge_python_backend.engines.registry import detect_format, engine_info, stand_in
 from ge_python_backend.errors import GEError
 from ge_python_backend.ops.deploy.facts import ModelFacts, model_facts
 from ge_python_backend.ops.doctor.devices import DeviceFacts, RuntimeFacts
@@ -92,12 +92,12 @@ def model_findings(
 
 def _spec(model: ModelFacts, findings: list[Finding]) -> ModelSpec | None:
     path = model.model_path
-    kind = detect_kind(path) if path is not None and path.is_file() else None
-    if path is None or kind is None:
+    model_format = detect_format(path) if path is not None and path.is_file() else None
+    if path is None or model_format is None:
         findings.append(error(f"model:{model.name}", f"no model file for engine {model.engine} ({path})"))
         return None
     try:
-        spec = read_model_spec(path, kind)
+        spec = read_model_spec(path, model_format)
     except GEError as exc:
         findings.append(error(f"model:{model.name}", f"{path}: {exc}"))
         return None
@@ -119,7 +119,7 @@ def _compiled(model: ModelFacts, which: Callable[[str], str | None]) -> Finding:
     device is known only once it exists."""
     check = f"model:{model.name}"
     name = model.model_path.name if model.model_path is not None else "the model"
-    program = stand_in(engine(model.engine)).atc[0]
+    program = stand_in(engine_info(model.engine)).atc[0]
     found = which(program)
     if found is None:
         return error(
@@ -192,10 +192,10 @@ def _sizes(model: ModelFacts, acl: Any) -> tuple[int, int] | None:
             ret = -1
         if ret == 0:
             return int(work), int(weight)
-    kind = detect_kind(Path(path))
-    if kind is None:
+    model_format = detect_format(Path(path))
+    if model_format is None:
         return None
-    facts = read_model_spec(Path(path), kind).facts
+    facts = read_model_spec(Path(path), model_format).facts
     try:
         return int(facts["memory_size"]), int(facts["weight_size"])
     except (KeyError, ValueError):

@@ -45,16 +45,15 @@ from typing import Any
 from ge_python_backend.ascend.aipp import AippConfig
 from ge_python_backend.ascend.constants import ACL_DYNAMIC_TENSOR_NAME, AclDataType, data_type_named
 from ge_python_backend.ascend.layout import GEAR_KINDS, LayoutTensor, ModelLayout, Shape
-from ge_python_backend.ascend.om.header import SIM_OM_MAGIC
+from ge_python_backend.ascend.resources import DEFAULT_MODEL_EVENTS, DEFAULT_MODEL_STREAMS, recorded_resources
+from ge_python_backend.engines.registry import ModelRecord
 from ge_python_backend.errors import ConfigError, OmFormatError
 from ge_python_backend.params import Choice
 from ge_python_backend.specs import ModelSpec
 
-#: The 8 bytes a sim-OM starts with; the OM reader knows them to refuse the file as simulated.
-MAGIC = SIM_OM_MAGIC
+#: The 8 bytes a sim-OM starts with.
+MAGIC = b"GESIMOM\x00"
 VERSION = 2
-#: streams and events a model whose file records none is counted with
-DEFAULT_MODEL_STREAMS, DEFAULT_MODEL_EVENTS = 1, 0
 _HEADER = struct.Struct("<8sIIQ")
 
 
@@ -292,3 +291,12 @@ def load_sim_om(path: str | Path) -> SimOm:
 def read_sim_om(path: str | Path) -> ModelSpec:
     """The ModelSpec of a sim-OM file: client inputs only, gears, source "sim-om", producer facts."""
     return load_sim_om(path).spec()
+
+
+def read_record(path: Path) -> ModelRecord:
+    """What a sim-OM records, as the registry's readers tell it (the format's reader): a load of
+    a model with shape ranges goes to the dynamic-shape executor, as a real one does."""
+    om = load_sim_om(path)
+    spec = om.spec()
+    order = om.layout.shape_order if om.shape_order_recorded else ()
+    return ModelRecord(spec, tuple(order), recorded_resources(spec.facts, dynamic=om.layout.kind == "range"))

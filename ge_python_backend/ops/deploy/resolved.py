@@ -40,7 +40,7 @@ NON_ROOT_USER = 1000
 
 
 @dataclass(frozen=True)
-class DeployPlan:
+class ResolvedDeployment:
     """Everything the manifests and the Dockerfile are written from."""
 
     options: DeployOptions
@@ -68,7 +68,7 @@ class DeployPlan:
         return tuple(m.name for m in self.facts.models)
 
 
-def make_plan(options: DeployOptions, facts: RepositoryFacts) -> DeployPlan:
+def resolve_options(options: DeployOptions, facts: RepositoryFacts) -> ResolvedDeployment:
     """Resolve what ``options`` leave to the repository; ConfigError when the two disagree."""
     warnings: list[str] = []
     npus = _npus(options, facts, warnings)
@@ -104,7 +104,7 @@ def make_plan(options: DeployOptions, facts: RepositoryFacts) -> DeployPlan:
     copies = facts.copies
     startup = STARTUP_BASE_SECONDS + options.startup_seconds_per_copy * copies
     pvc_size = options.pvc_size or gibibytes(2 * facts.size_bytes)
-    return DeployPlan(
+    return ResolvedDeployment(
         options=options,
         facts=facts,
         npus=npus,

@@ -1,9 +1,9 @@
 """What a Triton config must declare to serve a model: one answer for ``generate`` and for
 auto-complete (GEModel's ``auto_complete_config``).
 
-``plan_serving(spec, request)`` turns a ``ModelSpec`` into a ``ServingPlan``: ``max_batch_size``,
+``derive_config(spec, request)`` turns a ``ModelSpec`` into a ``DerivedConfig``: ``max_batch_size``,
 the preferred batch sizes, the client inputs and outputs as config entries and notes on the
-choices. It never plans a config tritonserver 2.51 refuses at load (CORE r24.10
+choices. It never derives a config tritonserver 2.51 refuses at load (CORE r24.10
 ``src/model_config_utils.cc``, ``ValidateIOShape`` :296-420) or one whose every request fails:
 
 - ``dims`` may not be empty (:314-318), and a model without batching may not have an empty
@@ -19,7 +19,7 @@ choices. It never plans a config tritonserver 2.51 refuses at load (CORE r24.10
 - batching only where every tensor the client sees keeps the batch on axis 0 and every output
   carries it: rows of one request never reach another.
 
-``complete_config`` fills a config (Triton's JSON form, as auto-complete gets it) from a plan,
+``complete_config`` fills a config (Triton's JSON form, as auto-complete gets it) from a derived one,
 keeping what the config declares and refusing what contradicts the model.
 """
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.modelconfig.matching import range_limit_text
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.serving.matching import range_limit_text
 from ge_python_backend.specs import ModelSpec, TensorSpec, config_type, format_shape
 
 #: Default largest batch for a model whose batch axis takes any size.
@@ -59,12 +59,12 @@ class ConfigTensor:
 
 
 @dataclass(frozen=True)
-class PlanRequest:
+class ConfigChoices:
     """What the caller decides: where tensors keep their batch (parameters), the state tensors
     (the model's own, never in the config) and overrides of the batching (None: from the model).
     ``source`` names where ``max_batch_size`` came from in messages (a flag or a config field).
     ``client_inputs``/``client_outputs`` False: hooks replace the model's tensors on that side
-    (a template's or model.py's own), so none are planned there."""
+    (a template's or model.py's own), so none are derived there."""
 
     layout: Layout = field(default_factory=Layout)
     states: frozenset[str] = frozenset()
@@ -77,7 +77,7 @@ class PlanRequest:
 
 
 @dataclass(frozen=True)
-class ServingPlan:
+class DerivedConfig:
     max_batch_size: int
     preferred_batch_sizes: tuple[int, ...]
     inputs: tuple[ConfigTensor, ...]
@@ -89,7 +89,7 @@ class ServingPlan:
         return self.max_batch_size > 0
 
 
-def plan_serving(spec: ModelSpec, request: PlanRequest) -> ServingPlan:
+def derive_config(spec: ModelSpec, request: ConfigChoices) -> DerivedConfig:
     """The config a model needs (see the module docstring); ConfigError when none can serve it."""
     inputs = [t for t in spec.inputs if t.name not in request.states and request.client_inputs]
     outputs = [t for t in spec.outputs if t.name not in request.states and request.client_outputs]
@@ -118,7 +118,7 @@ def plan_serving(spec: ModelSpec, request: PlanRequest) -> ServingPlan:
         )
         for t in outputs
     )
-    return ServingPlan(max_batch, preferred, planned_inputs, planned_outputs, tuple(notes))
+    return DerivedConfig(max_batch, preferred, planned_inputs, planned_outputs, tuple(notes))
 
 
 def _check_tensor(kind: str, tensor: TensorSpec) -> None:
@@ -155,7 +155,7 @@ def _entry(tensor: TensorSpec, moved: TensorSpec, *, batched: bool, batching: bo
     return ConfigTensor(tensor.name, config_dtype, (1,), () if batching else None)
 
 
-def _batching(spec: ModelSpec, layout: Layout, request: PlanRequest) -> tuple[int, tuple[int, ...], list[str]]:
+def _batching(spec: ModelSpec, layout: Layout, request: ConfigChoices) -> tuple[int, tuple[int, ...], list[str]]:
     """(max_batch_size, preferred batch sizes, notes)."""
     notes: list[str] = []
     batch = layout.batch_first_spec(spec).batch
@@ -219,7 +219,7 @@ def _batching(spec: ModelSpec, layout: Layout, request: PlanRequest) -> tuple[in
 
 
 def _check_preferred(
-    preferred: tuple[int, ...], max_batch: int, gears: tuple[int, ...] | None, request: PlanRequest
+    preferred: tuple[int, ...], max_batch: int, gears: tuple[int, ...] | None, request: ConfigChoices
 ) -> None:
     if preferred and max_batch == 0:
         raise ConfigError(
@@ -274,7 +274,7 @@ def _batching_hints(spec: ModelSpec, layout: Layout) -> list[str]:
     return hints
 
 
-# -- auto-complete: a declared config completed from a plan ------------------------------------
+# -- auto-complete: a declared config completed from a derived one ------------------------------------
 
 
 def wanted_batch(config: Mapping[str, Any]) -> int | None:
@@ -290,49 +290,49 @@ def wanted_batch(config: Mapping[str, Any]) -> int | None:
 
 def complete_config(
     config: MutableMapping[str, Any],
-    plan: ServingPlan,
+    derived: DerivedConfig,
     *,
     fill_inputs: bool = True,
     fill_outputs: bool = True,
     queue_delay_us: int = DEFAULT_QUEUE_DELAY_US,
 ) -> list[str]:
-    """Fill ``config`` (Triton's JSON form) from ``plan`` (made for the config's own
+    """Fill ``config`` (Triton's JSON form) from ``derived`` (made for the config's own
     ``max_batch_size`` when it declares one: ``wanted_batch``): ``max_batch_size``, the inputs and
     outputs (unless a hook replaces them: ``fill_inputs``/``fill_outputs`` False) and
     ``dynamic_batching`` with the preferred sizes when no scheduler is set. What the config
     declares is kept; a contradiction is a ConfigError naming the field, the model's value and
     the config's. Returns what was filled, one line each."""
     filled: list[str] = []
-    if int(config.get("max_batch_size", 0) or 0) != plan.max_batch_size:
-        config["max_batch_size"] = plan.max_batch_size
-        filled.append(f"max_batch_size {plan.max_batch_size}")
+    if int(config.get("max_batch_size", 0) or 0) != derived.max_batch_size:
+        config["max_batch_size"] = derived.max_batch_size
+        filled.append(f"max_batch_size {derived.max_batch_size}")
     if fill_inputs:
-        filled += _complete_tensors(config, "input", plan.inputs)
+        filled += _complete_tensors(config, "input", derived.inputs)
     if fill_outputs:
-        filled += _complete_tensors(config, "output", plan.outputs)
+        filled += _complete_tensors(config, "output", derived.outputs)
     schedulers = ("dynamic_batching", "sequence_batching", "ensemble_scheduling")
-    if plan.batching and not any(key in config for key in schedulers):
+    if derived.batching and not any(key in config for key in schedulers):
         config["dynamic_batching"] = {
-            "preferred_batch_size": list(plan.preferred_batch_sizes),
+            "preferred_batch_size": list(derived.preferred_batch_sizes),
             "max_queue_delay_microseconds": queue_delay_us,
         }
         filled.append(
-            f"dynamic_batching (preferred_batch_size {list(plan.preferred_batch_sizes)}, "
+            f"dynamic_batching (preferred_batch_size {list(derived.preferred_batch_sizes)}, "
             f"max_queue_delay_microseconds {queue_delay_us})"
         )
     return filled
 
 
-def _complete_tensors(config: MutableMapping[str, Any], kind: str, planned: Iterable[ConfigTensor]) -> list[str]:
+def _complete_tensors(config: MutableMapping[str, Any], kind: str, wanted: Iterable[ConfigTensor]) -> list[str]:
     entries: list[dict[str, Any]] = config.setdefault(kind, [])
-    planned = list(planned)
-    names = [t.name for t in planned]
+    wanted = list(wanted)
+    names = [t.name for t in wanted]
     for entry in entries:
         if entry.get("name") not in names:
             raise ConfigError(f"config {kind} {entry.get('name')!r} is not a model {kind}; the model has {names}")
     by_name = {entry.get("name"): entry for entry in entries}
     filled: list[str] = []
-    for tensor in planned:
+    for tensor in wanted:
         found = by_name.get(tensor.name)
         if found is None:
             entries.append(tensor.as_dict())
