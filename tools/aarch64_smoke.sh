@@ -81,7 +81,8 @@ bind() {  # SOURCE TARGET [ro]
 }
 mkdir -p "$rootfs/proc" && mount -t proc proc "$rootfs/proc" && mounted+=("$rootfs/proc")
 bind /dev "$rootfs/dev"
-bind /sys "$rootfs/sys"
+# No /sys: under qemu-user it is the x86_64 host's, and onnxruntime's CPU probe (cpuinfo) on aarch64
+# crashes parsing it (SIGSEGV at import); without it, it warns and goes on. A real arm64 host has its own.
 cp -L /etc/resolv.conf "$rootfs/etc/resolv.conf"
 # The root trusts the certificate authorities the host trusts (a TLS-inspecting proxy's among them).
 host_cas=/etc/ssl/certs/ca-certificates.crt

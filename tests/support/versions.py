@@ -39,10 +39,27 @@ class Release:
     #: nv_inference_count counts the rows of requests the model refused too (observed on 2.51;
     #: 2.43 counts answered requests' rows only, executions alike on both)
     counts_refused_rows: bool
+    #: tritonserver lives on when a stub dies with requests in flight (2.43 crashes: observed,
+    #: SIGSEGV in libtriton_python.so's TRITONBACKEND_ModelInstanceExecute)
+    survives_stub_death: bool
 
 
-BUNDLED = Release("24.10", "2.51.0", response_senders=True, checks_input_sizes=True, counts_refused_rows=True)
-TRITON_2402 = Release("24.02", "2.43.0", response_senders=False, checks_input_sizes=False, counts_refused_rows=False)
+BUNDLED = Release(
+    "24.10",
+    "2.51.0",
+    response_senders=True,
+    checks_input_sizes=True,
+    counts_refused_rows=True,
+    survives_stub_death=True,
+)
+TRITON_2402 = Release(
+    "24.02",
+    "2.43.0",
+    response_senders=False,
+    checks_input_sizes=False,
+    counts_refused_rows=False,
+    survives_stub_death=False,
+)
 RELEASES = {release.name: release for release in (BUNDLED, TRITON_2402)}
 
 _under_test = BUNDLED
