@@ -13,6 +13,7 @@ tritonserver 2.51 apply at load): a folder that would not load is never written.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import tempfile
@@ -664,20 +665,35 @@ def _write_model_folder(
 
 
 def _model_values(template: Template, config, model_path: Path) -> dict[str, str]:
-    """What a template's other models may name of the model folder's config: its name, its one
-    input and one output (name, data type, dims) and max_batch_size."""
-    if len(config.input) != 1 or len(config.output) != 1:
+    """What a template's other models may name of the model folder's config: its name,
+    max_batch_size, its outputs as a batching step behind it declares them (``batched_outputs``:
+    config text, the batch axis left out) and, for a model of one input and one output, each's
+    name, data type and dims."""
+    values = {
+        "model_name": config.name,
+        "max_batch_size": str(config.max_batch_size),
+        "batched_outputs": " ".join(_batched_entry("output", e, config.max_batch_size) for e in config.output),
+    }
+    if len(config.input) == 1 and len(config.output) == 1:
+        for kind, entry in (("input", config.input[0]), ("output", config.output[0])):
+            values[f"model_{kind}"] = entry.name
+            values[f"model_{kind}_type"] = mc.DataType.Name(entry.data_type)
+            values[f"model_{kind}_dims"] = ", ".join(str(d) for d in entry.dims)
+    elif template.uses("model_input", "model_output"):
         raise ConfigError(
             f"template {template.name!r} builds a pipeline around a model of one input and one output; "
             f"{Path(model_path).name} has inputs {[e.name for e in config.input]} and outputs "
             f"{[e.name for e in config.output]}"
         )
-    values = {"model_name": config.name, "max_batch_size": str(config.max_batch_size)}
-    for kind, entry in (("input", config.input[0]), ("output", config.output[0])):
-        values[f"model_{kind}"] = entry.name
-        values[f"model_{kind}_type"] = mc.DataType.Name(entry.data_type)
-        values[f"model_{kind}_dims"] = ", ".join(str(d) for d in entry.dims)
     return values
+
+
+def _batched_entry(kind: str, entry, max_batch_size: int) -> str:
+    """A config entry as a model with batching declares it: without the batch axis (a model
+    with max_batch_size 0 keeps it in its dims)."""
+    dims = list(entry.dims)[0 if max_batch_size else 1 :]
+    name, data_type = json.dumps(entry.name, ensure_ascii=False), mc.DataType.Name(entry.data_type)
+    return f"{kind} {{ name: {name} data_type: {data_type} dims: {dims} }}"
 
 
 def _generate_version(

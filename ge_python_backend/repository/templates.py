@@ -35,7 +35,7 @@ comments (checked when the template loads), each value is escaped as the body of
 and the rendered file must parse to the template's own code (else nothing is written); in other
 files a value with a control character is refused; values in ``parameters``, ``inputs`` and
 ``outputs`` go into config.pbtxt through its protobuf. An option's ``type`` ("string" by default,
-"int" with an optional ``min``, "float", "float_list" or "bool"; the words in its ``or`` list pass
+"int" with an optional ``min``, "float", "int_list", "float_list" or "bool"; the words in its ``or`` list pass
 too) is checked when it is given; a ``file`` option must name an existing file (with ``"default":
 ""`` it is optional: left out, nothing is copied). Target paths stay inside the model folder and
 sources inside the template folder: both are checked when the template loads, before anything is
@@ -63,7 +63,7 @@ from ge_python_backend.params import parse_bool, parse_int, parse_list
 #: Where templates are looked up, first match wins.
 ENV_TEMPLATE_PATH = "GE_TRITON_TEMPLATE_PATH"
 
-OPTION_TYPES = ("string", "int", "float", "float_list", "bool")
+OPTION_TYPES = ("string", "int", "float", "int_list", "float_list", "bool")
 #: where a template's inputs and outputs come from (``source``)
 SOURCES = ("model", "members")
 #: What a placeholder becomes while a Python template is checked: an identifier, so the template
@@ -79,6 +79,8 @@ def _option_parser(option: Mapping[str, Any]) -> tuple[Callable[[str], Any], str
         return parse_int(minimum), "an integer" + (f" >= {minimum}" if minimum is not None else "")
     if kind == "float":
         return float, "a number"
+    if kind == "int_list":
+        return parse_list(parse_int(1)), "comma-separated integers >= 1"
     if kind == "float_list":
         return parse_list(float), "comma-separated numbers"
     if kind == "bool":
@@ -275,6 +277,15 @@ class Template:
                 )
                 found[name] = (Path(values[model["model"][1:]]), folder_template)
         return found
+
+    def uses(self, *prefixes: str) -> bool:
+        """Whether a config of ``models`` names a placeholder starting with one of ``prefixes``."""
+        texts = [
+            safe_join(self.folder, m["config"]).read_text(encoding="utf-8")
+            for m in self.models.values()
+            if "config" in m
+        ]
+        return any(name.startswith(prefixes) for text in texts for name in _placeholders(text))
 
     def model_names(self, values: Mapping[str, str]) -> list[str]:
         """The folders the template writes: the model file's first, then those of ``models``."""

@@ -372,6 +372,81 @@ def yolo(path: Path, head: str, classes: int = 3, size: int = 64, stride: int = 
     return _save(_model(graph, ir_version=8), path)
 
 
+def text_encoder(path: Path, vocab: int = 50, hidden: int = 16, max_length: int = 128, seed: int = 13) -> Path:
+    """A one-layer BERT-style encoder: ``input_ids``, ``attention_mask``, ``token_type_ids`` INT64
+    [batch, sequence] -> ``last_hidden_state`` FP32 [batch, sequence, hidden] and ``pooler_output``
+    FP32 [batch, hidden] (tanh of a dense layer on the first token). Token, position and type
+    embeddings, one self-attention head whose scores get (1 - mask) * -10000 as BERT adds them,
+    a residual and a layer norm: a padded token with mask 0 changes no other token's output."""
+    _, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(seed)
+
+    def weight(name: str, *shape: int, scale: float = 0.5):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    constants = [
+        weight("tokens", vocab, hidden),
+        weight("positions", max_length, hidden),
+        weight("types", 2, hidden),
+        weight("Wq", hidden, hidden),
+        weight("Wk", hidden, hidden),
+        weight("Wv", hidden, hidden),
+        weight("Wp", hidden, hidden),
+        numpy_helper.from_array(np.ones(hidden, np.float32), "gamma"),
+        numpy_helper.from_array(np.zeros(hidden, np.float32), "beta"),
+        numpy_helper.from_array(np.array(1 / np.sqrt(hidden), np.float32), "scale"),
+        numpy_helper.from_array(np.array(-10000.0, np.float32), "masked"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+        numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+        numpy_helper.from_array(np.array([0], np.int64), "zero1"),
+        numpy_helper.from_array(np.array([1], np.int64), "one1"),
+        numpy_helper.from_array(np.array([2], np.int64), "two1"),
+    ]
+    nodes = [
+        helper.make_node("Gather", ["tokens", "input_ids"], ["token_embedding"]),
+        helper.make_node("Gather", ["types", "token_type_ids"], ["type_embedding"]),
+        helper.make_node("Shape", ["input_ids"], ["ids_shape"]),
+        helper.make_node("Slice", ["ids_shape", "one1", "two1"], ["length"]),
+        helper.make_node("Slice", ["positions", "zero1", "length", "zero1"], ["position_embedding"]),
+        helper.make_node("Add", ["token_embedding", "type_embedding"], ["embedded0"]),
+        helper.make_node("Add", ["embedded0", "position_embedding"], ["embedded"]),
+        helper.make_node("MatMul", ["embedded", "Wq"], ["q"]),
+        helper.make_node("MatMul", ["embedded", "Wk"], ["k"]),
+        helper.make_node("MatMul", ["embedded", "Wv"], ["v"]),
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["raw_scores"]),
+        helper.make_node("Mul", ["raw_scores", "scale"], ["scores"]),
+        helper.make_node("Cast", ["attention_mask"], ["mask_float"], to=TensorProto.FLOAT),
+        helper.make_node("Sub", ["one", "mask_float"], ["unmasked"]),
+        helper.make_node("Mul", ["unmasked", "masked"], ["penalty"]),
+        helper.make_node("Unsqueeze", ["penalty", "axis1"], ["penalty_rows"]),
+        helper.make_node("Add", ["scores", "penalty_rows"], ["masked_scores"]),
+        helper.make_node("Softmax", ["masked_scores"], ["attention"], axis=-1),
+        helper.make_node("MatMul", ["attention", "v"], ["attended"]),
+        helper.make_node("Add", ["attended", "embedded"], ["residual"]),
+        helper.make_node("LayerNormalization", ["residual", "gamma", "beta"], ["last_hidden_state"], axis=-1),
+        helper.make_node("Gather", ["last_hidden_state", "zero1"], ["first"], axis=1),
+        helper.make_node("Squeeze", ["first", "axis1"], ["first_token"]),
+        helper.make_node("MatMul", ["first_token", "Wp"], ["pooled"]),
+        helper.make_node("Tanh", ["pooled"], ["pooler_output"]),
+    ]
+    ids = ["batch", "sequence"]
+    graph = helper.make_graph(
+        nodes,
+        "text_encoder",
+        [
+            helper.make_tensor_value_info(name, TensorProto.INT64, ids)
+            for name in ("input_ids", "attention_mask", "token_type_ids")
+        ],
+        [
+            helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden]),
+            helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, ["batch", hidden]),
+        ],
+        constants,
+    )
+    return _save(_model(graph, ir_version=8), path)
+
+
 def reference(onnx_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """What ONNX Runtime, called directly on the ONNX file, returns for ``feeds``."""
     import onnxruntime as ort

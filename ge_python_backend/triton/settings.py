@@ -46,8 +46,12 @@ from ge_python_backend.serving.outputs import DeclaredTensor
 from ge_python_backend.serving.sequences import StatePair, parse_initial_values, parse_state_pairs
 from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
 
-#: Parameters read by Triton's Python backend itself; accepted and left alone.
-TRITON_PARAMETERS = ("EXECUTION_ENV_PATH", "FORCE_CPU_ONLY_INPUT_TENSORS")
+#: Set by ge-triton serve's supervisor in the config it reloads a model with (ops/supervisor.py):
+#: a config that differs in a parameter makes tritonserver load the model afresh, where the same
+#: config would keep its (dead) instances.
+RELOAD_PARAMETER = "ge_triton_reload"
+#: Parameters read by Triton's Python backend itself, or set by serve; accepted and left alone.
+TRITON_PARAMETERS = ("EXECUTION_ENV_PATH", "FORCE_CPU_ONLY_INPUT_TENSORS", RELOAD_PARAMETER)
 
 CORE_PARAMETERS = (
     Parameter(

@@ -200,3 +200,24 @@ def test_the_deployments_commands_run(tmp_path):
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
         log.close()
+
+
+def test_the_pods_read_only_root_keeps_the_checkout_and_its_python_wherever_they_are(tmp_path):
+    """The pod's emptyDirs are tmpfs mounts (``/tmp`` among them); a checkout under one of them (CI
+    clones into /tmp) must still run its ``.venv`` there: here the checkout's parent is the tmpfs."""
+    if not readonly_root.available() or readonly_root.CHECKOUT.parent == Path("/"):
+        pytest.skip("needs root with unshare and mount, and a checkout below a folder of its own")
+    parent = str(readonly_root.CHECKOUT.parent)
+    script = (
+        "import pathlib, ge_python_backend, sys; pathlib.Path(sys.argv[1], 'w').write_text(''); "
+        "print(ge_python_backend.__file__)"
+    )
+    done = subprocess.run(
+        [*readonly_root.prefix(tmp_path, [parent], str(tmp_path)), sys.executable, "-c", script, parent],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith(str(readonly_root.CHECKOUT))
+    assert not Path(parent, "w").exists()  # written into the namespace's tmpfs only

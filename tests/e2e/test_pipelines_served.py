@@ -3,7 +3,8 @@ heads, an ensemble; the models compiled at load) against a reference of letterbo
 NMS written apart from the template (tests/support/yolo_reference.py) and ONNX Runtime called
 directly; OCR (a BLS model over PP-OCR's det, cls and rec from the rapidocr-onnxruntime wheel,
 sim-compiled with a shape range over H/W for det and over batch and width for rec) against that
-wheel's own pipeline on rendered pages."""
+wheel's own pipeline on rendered pages; text (a BERT-style encoder sim-compiled with dims gears
+over batch and sequence, behind the padding model) against the unpadded encoder on ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ def built(tmp_path_factory):
         options = GenerateOptions(name=name, template="detection", engine="acl-sim", template_options=template_options)
         generate(files[name], repo, options)
     _ocr(repo, sources)
+    files["encoder"] = models.text_encoder(sources / "encoder.onnx")
+    gears = ";".join(",".join([f"{b},{s}"] * 3) for b in (1, 2, 4, 8) for s in (16, 32, 64))
+    shapes = "input_ids:-1,-1;attention_mask:-1,-1;token_type_ids:-1,-1"
+    sim_compile(files["encoder"], sources / "encoder.om", input_shapes=shapes, dynamic_dims=gears)
+    generate(sources / "encoder.om", repo, GenerateOptions(name="bert", template="text"))
     return repo, files, root / "atc-cache"
 
 
@@ -157,3 +163,40 @@ def test_ocr_refuses_what_is_no_image(server):
         "http", url(server, "http"), "ocr", [{"IMAGE": np.array([b"plain text"], dtype=np.object_)}]
     )
     assert error is not None and "IMAGE[0] has 10 bytes and is no PNG or JPEG file" in str(error)
+
+
+def test_texts_of_any_length_answer_as_the_unpadded_encoder(server, built):
+    _, files, _ = built
+    rng = np.random.default_rng(5)
+    lengths = [3, 17, 1, 64, 30, 9, 33, 16, 2, 50, 12, 7]
+    requests = []
+    for index, length in enumerate(lengths):
+        rows = 1 + index % 2
+        request = {"input_ids": rng.integers(1, 50, (rows, length)).astype(np.int64)}
+        if index % 3:
+            request["attention_mask"] = np.ones((rows, length), np.int64)
+        if index % 4 == 1:
+            request["token_type_ids"] = rng.integers(0, 2, (rows, length)).astype(np.int64)
+        requests.append(request)
+    for protocol in ("http", "grpc"):
+        answers = infer_many(protocol, url(server, protocol), "bert", requests, concurrency=12)
+        for request, (outputs, error) in zip(requests, answers):
+            assert error is None, error
+            ids = request["input_ids"]
+            feeds = {
+                "input_ids": ids,
+                "attention_mask": request.get("attention_mask", np.ones_like(ids)),
+                "token_type_ids": request.get("token_type_ids", np.zeros_like(ids)),
+            }
+            expected = models.reference(files["encoder"], feeds)
+            assert outputs["last_hidden_state"].shape == expected["last_hidden_state"].shape
+            np.testing.assert_allclose(outputs["last_hidden_state"], expected["last_hidden_state"], atol=1e-4)
+            np.testing.assert_allclose(outputs["pooler_output"], expected["pooler_output"], atol=1e-4)
+
+
+def test_a_text_longer_than_the_model_fails_alone(server):
+    good = {"input_ids": np.ones((1, 5), np.int64)}
+    requests = [good, {"input_ids": np.ones((1, 65), np.int64)}, good]
+    answers = infer_many("grpc", url(server, "grpc"), "bert", requests)
+    assert answers[0][1] is None and answers[2][1] is None
+    assert "input_ids has 65 tokens; the model takes at most 64" in str(answers[1][1])

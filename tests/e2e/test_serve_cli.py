@@ -285,8 +285,9 @@ def test_explicit_model_control_loads_the_named_models_at_start_and_the_others_o
 
 
 def test_load_model_without_explicit_mode_is_refused_before_tritonserver_starts(repo):
+    command = [sys.executable, "-m", "ge_python_backend", "serve", str(repo), "--model-control-mode", "none"]
     result = subprocess.run(
-        [sys.executable, "-m", "ge_python_backend", "serve", str(repo), "--load-model", "linear"],
+        [*command, "--load-model", "linear"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -1,12 +1,14 @@
 """Run a command as a pod with ``readOnlyRootFilesystem`` runs it: every filesystem it reads is
 read-only, and only fresh tmpfs mounts (the pod's emptyDirs) and /dev/shm are writable.
 
-    python readonly_root.py KEEP WRITABLE[,WRITABLE...] WORKDIR -- COMMAND...
+    python readonly_root.py KEEP[,KEEP...] WRITABLE[,WRITABLE...] WORKDIR -- COMMAND...
 
 In a private mount namespace (``unshare -m``, root only): the filesystems holding ``/``, this
-Python and ``KEEP`` are remounted read-only; a tmpfs is mounted on each WRITABLE folder (``/tmp``
-among them, which hides what was there); KEEP (the test's own files, typically under /tmp) is bound
-back at its path read-only; the command runs in WORKDIR. Nothing outside the namespace changes.
+Python and each KEEP are remounted read-only; a tmpfs is mounted on each WRITABLE folder (``/tmp``
+among them, which hides what was there); each KEEP that a tmpfs hid is bound back at its path
+read-only; the command runs in WORKDIR. Nothing outside the namespace changes. ``prefix`` keeps
+the test's own files (typically under /tmp) and also this checkout and the Python environment
+(``sys.prefix``) the command runs from, wherever they are: a checkout under /tmp stays visible.
 """
 
 from __future__ import annotations
@@ -26,10 +28,16 @@ def available() -> bool:
     return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
 
 
+#: the checkout the tests run from (the package is installed from it in editable mode)
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
 def prefix(keep: Path, writable: list[str], workdir: str) -> list[str]:
-    """The command line that runs the rest of it inside such a namespace."""
+    """The command line that runs the rest of it inside such a namespace, with ``keep``, this
+    checkout and the Python environment kept visible."""
     here = str(Path(__file__).resolve())
-    return ["unshare", "-m", sys.executable, here, str(keep), ",".join(writable), workdir, "--"]
+    kept = ",".join(str(p) for p in (keep, CHECKOUT, Path(sys.prefix)))
+    return ["unshare", "-m", sys.executable, here, kept, ",".join(writable), workdir, "--"]
 
 
 def _mount(*args: str) -> None:
@@ -46,19 +54,20 @@ def _mount_point(path: Path) -> str:
 def main(argv: list[str]) -> None:
     keep, writable, workdir, separator, *command = argv
     assert separator == "--" and command, __doc__
-    keep_path = Path(keep).resolve()
+    kept = sorted({Path(p).resolve() for p in keep.split(",")}, key=lambda p: len(p.parts))
     _mount("--make-rprivate", "/")
-    held = os.open(keep_path, os.O_RDONLY | os.O_DIRECTORY)  # KEEP stays reachable under the tmpfs
-    for point in sorted({_mount_point(Path(p)) for p in ("/", sys.prefix, sys.executable, keep_path)}):
+    held = {path: os.open(path, os.O_RDONLY | os.O_DIRECTORY) for path in kept}  # reachable under a tmpfs
+    for point in sorted({_mount_point(Path(p)) for p in ("/", sys.prefix, sys.executable, *kept)}):
         _mount("-o", "remount,bind,ro", point)
     for folder in writable.split(","):
         _mount("-t", "tmpfs", "-o", "mode=1777", "tmpfs", folder)
-    if not keep_path.exists():
-        keep_path.mkdir(parents=True)
-        _mount("--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{held}", str(keep_path))
-        _mount("-o", "remount,bind,ro", str(keep_path))
-    os.close(held)
-    for path in ("/", str(keep_path)):
+    for path, fd in held.items():
+        if not path.exists():  # a tmpfs hid it (a parent of it is binding it back already otherwise)
+            path.mkdir(parents=True)
+            _mount("--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{fd}", str(path))
+            _mount("-o", "remount,bind,ro", str(path))
+        os.close(fd)
+    for path in ("/", *map(str, kept)):
         probe = Path(path) / ".readonly-probe"
         try:
             probe.write_text("")

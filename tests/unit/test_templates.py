@@ -136,7 +136,7 @@ def test_classification_options_are_checked(sandbox, given, message):
 def test_unknown_option_type_is_refused(sandbox, monkeypatch):
     _template(sandbox, "typed", {"{version}/model.py": "model.py.in"}, {"n": {"default": "1", "type": "integer"}})
     monkeypatch.setenv(ENV_TEMPLATE_PATH, str(sandbox / "templates"))
-    accepted = "string, int, float, float_list, bool"
+    accepted = "string, int, float, int_list, float_list, bool"
     with pytest.raises(ConfigError, match=f"option 'n' has type 'integer'; accepted: {accepted}"):
         load_template("typed")
 

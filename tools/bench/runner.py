@@ -41,6 +41,7 @@ SCENARIOS: dict[str, str] = {
     "variants": "variants",
     "profile": "profile",
     "images": "images",
+    "pipelines": "pipelines",
 }
 
 #: a host busier than this before a measurement is reported (the measurement runs anyway)
