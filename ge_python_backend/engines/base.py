@@ -19,6 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,17 @@ class CompileTarget:
     soc_version: str
     #: the CANN (or simulator) version: a compiled model belongs to the toolkit that built it
     cann_version: str
+
+
+class RequestSettings(Enum):
+    """Which requests have engine settings of their own (``Engine.batch_settings``)."""
+
+    #: none: the request path never asks
+    NONE = "none"
+    #: a request with parameters: the request path reads them and asks
+    WITH_PARAMETERS = "with_parameters"
+    #: every request (settings that default to values the engine keeps, e.g. an aipp_config file)
+    ALWAYS = "always"
 
 
 @dataclass
@@ -84,22 +96,14 @@ class Engine(ABC):
     def slots(self) -> tuple[Slot, ...]:
         """The execution contexts; at least one."""
 
+    #: which requests ``batch_settings`` is asked about (an engine that overrides it says which)
+    request_settings: RequestSettings = RequestSettings.NONE
+
     def batch_settings(self, parameters: Mapping[str, Any], shapes: Shapes, request_id: str = "") -> Hashable:
-        """Engine settings a request asks for through its parameters (e.g. dynamic-AIPP values):
+        """Engine settings a request asks for (e.g. dynamic-AIPP values from its parameters):
         requests whose settings differ never share a batch. InputError names a bad parameter;
         ``request_id`` (the client's, may be empty) is for the engine's log. Default: none."""
         return None
-
-    @property
-    def reads_parameters(self) -> bool:
-        """Whether ``batch_settings`` reads a request's parameters at all (it is overridden)."""
-        return type(self).batch_settings is not Engine.batch_settings
-
-    @property
-    def settings_without_parameters(self) -> bool:
-        """Whether ``batch_settings`` may return anything but None for a request without parameters
-        (the runner skips the call for such requests otherwise). Default: only if overridden."""
-        return self.reads_parameters
 
     def after_batch(self) -> None:  # noqa: B027 - optional: most engines keep no per-batch state
         """Called once after each batch runs (acl: counts batches of a profiling window)."""

@@ -52,6 +52,29 @@ def test_bad_requests_among_good_ones_fail_alone(server, sources, protocol):
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_requests_the_engine_refuses_fail_alone_among_concurrent_good_ones(server, sources, protocol):
+    """Two inputs whose lengths the config leaves open but the model needs equal: every 7th
+    request's differ, the engine refuses its batch (its group: requests of other shapes never
+    share it), and the others are answered as ONNX Runtime answers them."""
+    session = ort.InferenceSession(str(sources["two_inputs"]))
+    rng = np.random.default_rng(25)
+    requests = []
+    for index in range(120):
+        rows, length = int(rng.integers(1, 5)), (3, 5)[index % 2]
+        a = rng.standard_normal((rows, length)).astype(np.float32)
+        b = rng.standard_normal((rows, length + 1 if index % 7 == 3 else length)).astype(np.float32)
+        requests.append({"a": a, "b": b})
+    results = infer_many(protocol, url(server, protocol), "pair_batching", requests)
+    for index, (request, (outputs, error)) in enumerate(zip(requests, results)):
+        if index % 7 == 3:
+            assert error is not None and "broadcast" in error.message()
+            continue
+        assert error is None, error
+        for name, want in zip(("sum", "count"), session.run(None, request)):
+            np.testing.assert_array_equal(outputs[name], want)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_subclass_hooks_serve_label_strings(server, sources, protocol):
     session = ort.InferenceSession(str(sources["hooked"]))
     rng = np.random.default_rng(11)

@@ -164,7 +164,7 @@ def test_http_inference_off_restricts_the_inference_api_with_a_secret_value(tmp_
         ("10.1.2.3", None, [], False),
         ("0.0.0.0", True, [], True),
         ("127.0.0.1", False, [], False),
-        # finding 6 of issue 22: the address in force decides, not --address alone
+        # the address in force decides, not --address alone
         ("127.0.0.1", None, ["--http-address=0.0.0.0"], False),
         ("127.0.0.1", None, ["--http-address", "::"], False),
         ("0.0.0.0", None, ["--http-address=127.0.0.1"], True),

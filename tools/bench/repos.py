@@ -194,13 +194,13 @@ def grid(
 LABELS_HELP = (
     "ort (GEModel on onnxruntime), default (generate's folder on acl-sim), null (the same on engine acl over the "
     "null pyACL), MODE_sS_iI or null_MODE_sS_iI (e.g. return_s1_i2); any of them +key=value[+key=value] sets "
-    "more config parameters (e.g. default+fast_lane=false)"
+    "more config parameters (e.g. default+reject_nonfinite=true)"
 )
 
 
 def config_named(label: str) -> Config:
     """The Config behind a label: ``ort``, ``default``, ``null``, ``[null_]MODE_sS_iI``, each
-    optionally followed by ``+key=value`` config parameters (``default+fast_lane=false``)."""
+    optionally followed by ``+key=value`` config parameters (``default+reject_nonfinite=true``)."""
     from ge_python_backend.errors import ConfigError
     from ge_python_backend.ops.deploy.options import pairs
 

@@ -37,7 +37,7 @@ from ge_python_backend.engines.acl.preflight import (
 )
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
-from ge_python_backend.engines.base import CompileTarget, Engine, Shapes, Slot
+from ge_python_backend.engines.base import CompileTarget, Engine, RequestSettings, Shapes, Slot
 from ge_python_backend.engines.offline import model_resources
 from ge_python_backend.engines.registry import EngineDriver, EngineInfo, EngineLoad
 from ge_python_backend.errors import ConfigError, InputError
@@ -129,7 +129,10 @@ class AclEngine(Engine):
             self.close()
             raise
         self.layout = first.description.layout
-        self._dynamic_aipp = any(t.dynamic_aipp for t in self.layout.inputs)
+        # a request's parameters may set dynamic-AIPP values or start a profiling window; with
+        # dynamic AIPP a request without any still has settings (the aipp_config file's values)
+        dynamic_aipp = any(t.dynamic_aipp for t in self.layout.inputs)
+        self.request_settings = RequestSettings.ALWAYS if dynamic_aipp else RequestSettings.WITH_PARAMETERS
         # the pid msprof's on-demand profiling attaches to (docs/profiling.md, mode e)
         LOG.info("pid %d: for msprof --dynamic=on --pid=%d", os.getpid(), os.getpid())
         soc = acl.get_soc_name()
@@ -282,12 +285,6 @@ class AclEngine(Engine):
             self._check_aipp(tensor.name, config, shape)
             found.append((tensor.name, config))
         return tuple(found) or None
-
-    @property
-    def settings_without_parameters(self) -> bool:
-        """Only dynamic-AIPP inputs have settings a request without parameters still gets (the
-        aipp_config file's values): otherwise the runner need not call batch_settings for it."""
-        return self._dynamic_aipp
 
     def _check_aipp(self, name: str, config: AippConfig, shape: Shape) -> None:
         """What set_input_aipp refuses, as an input error (acl_aipp.cpp 107-312; aipp_param_check.cpp
