@@ -126,7 +126,7 @@ def build_repository(workdir: Path, row_ms: float, same_model: bool, router_inst
     set_parameters(cpu / "config.pbtxt", onnxruntime_intra_op_threads="1")
     routers = {"router": {"members": "npu,cpu"}, "router_npu16": {"members": "npu,cpu", "limits": "npu=16"}}
     for name, options in routers.items():
-        chosen = GenerateOptions(name=name, template="router", template_options=options, instance_count=router_instances)
+        chosen = GenerateOptions(name, template="router", template_options=options, instance_count=router_instances)
         generate(None, repo, chosen)
     tiny = relu_model(workdir / "tiny.onnx")
     generate(tiny, repo, GenerateOptions(name="tiny"))
