@@ -1,13 +1,14 @@
-"""Execution slots (streams) on the pyACL simulator: S = 1, 2, 4 with a modelled device time.
+"""Batches in flight on the pyACL simulator: S = 1, 2, 4 instances with a modelled device time.
 
 A small CNN (image_classifier, FP32 3x32x32) is compiled into a simulated .om with batch gears
-1,2,4,8 (``ge-triton sim-compile``) and served by the acl-sim engine with ``streams`` S = 1, 2
-and 4. Each execution keeps its simulated stream busy for ``acl_sim_device_ms`` plus
-``acl_sim_row_ms`` per batch row, so the model is device-bound and S streams can run S batches
-at once while the host gathers, copies and answers the others. Slots overlap across executes only
-with answers through response senders, an opt-in (docs/reliability.md: the stub-death risk), so
-the folders set ``response_mode: sender``. Reports throughput per S, the device-bound ceiling
-S * 8 rows / (device_ms + 8 * row_ms), GEModel's phase split and the ratios.
+1,2,4,8 (``ge-triton sim-compile``) and served by the acl-sim engine with S = 1, 2 and 4 instances
+of one stream each (answers returned from execute: batches of several executes overlap across
+instances). Each execution keeps its simulated device busy for ``acl_sim_device_ms`` plus
+``acl_sim_row_ms`` per batch row, each instance on a device of its own
+(``acl_sim_shared_device: false``), so the model is device-bound and S instances can run S batches
+at once while the host gathers, copies and answers the others: what the host keeps in flight.
+Reports throughput per S, the device-bound ceiling S * 8 rows / (device_ms + 8 * row_ms),
+GEModel's phase split and the ratios.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import numpy as np
 from tools.bench.measure import POINT_HEADER, point_row, sweep, sweep_arguments
 from tools.bench.runner import Bench, Ratio, Report, Table, ratio_table
 
-SUMMARY = "execution slots S = 1, 2, 4 on the simulator, device-bound (response senders)"
-STREAMS = (1, 2, 4)
+SUMMARY = "batches in flight: S = 1, 2, 4 instances on the simulator, device-bound"
+INSTANCES = (1, 2, 4)
 LARGEST_GEAR = 8
 
 
@@ -43,14 +44,14 @@ def build_repository(workdir: Path, device_ms: float, row_ms: float) -> Path:
     repo = workdir / "repo"
     if repo.exists():
         shutil.rmtree(repo)
-    for streams in STREAMS:
-        options = GenerateOptions(name=f"sim_s{streams}", engine="acl-sim", streams=streams, instance_count=1)
+    for instances in INSTANCES:
+        options = GenerateOptions(name=f"sim_s{instances}", engine="acl-sim", streams=1, instance_count=instances)
         folder = generate(om_file, repo, options).model_dir
         set_parameters(
             folder / "config.pbtxt",
             acl_sim_device_ms=f"{device_ms:g}",
             acl_sim_row_ms=f"{row_ms:g}",
-            response_mode="sender",
+            acl_sim_shared_device="false",
         )
     return repo
 
@@ -69,8 +70,8 @@ def run(bench: Bench) -> Report:
     )
     series = {}
     with TritonServer(repo) as server:
-        for streams in STREAMS:
-            series[f"S={streams}"] = sweep(bench, server, f"sim_s{streams}", inputs, args.levels)
+        for instances in INSTANCES:
+            series[f"S={instances}"] = sweep(bench, server, f"sim_s{instances}", inputs, args.levels)
 
     def ceiling(name: str) -> float:
         return int(name[2:]) * LARGEST_GEAR / batch_s
@@ -95,6 +96,6 @@ def run(bench: Bench) -> Report:
         summary=ratio_table(ratios, "ratios at the highest level"),
         tables=tables,
         data=data,
-        plot=lambda path: plot(series, path, "acl-sim, device-bound, S execution slots"),
+        plot=lambda path: plot(series, path, "acl-sim, device-bound, S instances"),
         notes=notes,
     )
