@@ -85,7 +85,7 @@ def _prefixes(server, install):
 
 
 def test_each_server_gives_each_python_based_backend_a_shm_prefix_of_its_own(tmp_path):
-    """Before Triton 24.05 the regions are numbered from 1 per server: two servers would share them."""
+    """Before Triton 24.04 the regions are numbered from 1 per server: two servers would share them."""
     install = TritonInstall(tmp_path / "bin" / "tritonserver", tmp_path / "backends", None)
     (tmp_path / "backends").mkdir()
     first, second = TritonServer(tmp_path), TritonServer(tmp_path)
