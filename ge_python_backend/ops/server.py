@@ -314,12 +314,19 @@ class TritonServer:
             )
         self.exit_on_error = _true(last("exit-on-error", str(exit_on_error)))
         given = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
+        chosen = {port for port in given.values() if port is not None}
+        for option in given:  # free ports, distinct: two binds in a row may be given the same one
+            while given[option] is None:
+                port = free_port(address)
+                if port not in chosen:
+                    given[option] = port
+                    chosen.add(port)
         self.endpoints = tuple(
             Endpoint(
                 name,
                 option,
                 last(f"{option}-address", address),
-                int(last(f"{option}-port", str(given[option] or free_port(address)))),
+                int(last(f"{option}-port", str(given[option]))),
                 _true(last(f"allow-{option}", "true")),
             )
             for name, option in (("HTTP", "http"), ("gRPC", "grpc"), ("metrics", "metrics"))

@@ -123,6 +123,14 @@ def test_log_records_read_both_log_formats_alike(text):
     assert records[1] == LogRecord("E", "logbridge.py:41", records[1].message)
 
 
+def test_the_free_ports_a_server_takes_are_distinct(tmp_path, monkeypatch):
+    offered = iter([5000, 5000, 5001, 5000, 5002])
+    monkeypatch.setattr("ge_python_backend.ops.server.free_port", lambda host="": next(offered))
+    server = TritonServer(tmp_path)
+    assert (server.http_port, server.grpc_port, server.metrics_port) == (5000, 5001, 5002)
+    server.close()
+
+
 def test_without_http_there_is_nothing_to_check_readiness_with(tmp_path):
     with pytest.raises(ServerError, match="--allow-http=false: the server's readiness is checked over HTTP"):
         TritonServer(tmp_path, extra_args=["--allow-http=false"])
