@@ -56,6 +56,9 @@ class PhaseTimes:
     host_to_device: float = 0.0
     execute: float = 0.0
     device_to_host: float = 0.0
+    #: seconds the device spent running it that no other run on the device counted (an NPU engine's
+    #: share of its device's busy time: engines/acl/busy.py); 0 for engines without a device
+    device_busy: float = 0.0
 
 
 class Slot(ABC):

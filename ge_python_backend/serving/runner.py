@@ -332,6 +332,7 @@ class Runner:
             self._observer.phase(Phase.HOST_TO_DEVICE, times.host_to_device)
             self._observer.phase(Phase.EXECUTE, times.execute)
             self._observer.phase(Phase.DEVICE_TO_HOST, times.device_to_host)
+            self._observer.device_busy(times.device_busy)
             self._observer.batch(chunk.rows, chunk.padding)
             started = time.perf_counter()
             batch.answer(outputs)

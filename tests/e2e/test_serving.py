@@ -10,7 +10,7 @@ import tritonclient.http as httpclient
 from tests.models.hooked_classifier import decode, top_k
 from tests.support.clients import infer_many, url
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.contract]
 PROTOCOLS = ["grpc", "http"]
 
 

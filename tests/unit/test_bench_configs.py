@@ -63,12 +63,21 @@ def test_the_null_folder_runs_engine_acl_over_the_null_pyacl(tmp_path):
     assert parameters["engine"] == "acl" and parameters["metrics"] == "false"
     assert not any(key.startswith("acl_sim_") for key in parameters)  # engine acl would refuse them
     model_py = (repo / "null__metrics-false_d8" / "1" / "model.py").read_text()
-    assert str(repos.NULLACL) in model_py and "install(device_ms=8.0)" in model_py
+    assert str(repos.NULLACL) in model_py and "install(device_ms=8.0, shared_device=True)" in model_py
     assert model_py.index("install(") < model_py.index("from ge_python_backend import GEModel")
     sim = read_config_file(repo / "default_d8" / "config.pbtxt")
     assert (
         sim.parameters["engine"].string_value == "acl-sim" and sim.parameters["acl_sim_device_ms"].string_value == "8"
     )
+    assert "acl_sim_shared_device" not in sim.parameters  # the shared device, the simulator's default
+
+
+def test_stream_devices_give_every_stream_a_device_of_its_own(tmp_path):
+    configs = [repos.config_named("null"), repos.config_named("default")]
+    repo, _ = repos.build_host_repository(tmp_path, configs, [8.0], shared_device=False)
+    sim = read_config_file(repo / "default_d8" / "config.pbtxt")
+    assert sim.parameters["acl_sim_shared_device"].string_value == "false"
+    assert "install(device_ms=8.0, shared_device=False)" in (repo / "null_d8" / "1" / "model.py").read_text()
 
 
 def test_ab_needs_no_second_checkout_and_checks_its_labels(tmp_path):

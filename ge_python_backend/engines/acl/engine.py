@@ -28,6 +28,7 @@ from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, DeviceLimits
 from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.engines import compile as compile_at_load
 from ge_python_backend.engines.acl import preflight
+from ge_python_backend.engines.acl.busy import DeviceBusy
 from ge_python_backend.engines.acl.options import PARAMETERS as ACL_PARAMETERS
 from ge_python_backend.engines.acl.options import AclOptions, ProfilingSettings
 from ge_python_backend.engines.acl.preflight import (
@@ -109,6 +110,8 @@ class AclEngine(Engine):
         self._system_managed = False
         self._dumping = False
         self._profiling: _ProfilingWindow | None = None
+        #: the device's busy seconds, counted once over every instance on it (busy.py)
+        self._busy: DeviceBusy | None = None
         path = str(model_path)
         try:
             self._runtime.start(self, device_id, self._options.acl_json)
@@ -121,6 +124,7 @@ class AclEngine(Engine):
             self._check_limits(resources, slots, peers)
             self._start_dump()
             self._profiling = self._start_profiling()
+            self._busy = DeviceBusy(device_id)
             setup = self._slot_setup(path, resources)
             first = AclSlot(0, acl, setup, None)
             self._slots.append(first)
@@ -202,7 +206,14 @@ class AclEngine(Engine):
                 path,
             )
             return SlotSetup(
-                path, self.device_mode, options.timing_events, options.timing_every, None, 0, options.max_shapes
+                path,
+                self.device_mode,
+                options.timing_events,
+                options.timing_every,
+                None,
+                0,
+                options.max_shapes,
+                self._busy,
             )
         work, weight, ret = acl.mdl.query_size(path)
         weights = None
@@ -227,6 +238,7 @@ class AclEngine(Engine):
             weights,
             work if weights else 0,
             options.max_shapes,
+            self._busy,
         )
 
     def _start_dump(self) -> None:
@@ -388,6 +400,9 @@ class AclEngine(Engine):
             if self._started:
                 self._started = False
                 self._runtime.stop(self, self._device_id)
+            if self._busy is not None:
+                self._busy.close()
+                self._busy = None
 
     def describe(self) -> str:
         count = len(self._slots)
