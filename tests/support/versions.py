@@ -32,10 +32,13 @@ class Release:
     server: str  # tritonserver's version: "2.51.0"
     #: a non-decoupled request's response sender (python_backend r24.06, triton/capabilities.py)
     response_senders: bool
+    #: the Python backend restarts a dead stub from execute (r24.02 python_be.cc:2433-2453, gone in
+    #: r24.06), which under load takes tritonserver down (docs/reliability.md)
+    restarts_dead_stubs: bool
 
 
-BUNDLED = Release("24.10", "2.51.0", response_senders=True)
-TRITON_2402 = Release("24.02", "2.43.0", response_senders=False)
+BUNDLED = Release("24.10", "2.51.0", response_senders=True, restarts_dead_stubs=False)
+TRITON_2402 = Release("24.02", "2.43.0", response_senders=False, restarts_dead_stubs=True)
 RELEASES = {release.name: release for release in (BUNDLED, TRITON_2402)}
 
 _under_test = BUNDLED
