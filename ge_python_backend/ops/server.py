@@ -134,6 +134,20 @@ def prepare_backends(install: TritonInstall, workspace: Path) -> Path:
     return backends
 
 
+def python_based_backends(install: TritonInstall) -> list[str]:
+    """The backends served by the Python backend's library in a ``prepare_backends`` folder.
+
+    Each gets its own ``shm-region-prefix-name`` per server: before python_backend r24.05 (commit
+    4d42111) a stub's region in /dev/shm is ``<prefix><n>``, n counting the server's instances from
+    1 (r24.02 ``src/stub_launcher.cc:81-86``), so two tritonservers 24.02 on one host with the
+    default prefix open each other's regions (a stub that cannot initialize its region, a double
+    free, a load that never ends). From r24.05 the region names end in a random UUID instead."""
+    names = ["python", GE_BACKEND_NAME]
+    if not (install.backends / NPU_GE_BACKEND_NAME).exists():
+        names.append(NPU_GE_BACKEND_NAME)
+    return names
+
+
 #: The largest TCP port.
 MAX_PORT = 65535
 
@@ -145,6 +159,38 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 _LOG_PREFIX = re.compile(r"^[EWI]\d{4} [\d:.]+\s+\d+ [^\]]+\] ")
+_LOG_RECORD = re.compile(r"^([EWI])\d{4} [\d:.]+\s+\d+ ([^\]]+)\] (.*)$")
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One message of tritonserver's log."""
+
+    severity: str  # "E", "W" or "I"
+    source: str  # file:line that logged it, e.g. "model.py:188"
+    message: str  # as it was logged: unquoted, with its own line breaks
+
+
+def log_records(text: str) -> list[LogRecord]:
+    """tritonserver's log as messages, in either of its formats: 2.43 (Triton 24.02) writes a
+    message as it is, a traceback going on over the next lines; 2.51 writes each message on one
+    line, in quotes, with its line breaks and quotes escaped. Lines before the first message
+    (and tables the server prints) are not messages."""
+    records: list[LogRecord] = []
+    for line in text.splitlines():
+        found = _LOG_RECORD.match(line)
+        if found:
+            severity, source, message = found.groups()
+            if len(message) >= 2 and message[0] == message[-1] == '"':
+                with contextlib.suppress(ValueError):
+                    message = json.loads(message)
+            records.append(LogRecord(severity, source, message))
+        elif records and not line.startswith(("+-", "| ")):
+            last = records[-1]
+            records[-1] = LogRecord(last.severity, last.source, f"{last.message}\n{line}")
+    return records
+
+
 #: error lines every start on a host without a GPU logs
 _HARMLESS = ("CudaDriverHelper has not been initialized",)
 
@@ -250,6 +296,8 @@ class TritonServer:
         self.install = install
         self.stop_with_parent = stop_with_parent
         self.process: subprocess.Popen | None = None
+        #: the Python backend's /dev/shm region names start with it (see ``python_based_backends``)
+        self._shm_prefix = f"ge_triton_{random_value()[:12]}"
         #: the models and their states once the server is ready (``wait_ready``)
         self.models: list[ModelState] = []
         self._ready = False
@@ -348,6 +396,10 @@ class TritonServer:
             "--exit-timeout-secs=15",
             "--backend-config=python,shm-default-byte-size=16777216",
             "--backend-config=python,shm-growth-byte-size=16777216",
+        ]
+        args += [
+            f"--backend-config={backend},shm-region-prefix-name={self._shm_prefix}_{backend}_"
+            for backend in python_based_backends(install)
         ]
         args += self._restrictions
         args += [f"--load-model={name}" for name in self.load_models]
@@ -602,6 +654,10 @@ class TritonServer:
         """What this run of tritonserver said as it died: the uncaught exception ("terminate called
         ...", "what(): ...") or the signal it caught ("Signal (11) received.")."""
         return last_words(self.log_text()[getattr(self, "log_offset", 0) :])
+
+    def log_records(self) -> list[LogRecord]:
+        """The messages of the server's log (``log_records``)."""
+        return log_records(self.log_text())
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])

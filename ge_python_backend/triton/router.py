@@ -223,12 +223,10 @@ class RouterModel:
         return pb_utils.InferenceResponse(error=pb_utils.TritonError(text, value))
 
     def _release(self) -> None:
-        if getattr(self, "_router", None) is not None:
-            assert self._router is not None
+        if self._router is not None:
             self._router.close(timeout=lifeline.RELEASE_TIMEOUT)
             self._router = None
-        if getattr(self, "_metrics", None) is not None:
-            assert self._metrics is not None
+        if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
 

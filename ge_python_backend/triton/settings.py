@@ -107,15 +107,6 @@ CORE_PARAMETERS = (
         "refuse floating-point inputs that contain NaN or Inf",
     ),
     Parameter(
-        "fast_lane",
-        parse_bool,
-        True,
-        "true or false",
-        "requests whose tensors match a signature already validated take a path planned once for it (same answers "
-        "and errors as the general path); models with hooks, sequences, dynamic AIPP, reject_nonfinite, string or "
-        "unbatched tensors always take the general path",
-    ),
-    Parameter(
         "log_verbosity",
         parse_int(0, 2),
         0,
@@ -204,8 +195,6 @@ class ModelSettings:
     sequence_batching: bool = False
     ready_control: ReadyControl | None = None
     engine_options: Mapping[str, Any] = field(default_factory=dict)
-    #: parameter fast_lane (the runner decides whether the model can use it)
-    fast_lane: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: the whole model config as Triton passed it (for subclasses)
     config: Mapping[str, Any] = field(default_factory=dict)
@@ -347,7 +336,6 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         sequence_batching="sequence_batching" in config,
         ready_control=_ready_control(config),
         engine_options={k: values[k] for k in raw if k in engine_names},  # only what the config sets
-        fast_lane=values["fast_lane"],
         extra={p.name: values[p.name] for p in extra},
         config=config,
     )

@@ -1,7 +1,7 @@
 """`ge-triton serve`: says which models are up and which failed and why, refuses ports in use,
 stops tritonserver and removes its temporary folder on every stop signal, keeps HTTP inference
 off where HTTP listens off loopback (tritonserver 2.51 aborts on one small HTTP JSON request), and
-keeps the operator APIs behind its key (issue 22: findings 1, 2 and 6 through the real server)."""
+keeps the operator APIs behind its key."""
 
 from __future__ import annotations
 

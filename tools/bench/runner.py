@@ -42,6 +42,8 @@ SCENARIOS: dict[str, str] = {
     "profile": "profile",
     "images": "images",
     "pipelines": "pipelines",
+    "router": "router",
+    "device": "device",
 }
 
 #: a host busier than this before a measurement is reported (the measurement runs anyway)
