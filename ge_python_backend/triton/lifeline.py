@@ -67,9 +67,10 @@ LIFELINE_GRACE = RELEASE_TIMEOUT + 1.0
 LIFELINE_POLL = 0.5
 STUB_EXECUTABLE = "triton_python_backend_stub"
 SHM_DIR = Path("/dev/shm")
-#: a stub's region, "<backend prefix>_shm_region_<counter or UUID>" (triton_python_backend, triton_ge_backend)
-_REGION = re.compile(r"triton_\w+?_shm_region_[\w-]+")
-_UUID_REGION = re.compile(r".*_shm_region_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: a stub's region: a file name in /dev/shm (the backend's prefix, e.g. triton_python_backend_shm_region_,
+#: or what --backend-config=python,shm-region-prefix-name sets, then a counter or a UUID)
+_REGION = re.compile(r"\w[\w.-]*")
+_UUID_REGION = re.compile(r".*[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 #: set once the server this process was started under is gone: nothing may be sent to it any more
 server_gone = threading.Event()
@@ -216,7 +217,7 @@ def lifeline(stub: int, server: int, grace: float, poll: float, region: str = ""
 
 
 def remove_region(region: str, folder: Path = SHM_DIR) -> None:
-    """Unlink a Python backend region by its name (nothing else: the name comes from a command line)."""
+    """Unlink a stub's region by its name (a plain file name in ``folder``, nothing else)."""
     if _REGION.fullmatch(region):
         with contextlib.suppress(OSError):
             (folder / region).unlink()

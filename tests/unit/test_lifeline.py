@@ -201,13 +201,14 @@ def test_a_stub_that_finalizes_leaves_its_region_to_tritonserver(region):
         server.wait()
 
 
-def test_only_python_backend_region_names_are_removed(tmp_path):
-    other = tmp_path / "important"
-    other.write_text("x")
-    lifeline.remove_region("important", tmp_path)
-    lifeline.remove_region("../important", tmp_path)
-    assert other.exists()
-    named = tmp_path / "triton_ge_backend_shm_region_7"
+def test_only_a_plain_file_name_in_the_shm_folder_is_removed(tmp_path):
+    (tmp_path / "shm").mkdir()
+    outside = tmp_path / "important"
+    outside.write_text("x")
+    for name in ("../important", "", ".", "..", "/important"):
+        lifeline.remove_region(name, tmp_path / "shm")
+    assert outside.exists()
+    named = tmp_path / "shm" / "ge_triton_1a2b_python_7"
     named.write_text("x")
-    lifeline.remove_region(named.name, tmp_path)
+    lifeline.remove_region(named.name, tmp_path / "shm")
     assert not named.exists()
