@@ -186,9 +186,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"starting tritonserver on {args.repository} (log: {where})", flush=True)
         served.start()
         _print_ready(served)
-        process = server.process
-        assert process is not None  # set by a start() that returned; cleared only by stop()
-        code = process.wait()
+        code = served.wait()  # restarts a tritonserver that dies, within the recovery policy
         print(f"tritonserver exited with code {code}: {server.failures()}", flush=True)
         return 1
     except Stopped as stop:
