@@ -42,6 +42,7 @@ SCENARIOS: dict[str, str] = {
     "profile": "profile",
     "images": "images",
     "pipelines": "pipelines",
+    "layouts": "layouts",
 }
 
 #: a host busier than this before a measurement is reported (the measurement runs anyway)
