@@ -136,14 +136,15 @@ def template_sections() -> list[tuple[Any, list[list[str]], tuple[Any, ...], boo
 
 
 def parameters_page() -> str:
-    from ge_python_backend.triton.settings import CORE_PARAMETERS, TRITON_PARAMETERS
+    from ge_python_backend.triton.settings import CORE_PARAMETERS, RELOAD_PARAMETER, TRITON_PARAMETERS
 
     body = ["## Every engine", ""]
     body += table(PARAMETER_HEADER, parameter_rows(CORE_PARAMETERS))
     body += [
         "Read by Triton's Python backend itself, accepted and left to it: "
-        + ", ".join(code(name) for name in TRITON_PARAMETERS)
-        + ".",
+        + ", ".join(code(name) for name in TRITON_PARAMETERS if name != RELOAD_PARAMETER)
+        + ". Set by `ge-triton serve` in the config it reloads a broken model with, and ignored: "
+        + f"{code(RELOAD_PARAMETER)} ([Reliability](../reliability.md)).",
         "",
     ]
     for engines, parameters in engine_sections():
@@ -291,6 +292,26 @@ relate to Triton's counters, example queries and alerts: [Observability](../obse
     ]
     body = table(("metric", "type", "labels", "meaning"), rows)
     body += router_intro + table(("metric", "type", "labels", "meaning"), router_rows)
+    from ge_python_backend.ops.supervisor import RECOVERIES, SUPERVISOR_METRICS, Cause
+
+    served = []
+    for name, (kind, help_text, labels) in SUPERVISOR_METRICS.items():
+        shown = name + "_total" if kind == "counter" else name
+        label_text = ", ".join(code(label) for label in labels)
+        if name == RECOVERIES:
+            causes = ", ".join(code(c.value) for c in Cause)
+            label_text = label_text.replace(code("cause"), f"{code('cause')}: {causes}")
+        served.append([code(shown), kind, label_text, cell(help_text)])
+    supervisor = """
+## ge-triton serve's own series
+
+`ge-triton serve` answers the metrics port itself: its `/metrics` is tritonserver's page (the
+series above and Triton's `nv_*`) followed by the series of serve's supervisor, which runs in
+serve's process, not in tritonserver. A scrape of serve's metrics port gets both; tritonserver
+started without serve has none of these. How the supervisor recovers models:
+[Reliability](../reliability.md).
+"""
+    body += [supervisor.strip(), "", *table(("metric", "type", "labels", "meaning"), served)]
     return page("Metrics", intro, body)
 
 

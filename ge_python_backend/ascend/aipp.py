@@ -516,36 +516,6 @@ def _config(
     return config
 
 
-def to_aipp_text(configs: tuple[AippConfig, ...]) -> str:
-    """Write configs in ATC's syntax (what ``parse_aipp_config`` reads back)."""
-    lines = []
-    defaults = AippConfig()
-    for config in configs:
-        lines.append("aipp_op {")
-        for item in fields(AippConfig):
-            value = getattr(config, item.name)
-            if item.name in _VECTORS:
-                lines += [f"    {item.name}_{i}: {_text(v)}" for i, v in enumerate(value)]
-            elif item.name == "matrix_defaulted":
-                continue
-            elif item.name == "matrix":
-                lines += [f"    {n}: {v}" for n, v in zip(_MATRIX_FIELDS, (v for row in value for v in row))]
-            elif value is not None and (value != getattr(defaults, item.name) or item.name == "aipp_mode"):
-                lines.append(f"    {item.name}: {_text(value)}")
-        lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, AippInputFormat):
-        return value.name
-    if isinstance(value, AippMode):
-        return value.value
-    return str(value)
-
-
 @dataclass(frozen=True)
 class AippOverrides:
     """Per-request dynamic-AIPP values: request parameters named like ``aipp_op`` fields."""

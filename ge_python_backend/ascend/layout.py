@@ -151,11 +151,6 @@ class ModelLayout:
     def gear_count(self) -> int:
         return max(1, len(self.gears))
 
-    @property
-    def fixed_inputs(self) -> tuple[LayoutTensor, ...]:
-        """The inputs whose shape a gear decides."""
-        return tuple(t for t in self.inputs if not t.free)
-
     def input(self, name: str) -> LayoutTensor:
         for tensor in self.inputs:
             if tensor.name == name:
@@ -326,10 +321,6 @@ class ModelLayout:
         if self.kind == "dims":
             return "dims " + ",".join(str(d) for d in self.gears[g])
         return "shape range" if self.kind == "range" else "static"
-
-    def gear_shapes_label(self, g: int) -> str:
-        """Each input's shape at gear ``g``, for reports (``x [1,3,8,8], y [1,5]``)."""
-        return ", ".join(f"{n} {format_shape(s)}" for n, s in self.input_shapes(g).items())
 
     # -- what a client sees --------------------------------------------------------------------
 

@@ -1,9 +1,15 @@
-"""ge-triton serve: run tritonserver (PATH or bundled) on a model repository until a signal stops it."""
+"""ge-triton serve: run tritonserver (PATH or bundled) on a model repository until a signal stops it,
+with a supervisor that reloads a model whose instance died, hangs or lost its device, and serve's
+own endpoint on the metrics port (tritonserver's metrics, the supervisor's, health for probes)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import signal
+import sys
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -17,7 +23,9 @@ from ge_python_backend.ops.access import (
     operator_key,
     parse_apis,
 )
-from ge_python_backend.ops.server import TritonServer
+from ge_python_backend.ops.server import TritonServer, arguments_in_force
+from ge_python_backend.ops.supervised import SupervisedServer
+from ge_python_backend.ops.supervisor import RecoveryPolicy
 
 #: tritonserver's --model-control-mode values
 MODEL_CONTROL_MODES = ("none", "poll", "explicit")
@@ -86,16 +94,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "unload, model configs, shared memory, trace and log settings; docs/security.md)",
     )
     parser.add_argument(
-        "--log-file", type=Path, help="keep tritonserver's log here (default: in the temporary folder, removed at exit)"
+        "--log-file",
+        type=Path,
+        help="keep tritonserver's log here, or '-': copy it to serve's standard output (a container's log) "
+        "(default: in the temporary folder, removed at exit)",
     )
     parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for readiness")
     parser.add_argument(
         "--model-control-mode",
         choices=MODEL_CONTROL_MODES,
-        default="none",
         help="tritonserver's model control: none loads every model at start; poll also reloads the ones whose "
         "files change; explicit loads only --load-model's at start, and the others through the model repository "
-        "API (an operator API: it needs the key) (default: none)",
+        "API (an operator API: it needs the key). Models are recovered in explicit mode only (tritonserver "
+        "refuses reloads in the others) (default: explicit, with every model loaded at start)",
     )
     parser.add_argument(
         "--load-model",
@@ -104,6 +115,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="with --model-control-mode explicit: a model to load at start, or '*' for every model (repeatable)",
+    )
+    defaults = RecoveryPolicy()
+    parser.add_argument(
+        "--recovery",
+        choices=("on", "off"),
+        default="on",
+        help="reload a model whose stub process died or hangs, or whose engine failed fatally (device lost), "
+        "through the repository API; off: only report it (/health, ge_model_healthy) (default: on)",
+    )
+    parser.add_argument(
+        "--recovery-attempts",
+        type=int,
+        metavar="N",
+        default=defaults.attempts,
+        help=f"recoveries in a row, each followed by a new failure within {defaults.settle_s:g} s, before the model is "
+        f"unloaded and left so (backoff {defaults.backoff_s:g} s, doubling) (default: {defaults.attempts})",
+    )
+    parser.add_argument(
+        "--hang-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=defaults.hang_s,
+        help="a stub whose GEModel heartbeat (every second) is older than this hangs: it is killed and its model "
+        f"reloaded (default: {defaults.hang_s:g})",
     )
     parser.add_argument(
         "--server-arg",
@@ -118,7 +153,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     handlers = {signum: signal.signal(signum, _stop) for signum in STOP_SIGNALS}
-    server: TritonServer | None = None
+    served: SupervisedServer | None = None
+    echo = args.log_file == Path("-")
+    _log_to(sys.stdout)
     try:
         server = TritonServer(
             args.repository,
@@ -126,8 +163,8 @@ def run(args: argparse.Namespace) -> int:
             http_port=args.http_port,
             grpc_port=args.grpc_port,
             metrics_port=args.metrics_port,
-            model_control_mode=args.model_control_mode,
-            load_models=args.load_models,
+            model_control_mode=args.model_control_mode or "explicit",
+            load_models=args.load_models or _every_model_by_default(args),
             exit_on_error=False,  # the models that load are served; the others are listed with the reason
             log_verbose=args.log_verbose,
             extra_args=args.server_args,
@@ -135,12 +172,17 @@ def run(args: argparse.Namespace) -> int:
             http_inference=None if args.http_inference is None else args.http_inference == "on",
             restricted_apis=args.restricted_apis,
             api_key=operator_key() if args.restricted_apis else None,
-            log_path=args.log_file,
+            log_path=None if echo else args.log_file,
+            log_echo=sys.stdout if echo else None,
             stop_with_parent=True,
+            front_metrics=True,
         )
-        print(f"starting tritonserver on {args.repository} (log: {server.log_path})", flush=True)
-        server.start()
-        _print_ready(server)
+        policy = RecoveryPolicy(attempts=args.recovery_attempts, hang_s=args.hang_timeout)
+        served = SupervisedServer(server, policy, recover=args.recovery == "on")
+        where = "serve's standard output" if echo else server.log_path
+        print(f"starting tritonserver on {args.repository} (log: {where})", flush=True)
+        served.start()
+        _print_ready(served)
         process = server.process
         assert process is not None  # set by a start() that returned; cleared only by stop()
         code = process.wait()
@@ -150,10 +192,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"stopping tritonserver ({stop.name})", flush=True)
         return 0
     finally:
-        if server is not None:
-            server.close()
+        if served is not None:
+            served.close()
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
+
+
+def _every_model_by_default(args: argparse.Namespace) -> list[str]:
+    """'*' when serve chose explicit mode itself (and no --server-arg chose another)."""
+    forced = arguments_in_force(args.server_args).get("model-control-mode")
+    return ["*"] if args.model_control_mode is None and not forced else []
+
+
+def _log_to(stream) -> None:
+    """The supervisor's lines (stdlib logging) on serve's output, each with its time."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
+    handler.formatter.converter = time.gmtime  # type: ignore[union-attr]
+    logger = logging.getLogger("ge_python_backend.ops")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
@@ -169,15 +227,23 @@ def _apis(text: str):
         raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--restricted-apis {text!r}: ")) from None
 
 
-def _print_ready(server: TritonServer) -> None:
+def _print_ready(served: SupervisedServer) -> None:
+    server = served.server
     print(f"ready  HTTP    http://{server.http_address}", flush=True)
     print(f"       gRPC    {server.grpc_address}", flush=True)
-    print(f"       metrics {server.metrics_url}", flush=True)
+    if served.front is not None:
+        base = served.front_url
+        print(f"       metrics {server.metrics_url} (tritonserver's and serve's series)", flush=True)
+        print(f"       health  {base}/health/ready, {base}/health/live, {base}/health", flush=True)
+    off = served.supervisor.recovery_off
+    print(f"       recovery {'off: ' + off if off else 'on'}", flush=True)
     if not server.http_inference:
         print("       HTTP inference is off (--http-inference): send inference over gRPC", flush=True)
     if server.restricted_apis:
+        # a key the operator gave in the environment is theirs already: it stays out of logs
+        key = f"the key in ${API_KEY_ENV}" if os.environ.get(API_KEY_ENV) else server.api_key
         print(
-            f"       {', '.join(server.restricted_apis)} need header {API_KEY_HEADER}: {server.api_key} "
+            f"       {', '.join(server.restricted_apis)} need header {API_KEY_HEADER}: {key} "
             f"(gRPC metadata {GRPC_HEADER_PREFIX}{API_KEY_HEADER}; --restricted-apis none opens them)",
             flush=True,
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,17 @@ class CompileTarget:
     cann_version: str
 
 
+class RequestSettings(Enum):
+    """Which requests have engine settings of their own (``Engine.batch_settings``)."""
+
+    #: none: the request path never asks
+    NONE = "none"
+    #: a request with parameters: the request path reads them and asks
+    WITH_PARAMETERS = "with_parameters"
+    #: every request (settings that default to values the engine keeps, e.g. an aipp_config file)
+    ALWAYS = "always"
+
+
 @dataclass
 class PhaseTimes:
     """Seconds the last run spent in each engine phase (0.0 where a phase does not exist)."""
@@ -44,6 +56,9 @@ class PhaseTimes:
     host_to_device: float = 0.0
     execute: float = 0.0
     device_to_host: float = 0.0
+    #: seconds the device spent running it that no other run on the device counted (an NPU engine's
+    #: share of its device's busy time: engines/acl/busy.py); 0 for engines without a device
+    device_busy: float = 0.0
 
 
 class Slot(ABC):
@@ -84,22 +99,14 @@ class Engine(ABC):
     def slots(self) -> tuple[Slot, ...]:
         """The execution contexts; at least one."""
 
+    #: which requests ``batch_settings`` is asked about (an engine that overrides it says which)
+    request_settings: RequestSettings = RequestSettings.NONE
+
     def batch_settings(self, parameters: Mapping[str, Any], shapes: Shapes, request_id: str = "") -> Hashable:
-        """Engine settings a request asks for through its parameters (e.g. dynamic-AIPP values):
+        """Engine settings a request asks for (e.g. dynamic-AIPP values from its parameters):
         requests whose settings differ never share a batch. InputError names a bad parameter;
         ``request_id`` (the client's, may be empty) is for the engine's log. Default: none."""
         return None
-
-    @property
-    def reads_parameters(self) -> bool:
-        """Whether ``batch_settings`` reads a request's parameters at all (it is overridden)."""
-        return type(self).batch_settings is not Engine.batch_settings
-
-    @property
-    def settings_without_parameters(self) -> bool:
-        """Whether ``batch_settings`` may return anything but None for a request without parameters
-        (the runner skips the call for such requests otherwise). Default: only if overridden."""
-        return self.reads_parameters
 
     def after_batch(self) -> None:  # noqa: B027 - optional: most engines keep no per-batch state
         """Called once after each batch runs (acl: counts batches of a profiling window)."""

@@ -28,7 +28,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from ge_python_backend.ops.access import OPERATOR_APIS, Api
-from ge_python_backend.ops.server import TritonServer
+from ge_python_backend.ops.server import TritonServer, error_text
 from ge_python_backend.repository.config import mc, read_config_file
 
 #: What the load API answers when the config already failed at the repository poll.
@@ -96,9 +96,9 @@ def check_server(repository: Path) -> TritonServer:
 
 def _load_one(server: TritonServer, repository: Path, model: str, timeout: float, unload: bool) -> LoadResult:
     log_start = len(server.log_text())
-    status, body = _post(server, f"/v2/repository/models/{model}/load", timeout)
+    status, body = server.repository_call("load", model, timeout)
     if status != 200:
-        message = _error_text(body)
+        message = error_text(body)
         if _POLL_FAILED in message:
             message = _poll_reason(server.log_text()[log_start:], model) or message
         if status == 0:
@@ -114,7 +114,7 @@ def _load_one(server: TritonServer, repository: Path, model: str, timeout: float
         changes = tuple(config_changes(read_config_file(repository / model / "config.pbtxt"), served))
     finally:
         if unload:
-            _post(server, f"/v2/repository/models/{model}/unload", timeout)
+            server.repository_call("unload", model, timeout)
     return LoadResult(model, True, changes=changes)
 
 
@@ -133,39 +133,12 @@ def _last_words(log: str) -> str:
     return " ".join(line.strip() for line in log.splitlines() if "terminate called" in line or "what():" in line)
 
 
-def _post(server: TritonServer, path: str, timeout: float) -> tuple[int, str]:
-    """POST to the repository API (load, unload)."""
-    request = urllib.request.Request(
-        f"http://{server.http_address}{path}",
-        data=b"{}",
-        method="POST",
-        headers=server.http_headers(Api.MODEL_REPOSITORY),
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read().decode(errors="replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")
-    except (urllib.error.URLError, OSError) as exc:
-        return 0, str(exc)
-
-
 def _served_config(server: TritonServer, model: str) -> dict[str, Any]:
     request = urllib.request.Request(
         f"http://{server.http_address}/v2/models/{model}/config", headers=server.http_headers(Api.MODEL_CONFIG)
     )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
-
-
-def _error_text(body: str) -> str:
-    """The error of a load API answer; a Python exception's traceback ("At: ...", added by the
-    stub) is left out: the message says what is wrong, the server log has the rest."""
-    try:
-        text = str(json.loads(body).get("error", body))
-    except (json.JSONDecodeError, AttributeError):
-        text = body
-    return text.split("\n\nAt:\n")[0].strip().rstrip(";").strip()
 
 
 def _poll_reason(log: str, model: str) -> str:

@@ -22,17 +22,27 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO, Literal
 
 from ge_python_backend.errors import GEError
 from ge_python_backend.ops import ports
 from ge_python_backend.ops.access import Access, Api, random_value, restriction_args
+from ge_python_backend.ops.bench.metrics import Scrape, fetch
+from ge_python_backend.ops.processes import Stub, stubs_of
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, NPU_GE_BACKEND_NAME, write_ge_backend
+from ge_python_backend.triton.settings import RELOAD_PARAMETER
+
+#: what the repository API does to a model
+RepositoryAction = Literal["load", "unload"]
+#: tritonserver's health checks (/v2/health/<check>)
+HealthCheck = Literal["ready", "live"]
 
 
 class ServerError(GEError):
@@ -124,6 +134,20 @@ def prepare_backends(install: TritonInstall, workspace: Path) -> Path:
     return backends
 
 
+def python_based_backends(install: TritonInstall) -> list[str]:
+    """The backends served by the Python backend's library in a ``prepare_backends`` folder.
+
+    Each gets its own ``shm-region-prefix-name`` per server: before python_backend r24.05 (commit
+    4d42111) a stub's region in /dev/shm is ``<prefix><n>``, n counting the server's instances from
+    1 (r24.02 ``src/stub_launcher.cc:81-86``), so two tritonservers 24.02 on one host with the
+    default prefix open each other's regions (a stub that cannot initialize its region, a double
+    free, a load that never ends). From r24.05 the region names end in a random UUID instead."""
+    names = ["python", GE_BACKEND_NAME]
+    if not (install.backends / NPU_GE_BACKEND_NAME).exists():
+        names.append(NPU_GE_BACKEND_NAME)
+    return names
+
+
 #: The largest TCP port.
 MAX_PORT = 65535
 
@@ -135,6 +159,38 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 _LOG_PREFIX = re.compile(r"^[EWI]\d{4} [\d:.]+\s+\d+ [^\]]+\] ")
+_LOG_RECORD = re.compile(r"^([EWI])\d{4} [\d:.]+\s+\d+ ([^\]]+)\] (.*)$")
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One message of tritonserver's log."""
+
+    severity: str  # "E", "W" or "I"
+    source: str  # file:line that logged it, e.g. "model.py:188"
+    message: str  # as it was logged: unquoted, with its own line breaks
+
+
+def log_records(text: str) -> list[LogRecord]:
+    """tritonserver's log as messages, in either of its formats: 2.43 (Triton 24.02) writes a
+    message as it is, a traceback going on over the next lines; 2.51 writes each message on one
+    line, in quotes, with its line breaks and quotes escaped. Lines before the first message
+    (and tables the server prints) are not messages."""
+    records: list[LogRecord] = []
+    for line in text.splitlines():
+        found = _LOG_RECORD.match(line)
+        if found:
+            severity, source, message = found.groups()
+            if len(message) >= 2 and message[0] == message[-1] == '"':
+                with contextlib.suppress(ValueError):
+                    message = json.loads(message)
+            records.append(LogRecord(severity, source, message))
+        elif records and not line.startswith(("+-", "| ")):
+            last = records[-1]
+            records[-1] = LogRecord(last.severity, last.source, f"{last.message}\n{line}")
+    return records
+
+
 #: error lines every start on a host without a GPU logs
 _HARMLESS = ("CudaDriverHelper has not been initialized",)
 
@@ -198,6 +254,11 @@ class TritonServer:
     HTTP and gRPC (``ops.access``), except groups ``extra_args`` restrict themselves; the server's
     own calls (readiness, ``check --load``) carry whatever is in force (``http_headers``).
     ``http_inference`` None: on when the HTTP address in force is loopback, else off.
+
+    ``front_metrics``: tritonserver's metrics endpoint moves to a free loopback port
+    (``triton_metrics_url``) and the metrics address in force is left for the caller to answer
+    (serve's ``ops.front``). ``log_echo``: a stream that gets a copy of every line tritonserver
+    writes (its log file still gets them).
     """
 
     def __init__(
@@ -222,6 +283,8 @@ class TritonServer:
         api_key: str | None = None,
         log_path: Path | None = None,
         stop_with_parent: bool = False,
+        front_metrics: bool = False,
+        log_echo: IO[str] | None = None,
     ) -> None:
         self.model_repository = Path(model_repository).resolve()
         self.address = address
@@ -233,6 +296,8 @@ class TritonServer:
         self.install = install
         self.stop_with_parent = stop_with_parent
         self.process: subprocess.Popen | None = None
+        #: the Python backend's /dev/shm region names start with it (see ``python_based_backends``)
+        self._shm_prefix = f"ge_triton_{random_value()[:12]}"
         #: the models and their states once the server is ready (``wait_ready``)
         self.models: list[ModelState] = []
         self._ready = False
@@ -261,6 +326,12 @@ class TritonServer:
         )
         self._http, self._grpc, self._metrics = self.endpoints
         self.http_port, self.grpc_port, self.metrics_port = (e.port for e in self.endpoints)
+        #: where tritonserver's own metrics endpoint listens
+        self.triton_metrics = (
+            replace(self._metrics, host="127.0.0.1", port=free_port()) if front_metrics else self._metrics
+        )
+        self.front_metrics = front_metrics
+        self.log_echo = log_echo
         if not self._http.enabled:
             raise ServerError(
                 "--allow-http=false: the server's readiness is checked over HTTP; keep HTTP on and refuse "
@@ -296,6 +367,17 @@ class TritonServer:
     def metrics_url(self) -> str:
         return f"http://{_connect_host(self._metrics.host)}:{self._metrics.port}/metrics"
 
+    @property
+    def metrics_endpoint(self) -> Endpoint:
+        """The metrics address and port in force (tritonserver's own, unless ``front_metrics``)."""
+        return self._metrics
+
+    @property
+    def triton_metrics_url(self) -> str | None:
+        """tritonserver's own metrics page (``metrics_url`` unless ``front_metrics``); None when off."""
+        endpoint = self.triton_metrics
+        return f"http://{_connect_host(endpoint.host)}:{endpoint.port}/metrics" if endpoint.enabled else None
+
     def command(self, install: TritonInstall, backends: Path) -> list[str]:
         http, grpc, metrics = self.endpoints
         args = [
@@ -315,9 +397,16 @@ class TritonServer:
             "--backend-config=python,shm-default-byte-size=16777216",
             "--backend-config=python,shm-growth-byte-size=16777216",
         ]
+        args += [
+            f"--backend-config={backend},shm-region-prefix-name={self._shm_prefix}_{backend}_"
+            for backend in python_based_backends(install)
+        ]
         args += self._restrictions
         args += [f"--load-model={name}" for name in self.load_models]
-        return args + list(self.extra_args)
+        args += self.extra_args
+        if self.front_metrics:  # last: it wins over the extra arguments
+            args += [f"--metrics-address={self.triton_metrics.host}", f"--metrics-port={self.triton_metrics.port}"]
+        return args
 
     def _environment(self, install: TritonInstall) -> dict[str, str]:
         env = dict(os.environ)
@@ -370,18 +459,32 @@ class TritonServer:
             with self.log_path.open("wb") as log:
                 self.process = subprocess.Popen(
                     self.command(install, backends),
-                    stdout=log,
+                    stdout=log if self.log_echo is None else subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     env=self._environment(install),
                     cwd=self.workspace,
                     start_new_session=True,
                     preexec_fn=_terminate_with_parent if self.stop_with_parent else None,
                 )
+            if self.log_echo is not None:
+                threading.Thread(target=self._copy_log, name="ge-triton-log", daemon=True).start()
             self.wait_ready()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _copy_log(self) -> None:
+        """tritonserver's output, line by line, into the log file and ``log_echo``."""
+        process, echo = self.process, self.log_echo
+        assert process is not None and process.stdout is not None and echo is not None
+        with self.log_path.open("ab") as log:
+            for line in process.stdout:
+                log.write(line)
+                log.flush()
+                with contextlib.suppress(OSError, ValueError):  # a closed echo stream stops the echo only
+                    echo.write(line.decode(errors="replace"))
+                    echo.flush()
 
     def _get(self, path: str) -> int:
         try:
@@ -424,7 +527,7 @@ class TritonServer:
 
     def _check_ours(self, pid: int) -> None:
         """ServerError when another process holds one of the enabled ports (it answered for us)."""
-        for endpoint in self.endpoints:
+        for endpoint in (self._http, self._grpc, self.triton_metrics):
             sockets = ports.listening_sockets(endpoint.port) if endpoint.enabled else None
             if sockets is not None and not ports.holds(pid, sockets):
                 held = ", ".join(ports.holders(endpoint.port)) or "another process"
@@ -432,6 +535,75 @@ class TritonServer:
                     f"{endpoint.name} port {endpoint.port} answers, but {held} holds it, not this tritonserver "
                     f"(pid {pid}); choose another port (--{endpoint.option}-port)"
                 )
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def health(self, check: HealthCheck) -> int:
+        """The HTTP status of tritonserver's /v2/health/<check> (0: no answer)."""
+        return self._get(f"/v2/health/{check}")
+
+    def version_ready(self, model: str, version: str) -> bool | None:
+        """Whether tritonserver serves ``model`` version ``version`` (None: no answer)."""
+        status = self._get(f"/v2/models/{model}/versions/{version}/ready")
+        return None if status == 0 else status == 200
+
+    def stubs(self) -> list[Stub]:
+        """This server's Python backend stub processes (none when it is not running)."""
+        process = self.process
+        return stubs_of(process.pid) if process is not None else []
+
+    def scrape(self) -> Scrape | None:
+        """tritonserver's own metrics now; None when its endpoint is off or does not answer."""
+        url = self.triton_metrics_url
+        if url is None:
+            return None
+        try:
+            return fetch(url)
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
+    def repository_call(
+        self, action: RepositoryAction, model: str, timeout: float, body: dict | None = None
+    ) -> tuple[int, str]:
+        """POST /v2/repository/models/<model>/<action> with the operator key when it needs one:
+        (HTTP status, body); status 0 when the server did not answer (the body says why)."""
+        request = urllib.request.Request(
+            f"http://{self.http_address}/v2/repository/models/{model}/{action}",
+            data=json.dumps(body or {}).encode(),
+            method="POST",
+            headers=self.http_headers(Api.MODEL_REPOSITORY),
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, response.read().decode(errors="replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(errors="replace")
+        except (urllib.error.URLError, OSError) as exc:
+            return 0, str(exc)
+
+    def reload(self, model: str, note: str, timeout: float) -> tuple[int, str]:
+        """Load ``model`` afresh, in place, with the config it is served with plus parameter
+        RELOAD_PARAMETER = ``note``: (HTTP status, body) as ``repository_call``.
+
+        A plain load of a loaded model whose files did not change does nothing, and one with the
+        same config only updates its instance groups, keeping the instances it has, dead ones too
+        (core r24.10 ``model_repository_manager.cc`` ``InitializeModelInfo``, ``model_lifecycle.cc``
+        ``AsyncLoad`` with ``ConfigChangeRequiresReload``, which ignores ``instance_group`` and
+        ``version_policy`` only). Another parameter value makes it a full load, in the background:
+        the old instances serve until the new ones are ready, and stay if the load fails."""
+        request = urllib.request.Request(
+            f"http://{self.http_address}/v2/models/{model}/config", headers=self.http_headers(Api.MODEL_CONFIG)
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                config = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(errors="replace")
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            return 0, f"reading the config of {model}: {exc}"
+        config.setdefault("parameters", {})[RELOAD_PARAMETER] = {"string_value": note}
+        return self.repository_call("load", model, timeout, {"parameters": {"config": json.dumps(config)}})
 
     def http_headers(self, api: Api) -> dict[str, str]:
         """The headers an HTTP call to ``api`` needs on this server (none when it is open)."""
@@ -465,6 +637,10 @@ class TritonServer:
             return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
+
+    def log_records(self) -> list[LogRecord]:
+        """The messages of the server's log (``log_records``)."""
+        return log_records(self.log_text())
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
@@ -512,6 +688,16 @@ class TritonServer:
             self.stop()
         else:
             self.close()
+
+
+def error_text(body: str) -> str:
+    """The error of a repository API answer; a Python exception's traceback ("At: ...", added by the
+    stub) is left out: the message says what is wrong, the server log has the rest."""
+    try:
+        text = str(json.loads(body).get("error", body))
+    except (json.JSONDecodeError, AttributeError):
+        text = body
+    return text.split("\n\nAt:\n")[0].strip().rstrip(";").strip()
 
 
 def _connect_host(host: str) -> str:

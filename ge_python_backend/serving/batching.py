@@ -251,7 +251,14 @@ def gather(chunk: Chunk, items: ByIndex[ItemTensors], buffers: Mapping[str, np.n
             np.copyto(buffer, source, casting="no")
             continue
         sources = [items[p.item][name][p.source_start : p.source_start + p.count] for p in chunk.parts]
-        np.concatenate(sources, axis=0, out=buffer[: chunk.rows], casting="no")
+        if len(sources) == 1:
+            if sources[0].shape != buffer[: chunk.rows].shape:  # copyto would broadcast it
+                raise ValueError(
+                    f"input {name!r} {format_shape(sources[0].shape)} into {format_shape(buffer[: chunk.rows].shape)}"
+                )
+            np.copyto(buffer[: chunk.rows], sources[0], casting="no")
+        else:
+            np.concatenate(sources, axis=0, out=buffer[: chunk.rows], casting="no")
         if chunk.rows < buffer.shape[0]:
             buffer[chunk.rows :].fill(0)
 

@@ -51,6 +51,9 @@ class Observer:
     def failure(self, kind: FailureKind) -> None:
         """A request was answered with an error."""
 
+    def device_busy(self, seconds: float) -> None:
+        """The batch kept its device busy ``seconds`` no other batch on the device counted."""
+
     def in_flight(self, batches: int) -> None:
         """The number of batches running on slots changed."""
 
@@ -71,7 +74,7 @@ class Observers(Observer):
         # Bound once: the batch path calls these several times per batch.
         self._bound: dict[str, tuple[tuple[str, Any], ...]] = {
             method: tuple((type(o).__name__, getattr(o, method)) for o in self._observers)
-            for method in ("batch", "phase", "failure", "in_flight", "sequences", "out_of_service")
+            for method in ("batch", "phase", "failure", "device_busy", "in_flight", "sequences", "out_of_service")
         }
 
     def _each(self, method: str, *args: Any) -> None:
@@ -105,6 +108,10 @@ class Observers(Observer):
 
     def failure(self, kind: FailureKind) -> None:
         self._each("failure", kind)
+
+    def device_busy(self, seconds: float) -> None:
+        if seconds:
+            self._each("device_busy", seconds)
 
     def in_flight(self, batches: int) -> None:
         self._each("in_flight", batches)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dis
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,26 +35,24 @@ Respond = Callable[[Arrays | None, GEError | None], None]
 Hook = Callable[[dict[str, np.ndarray], RequestInfo], Mapping[str, Any]]
 
 
-@dataclass
+@dataclass(slots=True)
 class Request:
-    """One request: its info, its input tensors and the callback that answers it."""
+    """One request: what hooks may know of it, its input tensors and the callback that answers it."""
 
     info: RequestInfo
     inputs: Arrays
     respond: Respond
 
 
+#: What the request path passes for a request nothing reads the info of (no hook, no sequence
+#: state, no request parameters, one requested-outputs answer for all).
+NO_INFO = RequestInfo()
+
+
 def hook_location(hook: Hook) -> str:
-    """Where a hook is defined and returns, the way a traceback names a frame (for the log of a
-    hook that returned what its contract forbids: its frame is gone by the time that is found)."""
+    """Where a hook is defined, the way a traceback names a frame (for the log of a hook that
+    returned what its contract forbids: its frame is gone by the time that is found)."""
     code = getattr(getattr(hook, "__func__", hook), "__code__", None)
     if code is None:
         return repr(hook)
-    returns, line = [], code.co_firstlineno
-    for instruction in dis.get_instructions(code):
-        positions = getattr(instruction, "positions", None)  # Python 3.11+; 3.10 has starts_line
-        line = (positions.lineno if positions is not None else instruction.starts_line) or line
-        if instruction.opname in ("RETURN_VALUE", "RETURN_CONST") and line not in returns:
-            returns.append(line)
-    at = f"; it returns at line{'s' if len(returns) > 1 else ''} {', '.join(map(str, returns))}" if returns else ""
-    return f'File "{code.co_filename}", line {code.co_firstlineno}, in {code.co_name}{at}'
+    return f'File "{code.co_filename}", line {code.co_firstlineno}, in {code.co_name}'

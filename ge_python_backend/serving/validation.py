@@ -1,9 +1,17 @@
-"""One request's tensors checked against the model and put in batch-first order.
+"""One request's tensors checked against the model and made ready to gather.
 
-``Validator.prepare`` runs the ``preprocess`` hook, injects sequence state, checks every model
-input (present, data type, shape honouring -1 and the model's shape ranges, not empty, finite
-when asked, UTF-8 text where the engine's strings are text) and splits the tensors into batched
-ones (batch axis first) and unbatched ones (one value per request).
+What a request's engine inputs' names, data types and shapes decide is checked once per distinct
+*key* (each model input's data type and shape, or its absence) and remembered as a ``Signature``
+(or as the ``TensorMismatch`` that refuses it): present, data type, shape honouring -1 and the
+model's shape ranges, not empty, rows agreeing between inputs and within ``max_batch_size``. A
+request whose key was seen before costs one dictionary lookup. What depends on values is done per
+request, and only where the model needs it (``Signature.per_request``): finite values when
+asked, UTF-8 text where the engine's strings are text, one value per request for an unbatched
+input, a rank-0 input unwrapped, a batch axis moved to the front.
+
+``Validator.prepare`` runs the ``preprocess`` hook (when the model has one) and injects sequence
+state first, so a hook's output is checked as a client's tensors are (a mismatch there is the
+hook's bug: ``ContractError``).
 
 A rank-0 model input travels as ``[1]`` (Triton has no scalar tensors in a model without
 batching: ``dims: [1]``, and an empty ``reshape`` is refused there) and is handed to the engine
@@ -13,7 +21,6 @@ as the scalar it is.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,21 +39,11 @@ from ge_python_backend.specs import (
     shape_fits,
 )
 
-
-@dataclass
-class Prepared:
-    """A validated request: batch-first arrays of batched inputs, values of unbatched ones, the
-    engine settings its parameters ask for (``Engine.batch_settings``), and the rows the client
-    sent (what its answer must have; None when the model does not batch)."""
-
-    rows: int
-    batched: dict[str, np.ndarray]
-    shared: dict[str, np.ndarray]
-    settings: Hashable = None
-    request_rows: int | None = None
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.batched[name]
+#: One request's key: per model input, (data type, shape) of its array, or None when it is absent.
+Key = tuple[tuple[np.dtype, tuple[int, ...]] | None, ...]
+#: distinct keys remembered (beyond it the table starts over: a client cycling through shapes
+#: costs checks, never memory)
+_KEYS_REMEMBERED = 4096
 
 
 class TensorMismatch(InputError):
@@ -54,8 +51,46 @@ class TensorMismatch(InputError):
     when its tensors go to the engine as they are; preprocess's (a ``ContractError``) when it made them."""
 
 
-#: distinct (input, dtype, shape) keys remembered as accepted (beyond it they are checked each time)
-_ACCEPTED_LIMIT = 4096
+class Signature:
+    """What a key decides: the rows (0 without a batch axis), the non-batch shapes of the batched
+    inputs in model order, batch axis first (requests of equal ``shapes`` may share a batch), and
+    whether the arrays need work per request before they are gathered. ``group`` is the runner's,
+    attached on first use."""
+
+    __slots__ = ("rows", "shapes", "per_request", "group")
+
+    def __init__(self, rows: int, shapes: tuple[tuple[str, tuple[int, ...]], ...], per_request: bool) -> None:
+        self.rows = rows
+        self.shapes = shapes
+        self.per_request = per_request
+        self.group: Any = None
+
+
+class Prepared:
+    """A request ready to gather: its batched inputs by name (batch axis first; a client's own
+    mapping when its arrays go to the engine as they are, which may hold names the model lacks),
+    the values of its unbatched ones, its signature, the engine settings its parameters ask for
+    (``Engine.batch_settings``) and the rows its answer must have (None without batching)."""
+
+    __slots__ = ("batched", "shared", "signature", "rows", "settings", "request_rows")
+
+    def __init__(
+        self,
+        batched: Mapping[str, np.ndarray],
+        shared: dict[str, np.ndarray],
+        signature: Signature,
+        request_rows: int | None,
+    ) -> None:
+        self.batched = batched
+        self.shared = shared
+        self.signature = signature
+        #: the signature's rows (0 without a batch axis)
+        self.rows = signature.rows
+        self.settings: Hashable = None
+        self.request_rows = request_rows
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.batched[name]
 
 
 class Validator:
@@ -74,111 +109,161 @@ class Validator:
         utf8_strings: bool = False,
     ) -> None:
         self._inputs = spec.inputs
+        self._names = tuple(t.name for t in spec.inputs)
         self._layout = layout
         self._batching = batching
         batched = [t for t in spec.inputs if layout.axis(t.name) is not None]
         self.has_batch_axis = bool(batched) and layout.batch_first_spec(spec).batch.kind != "none"
-        self._utf8_strings = utf8_strings
         self._max_batch_size = max_batch_size
         self._preprocess = preprocess
         self._sequences = sequences
         self._reject_nonfinite = reject_nonfinite
-        # Per input, computed once: its batch axis and the shape a request must have.
+        self._utf8_strings = utf8_strings
         self._axes = {tensor.name: layout.axis(tensor.name) for tensor in self._inputs}
         self._client_shapes = {tensor.name: self._client_shape(tensor) for tensor in self._inputs}
-        #: (input, dtype, shape) already found acceptable: the checks depend on nothing else
-        self._accepted: set[tuple[str, np.dtype, tuple[int, ...]]] = set()
+        self._signatures: dict[Key, Signature | TensorMismatch] = {}
 
     def prepare(self, inputs: Mapping[str, np.ndarray], info: RequestInfo) -> Prepared:
         """The request's engine inputs; InputError naming the tensor when the client's is wrong,
-        ContractError when preprocess returned what the engine cannot take.
-
-        ``preprocess`` None: the inputs as they are (GEModel's default hook, skipped)."""
+        ContractError when preprocess returned what the engine cannot take."""
+        if self._preprocess is None and self._sequences is None:
+            values: list[Any] = [inputs.get(name) for name in self._names]
+            try:
+                key = tuple([None if v is None else (v.dtype, v.shape) for v in values])
+            except AttributeError:  # not all numpy arrays
+                values = [_as_array(v) for v in values]
+                inputs, key = dict(zip(self._names, values)), _key(values)
+            signature = self._signatures.get(key)
+            if type(signature) is not Signature:
+                signature = self._signature(values, key)
+            request_rows = signature.rows if self._batching and self.has_batch_axis else None
+            if not signature.per_request:
+                return Prepared(inputs, {}, signature, request_rows)
+            if self._batching and not self.has_batch_axis:
+                request_rows = _request_rows(inputs)
+            return self._finished(values, signature, request_rows)
         request_rows = _request_rows(inputs) if self._batching else None
-        if self._preprocess is None:
-            return self._prepared(inputs, info, request_rows)
-        arrays = self._preprocess(dict(inputs), info)
-        if not isinstance(arrays, Mapping):
-            raise ContractError(
-                f"preprocess returned {type(arrays).__name__}; it must return a dict of the engine's inputs "
-                f"({self._expected()})"
-            )
+        arrays: Any = inputs
+        if self._preprocess is not None:
+            arrays = self._preprocess(dict(inputs), info)
+            if not isinstance(arrays, Mapping):
+                raise ContractError(
+                    f"preprocess returned {type(arrays).__name__}; it must return a dict of the engine's inputs "
+                    f"({self._expected()})"
+                )
+        if self._sequences is not None:
+            arrays = self._sequences.inject(info.correlation_id, info.flags, dict(arrays))
+        values = [_as_array(arrays.get(name)) for name in self._names]
         try:
-            return self._prepared(arrays, info, request_rows)
+            signature = self._signature(values, _key(values))
         except TensorMismatch as exc:
+            if self._preprocess is None:
+                raise
             raise ContractError(
                 f"preprocess returned {_summary(arrays)}, which the engine cannot take: {exc} (the engine's "
                 f"inputs: {self._expected()})"
             ) from None
+        return self._finished(values, signature, request_rows)
 
-    def _prepared(self, arrays: Mapping[str, Any], info: RequestInfo, request_rows: int | None) -> Prepared:
-        if self._sequences is not None:
-            arrays = self._sequences.inject(info.correlation_id, info.flags, dict(arrays))
-        prepared = Prepared(0, {}, {}, request_rows=request_rows)
-        batched = prepared.batched
-        for tensor in self._inputs:
-            array = self._validated(tensor, arrays)
-            if self._axes[tensor.name] is None:
-                prepared.shared[tensor.name] = self._shared_value(tensor, array)
-            elif self._layout.all_first:
-                batched[tensor.name] = array
+    def _signature(self, values: list[Any], key: Key) -> Signature:
+        """The signature of ``key``, checked on first sight; its TensorMismatch when it is refused."""
+        found = self._signatures.get(key)
+        if found is None:
+            try:
+                found = self._checked(values)
+            except TensorMismatch as exc:
+                found = exc
+            if len(self._signatures) >= _KEYS_REMEMBERED:
+                self._signatures.clear()
+            self._signatures[key] = found
+        if type(found) is Signature:
+            return found
+        raise found.with_traceback(None)  # type: ignore[union-attr]  # one instance for every request of the key
+
+    def _checked(self, values: list[Any]) -> Signature:
+        """The signature of ``values`` (one per model input, None when absent): every check that
+        depends only on data types and shapes."""
+        shapes: list[tuple[str, tuple[int, ...]]] = []
+        rows: list[tuple[str, int]] = []
+        per_request = self._reject_nonfinite and any(v is not None and v.dtype.kind == "f" for v in values)
+        for tensor, value in zip(self._inputs, values):
+            client_shape = self._client_shapes[tensor.name]
+            if value is None:
+                raise TensorMismatch(f"missing input {tensor.name!r} ({tensor.dtype} {format_shape(client_shape)})")
+            shape = self._check(tensor, value.dtype, value.shape, client_shape)
+            per_request |= shape != value.shape or (self._utf8_strings and tensor.dtype == "BYTES")
+            axis = self._axes[tensor.name]
+            if axis is None:
+                per_request = True  # one value per request, checked per request
+                continue
+            if axis:
+                per_request = True
+                shape = (shape[axis],) + shape[:axis] + shape[axis + 1 :]
+            if self.has_batch_axis:
+                rows.append((tensor.name, shape[0]))
+                shapes.append((tensor.name, shape[1:]))
             else:
-                batched[tensor.name] = self._layout.to_batch_first(tensor.name, array)
+                shapes.append((tensor.name, shape))
+        count = 0
         if self.has_batch_axis:
-            rows = [array.shape[0] for array in batched.values()]
-            if rows.count(rows[0]) != len(rows):
-                listed = ", ".join(f"{n} {a.shape[0]}" for n, a in batched.items())
+            if len({r for _, r in rows}) > 1:
+                listed = ", ".join(f"{n} {r}" for n, r in rows)
                 raise TensorMismatch(f"inputs disagree on the batch size: {listed}")
-            prepared.rows = rows[0]
-            if self._batching and prepared.rows > self._max_batch_size:
-                raise TensorMismatch(f"batch size {prepared.rows} is above max_batch_size {self._max_batch_size}")
-        return prepared
+            count = rows[0][1]
+            if self._batching and count > self._max_batch_size:
+                raise TensorMismatch(f"batch size {count} is above max_batch_size {self._max_batch_size}")
+        return Signature(count, tuple(shapes), per_request)
 
-    def _expected(self) -> str:
-        return ", ".join(f"{t.name} {t.dtype} {format_shape(self._client_shapes[t.name])}" for t in self._inputs)
-
-    def _validated(self, tensor: TensorSpec, arrays: Mapping[str, Any]) -> np.ndarray:
-        client_shape = self._client_shapes[tensor.name]
-        if tensor.name not in arrays or arrays[tensor.name] is None:
-            raise TensorMismatch(f"missing input {tensor.name!r} ({tensor.dtype} {format_shape(client_shape)})")
-        value = arrays[tensor.name]
-        array = value if type(value) is np.ndarray else np.asarray(value)
-        key = (tensor.name, array.dtype, array.shape)
-        if key not in self._accepted:
-            self._check(tensor, array, client_shape)
-            if len(self._accepted) < _ACCEPTED_LIMIT:
-                self._accepted.add(key)
-        array = _unwrapped_scalar(tensor, array, client_shape)
-        if self._reject_nonfinite and array.dtype.kind == "f" and not np.isfinite(array).all():
-            raise InputError(f"input {tensor.name!r} contains NaN or Inf, which parameter reject_nonfinite forbids")
-        if self._utf8_strings and tensor.dtype == "BYTES":
-            return _as_text(tensor.name, array)
-        return array
-
-    def _check(self, tensor: TensorSpec, array: np.ndarray, client_shape: tuple[int, ...]) -> None:
-        """Data type, shape and size (what depends only on those)."""
+    def _check(
+        self, tensor: TensorSpec, dtype: np.dtype, shape: tuple[int, ...], client_shape: tuple[int, ...]
+    ) -> tuple[int, ...]:
+        """Data type, shape and size; the shape the engine gets (a rank-0 input unwrapped)."""
         expected = tensor.numpy_dtype
-        if array.dtype != expected and not (tensor.dtype == "BYTES" and array.dtype.kind in "OSU"):
+        if dtype != expected and not (tensor.dtype == "BYTES" and dtype.kind in "OSU"):
             raise TensorMismatch(
-                f"input {tensor.name!r} has data type {dtype_text(array.dtype)}; the model expects {tensor.dtype}"
+                f"input {tensor.name!r} has data type {dtype_text(dtype)}; the model expects {tensor.dtype}"
             )
-        array = _unwrapped_scalar(tensor, array, client_shape)
-        if not shape_fits(array.shape, client_shape):
+        shape = _unwrapped_shape(tensor, shape, client_shape)
+        if not shape_fits(shape, client_shape):
             raise TensorMismatch(
-                f"input {tensor.name!r} has shape {format_shape(array.shape)}; "
-                f"the model expects {format_shape(client_shape)}"
+                f"input {tensor.name!r} has shape {format_shape(shape)}; the model expects {format_shape(client_shape)}"
             )
-        if array.size == 0:
-            raise TensorMismatch(f"input {tensor.name!r} is empty (shape {format_shape(array.shape)})")
+        if 0 in shape:
+            raise TensorMismatch(f"input {tensor.name!r} is empty (shape {format_shape(shape)})")
         if tensor.ranges:
             # a shape-range model runs only shapes within its ranges: outside, the engine would refuse
             # the batch (and with it every other request in it), so the client hears it here
-            model_shape = array.shape[1:] if self._axes[tensor.name] is None and self._batching else array.shape
+            model_shape = shape[1:] if self._axes[tensor.name] is None and self._batching else shape
             problem = range_problem(tensor.name, tensor.ranges, model_shape)
             if problem:
                 raise TensorMismatch(
                     f"input {problem}: the model runs {tensor.name} {ranges_text(tensor.ranges)} (its shape ranges)"
                 )
+        return shape
+
+    def _finished(self, values: list[Any], signature: Signature, request_rows: int | None) -> Prepared:
+        """The per-request work a signature asks for: scalars unwrapped, values checked, text
+        decoded, unbatched values taken, batch axes moved to the front."""
+        if not signature.per_request:
+            return Prepared(dict(zip(self._names, values)), {}, signature, request_rows)
+        batched: dict[str, np.ndarray] = {}
+        shared: dict[str, np.ndarray] = {}
+        for tensor, array in zip(self._inputs, values):
+            name = tensor.name
+            array = _unwrapped_scalar(tensor, array, self._client_shapes[name])
+            if self._reject_nonfinite and array.dtype.kind == "f" and not np.isfinite(array).all():
+                raise InputError(f"input {name!r} contains NaN or Inf, which parameter reject_nonfinite forbids")
+            if self._utf8_strings and tensor.dtype == "BYTES":
+                array = _as_text(name, array)
+            axis = self._axes[name]
+            if axis is None:
+                shared[name] = self._shared_value(name, array)
+            else:
+                batched[name] = np.moveaxis(array, axis, 0) if axis else array
+        return Prepared(batched, shared, signature, request_rows)
+
+    def _expected(self) -> str:
+        return ", ".join(f"{t.name} {t.dtype} {format_shape(self._client_shapes[t.name])}" for t in self._inputs)
 
     def _client_shape(self, tensor: TensorSpec) -> tuple[int, ...]:
         """The shape a request must have: the batch axis any size (-1) when the model has one;
@@ -192,12 +277,20 @@ class Validator:
         shape[axis] = -1
         return tuple(shape)
 
-    def _shared_value(self, tensor: TensorSpec, array: np.ndarray) -> np.ndarray:
+    def _shared_value(self, name: str, array: np.ndarray) -> np.ndarray:
         if not self._batching:
             return array
         if not (array == array[:1]).all():
-            raise InputError(f"unbatched input {tensor.name!r} must be the same for every row of the request")
+            raise InputError(f"unbatched input {name!r} must be the same for every row of the request")
         return array[0]
+
+
+def _key(values: list[Any]) -> Key:
+    return tuple([None if v is None else (v.dtype, v.shape) for v in values])
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    return value if value is None or type(value) is np.ndarray else np.asarray(value)
 
 
 def _as_text(name: str, array: np.ndarray) -> np.ndarray:
@@ -219,11 +312,16 @@ def _as_text(name: str, array: np.ndarray) -> np.ndarray:
     return text
 
 
-def _unwrapped_scalar(tensor: TensorSpec, array: np.ndarray, client_shape: tuple[int, ...]) -> np.ndarray:
+def _unwrapped_shape(tensor: TensorSpec, shape: tuple[int, ...], client_shape: tuple[int, ...]) -> tuple[int, ...]:
     """A rank-0 input arrives as [1] (or one [1] per row): the engine gets the scalar."""
-    if not tensor.shape and array.ndim == len(client_shape) + 1 and array.shape[-1] == 1:
-        return array.reshape(array.shape[:-1])
-    return array
+    if not tensor.shape and len(shape) == len(client_shape) + 1 and shape[-1] == 1:
+        return shape[:-1]
+    return shape
+
+
+def _unwrapped_scalar(tensor: TensorSpec, array: np.ndarray, client_shape: tuple[int, ...]) -> np.ndarray:
+    shape = _unwrapped_shape(tensor, array.shape, client_shape)
+    return array if shape == array.shape else array.reshape(shape)
 
 
 def _request_rows(inputs: Mapping[str, np.ndarray]) -> int | None:

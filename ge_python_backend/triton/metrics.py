@@ -46,6 +46,11 @@ HEARTBEAT = "ge_heartbeat_timestamp_seconds"
 #: how often the device's memory is read (acl.rt.get_mem_info), from the flush thread
 DEVICE_MEMORY_INTERVAL = 5.0
 DEVICE_MEMORY = "ge_device_memory_bytes"
+#: an NPU instance's share of its device's busy seconds (engines/acl/busy.py): summed over the
+#: instances on a device, the seconds it ran executions; its rate is the device's busy fraction
+DEVICE_BUSY = "ge_device_busy_seconds_total"
+#: the series an NPU engine adds, labelled with its device
+DEVICE_SERIES = (DEVICE_MEMORY, DEVICE_BUSY)
 
 #: a series: its metric's name and the values of its extra labels
 Key = tuple[str, tuple[str, ...]]
@@ -70,6 +75,12 @@ METRICS = {
     "ge_engine_healthy": (
         "gauge",
         "1 while the engine serves; 0 after a fatal engine failure, until the model is reloaded",
+        (),
+    ),
+    DEVICE_BUSY: (
+        "counter",
+        "NPU engines only: seconds the device ran executions that no other instance on it counted (from the timing "
+        "events around each execution); sum the rates of every instance on a device for its busy fraction",
         (),
     ),
     HEARTBEAT: (
@@ -215,7 +226,8 @@ class Reporter:
 
 class TritonMetrics(Reporter, Observer):
     """GEModel's metrics: an Observer that reports to Triton's metrics endpoint. ``device_memory``
-    (the engine's (free, total) reader, with the ``device`` it reads) adds ``ge_device_memory_bytes``."""
+    (an NPU engine's (free, total) reader, with the ``device`` it reads) adds the device's series,
+    ``ge_device_memory_bytes`` and ``ge_device_busy_seconds_total``."""
 
     def __init__(
         self,
@@ -224,7 +236,7 @@ class TritonMetrics(Reporter, Observer):
         device_memory: Callable[[], tuple[int, int] | None] | None = None,
         device: str = "",
     ) -> None:
-        names = [n for n in METRICS if n != DEVICE_MEMORY or device_memory is not None]
+        names = [n for n in METRICS if n not in DEVICE_SERIES or device_memory is not None]
         self._device_memory = device_memory
         self._memory_read = 0.0
         gauges: dict[Key, float] = {
@@ -239,7 +251,7 @@ class TritonMetrics(Reporter, Observer):
             {name: [(v,) for v in LABEL_VALUES[name]] if name in LABEL_VALUES else [()] for name in names},
             labels,
             gauges,
-            extra_labels={DEVICE_MEMORY: {"device": device}},
+            extra_labels={name: {"device": device} for name in DEVICE_SERIES},
         )
 
     def batch(self, rows: int, padding: int) -> None:
@@ -256,6 +268,11 @@ class TritonMetrics(Reporter, Observer):
         with self._lock:
             self._add("ge_request_failures", 1, kind.value)
         self.flush()
+
+    def device_busy(self, seconds: float) -> None:
+        if self._device_memory is not None:  # an NPU engine: the series exists
+            with self._lock:
+                self._add(DEVICE_BUSY, seconds)
 
     def in_flight(self, batches: int) -> None:
         with self._lock:

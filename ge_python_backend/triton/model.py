@@ -1,12 +1,13 @@
 """GEModel: a reusable TritonPythonModel. Triton glue only.
 
-It reads each request's tensors and hands them to the ``Runner`` (which batches, runs the
-engine and slices the results back): through the fast lane when the model can use it (parameter
-``fast_lane``) and the request's signature is known, else through the general path. Answers are
-returned from ``execute`` in one reply, or, with parameter ``response_mode: sender``, go through
-each request's response sender, so ``execute`` returns as soon as the batch is on a free
-execution slot (overlap, at a risk in Triton 24.10: see ``engines.registry.DEFAULT_RESPONSE_MODE``).
-Subclasses override ``preprocess`` and ``postprocess``.
+It reads each request's tensors once, and what the request path needs of it (its id, sequence
+fields, parameters and requested outputs only where a hook, sequence state, the engine or several
+outputs read them), and hands the requests to the ``Runner`` (which validates, batches, runs the
+engine and answers each request). Answers are returned from ``execute`` in one reply, or, with
+parameter ``response_mode: sender``, go through each request's response sender, so ``execute``
+returns as soon as the batch is on a free execution slot (overlap, at a risk in Triton 24.10: see
+``engines.registry.DEFAULT_RESPONSE_MODE``). Subclasses override ``preprocess`` and
+``postprocess``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import atexit
 import json
 import logging
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,15 +26,15 @@ import triton_python_backend_utils as pb_utils
 
 from ge_python_backend.ascend.atc import ConfigFacts
 from ge_python_backend.engines import Engine, ResponseMode, engine_info, open_engine, resolve_auto
+from ge_python_backend.engines.base import RequestSettings
 from ge_python_backend.engines.compile import compile_for
 from ge_python_backend.engines.registry import AUTO, COMPILE_SOURCES
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError
 from ge_python_backend.modelconfig.matching import compare_io, layout_problems, refine_spec
 from ge_python_backend.params import Parameter
 from ge_python_backend.serving.bls_errors import asks_for_code, tag_error
-from ge_python_backend.serving.lane import Item, Lane
 from ge_python_backend.serving.observers import FailureKind, Observer
-from ge_python_backend.serving.requests import Arrays, Request, RequestInfo, Respond
+from ge_python_backend.serving.requests import NO_INFO, Arrays, Request, RequestInfo, Respond
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.specs import ModelSpec, format_shape
@@ -120,7 +121,6 @@ class GEModel:
             + ("through response senders" if self._answer_through_sender else "returned from execute")
             + "; runs "
             + "; ".join(p.describe() for p in self.runner.profiles)
-            + f"; fast lane {self._lane_text()}"
         )
 
     def execute(self, requests: list) -> list:
@@ -132,17 +132,22 @@ class GEModel:
         IPC message for the whole batch (cheapest when the engine computes on the server's own
         CPU cores, where there is nothing to overlap).
         """
-        replies = _Replies(self, requests, self._answer_through_sender)
-        known: list[Item] = []
-        if self._lane is None:
-            general = _readable(self._request(r, replies.respond(i)) for i, r in enumerate(requests))
-        else:
-            general = self._route(requests, self._lane, replies, known)
+        sender = self._answer_through_sender
+        responses: list = [None] * len(requests)
+        readable = []
+        for index, request in enumerate(requests):
+            respond = (
+                _through_sender(request.get_response_sender(), request)
+                if sender
+                else partial(_respond_into, responses, index, request)
+            )
+            item = self._request(request, respond)
+            if item is not None:
+                readable.append(item)
         if self.settings.log_verbosity >= 1:
-            lane = f", {len(known)} in the fast lane" if self._lane is not None else ""
-            pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: {len(requests)} request(s){lane}")
-        self.runner.submit(general, wait=not self._answer_through_sender, known=known, replies=replies)
-        return replies.returned()
+            pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: {len(requests)} request(s)")
+        self.runner.submit(readable, wait=not sender)
+        return responses
 
     def is_ready(self) -> bool:
         """Asked by Triton r26.03 and later on ``/v2/models/<model>/ready``: False once a fatal engine
@@ -273,9 +278,10 @@ class GEModel:
             mode = ResponseMode.RETURN
         self._answer_through_sender = mode is ResponseMode.SENDER
         hooked = self._hooked("preprocess") or self._hooked("postprocess")
-
         self._reads_sequence = hooked or settings.sequence_batching or bool(settings.sequence_state)
         self._reads_requested = hooked or len(settings.outputs) > 1
+        self._reads_parameters = hooked or self.engine.request_settings is not RequestSettings.NONE
+        self._reads_info = self._reads_sequence or self._reads_requested or self._reads_parameters
         if settings.metrics:
             npu = engine_info(self.engine.name).npu
             self.metrics = TritonMetrics(
@@ -298,15 +304,6 @@ class GEModel:
             observers=self._observers(),
             spec=spec,
         )
-        self._lane = self.runner.lane if settings.fast_lane and not settings.sequence_batching else None
-
-    def _lane_text(self) -> str:
-        """Whether requests may take the fast lane, and if not why (for the load's log line)."""
-        if self._lane is not None:
-            return "on"
-        if not self.settings.fast_lane:
-            return "off (parameter fast_lane is false)"
-        return f"off ({'sequence batching' if self.settings.sequence_batching else self.runner.lane_refusal})"
 
     def _observers(self) -> list[Observer]:
         observers: list[Observer] = [self.metrics] if self.metrics is not None else []
@@ -363,38 +360,12 @@ class GEModel:
         if problems:
             raise ConfigError("; ".join(problems))
 
-    def _route(self, requests: list, lane: Lane, replies: _Replies, known: list[Item]) -> list[Request]:
-        """Each request's tensors read once: into ``known`` when the lane knows its signature
-        (and nothing else about it needs the general path), else returned for the general path,
-        whose first sight of a signature teaches it to the lane."""
-        general = []
-        lookup, outputs = lane.known.get, lane.outputs
-        requested, parameters = self._reads_requested, lane.reads_parameters
-        for index, request in enumerate(requests):
-            try:
-                pairs: list[tuple[str, np.ndarray]] | None = [(t.name(), t.as_numpy()) for t in request.inputs()]
-            except Exception:  # the general path reads it again and answers with the reason
-                pairs = None
-            if pairs is not None:
-                key = tuple([(name, array.dtype, array.shape) for name, array in pairs])
-                hit = lookup(key)
-                if hit is None:
-                    lane.learn(key, pairs)
-                elif not (parameters and request.parameters() not in ("", "{}")):
-                    names = lane.output_names(tuple(request.requested_output_names())) if requested else outputs
-                    if names is not None:
-                        known.append((hit, tuple([pairs[i][1] for i in hit.order]), index, names))
-                        continue
-            item = self._request(request, replies.respond(index), pairs)
-            if item is not None:
-                general.append(item)
-        return general
-
     def _info(self, request: Any) -> RequestInfo:
-        """What the general path and the hooks know of a request. Fields nobody reads are not
+        """What the request path and the hooks know of a request. Fields nobody reads are not
         fetched from Triton (the hot path): correlation ID and flags serve sequences and hooks, the
-        requested outputs a model with several outputs or hooks."""
-        parameters = request.parameters()
+        requested outputs a model with several outputs or hooks, the parameters hooks and an
+        engine with settings per request (a plain model's requests share ``NO_INFO``)."""
+        parameters = request.parameters() if self._reads_parameters else ""
         return RequestInfo(
             request.request_id(),
             request.correlation_id() if self._reads_sequence else 0,
@@ -403,18 +374,16 @@ class GEModel:
             tuple(request.requested_output_names()) if self._reads_requested else (),
         )
 
-    def _request(
-        self, request: Any, respond: Respond, pairs: Sequence[tuple[str, np.ndarray]] | None = None
-    ) -> Request | None:
-        """The runner's view of a request (``pairs``: its tensors, when already read); None when
-        its inputs cannot even be read (it is answered here and then)."""
-        info = self._info(request)
+    def _request(self, request: Any, respond: Respond) -> Request | None:
+        """The runner's view of a request; None when it is answered here and then (its inputs
+        cannot even be read, or it is a sequence batcher's padding slot)."""
+        info = self._info(request) if self._reads_info else NO_INFO
         try:
-            inputs = dict(pairs) if pairs is not None else {t.name(): t.as_numpy() for t in request.inputs()}
+            inputs = {t.name(): t.as_numpy() for t in request.inputs()}
         except Exception as exc:  # e.g. BF16 tensors have no numpy view
             respond(None, InputError(f"could not read the request's inputs: {exc}"))
             return None
-        if self._padding(info, inputs):
+        if self.settings.sequence_batching and self._padding(info, inputs):
             respond({}, None)  # an empty response: Triton discards a padding slot's answer
             return None
         return Request(info, inputs, respond)
@@ -425,8 +394,6 @@ class GEModel:
         sequence_batch_scheduler.cc:1738-1767, infer_request.cc:604-611). Triton's sequence
         batcher refuses a real request without a correlation ID ("must specify a non-zero or non-empty
         correlation ID", SequenceBatchScheduler::Enqueue), so ID 0 marks one too."""
-        if not self.settings.sequence_batching:
-            return False
         ready = self.settings.ready_control
         if ready is not None and ready.name in inputs and not ready.ready(inputs[ready.name]):
             return True
@@ -477,16 +444,16 @@ def _wants_verbose(args: Mapping[str, str]) -> bool:
         return False
 
 
-def _readable(requests: Iterable[Request | None]) -> list[Request]:
-    return [request for request in requests if request is not None]
-
-
 def _response(outputs: Arrays | None, error: GEError | None, request: Any) -> Any:
-    """``request``'s answer: its outputs, or the error with its Triton code (INVALID_ARG for the
-    client's fault, UNAVAILABLE out of service, else INTERNAL), tagged for a router that asks."""
     if error is None:
         assert outputs is not None  # Respond passes outputs or an error
         return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs.items()])
+    return _error_response(error, request)
+
+
+def _error_response(error: GEError, request: Any) -> Any:
+    """``request``'s answer when it failed: one line, with its Triton code (INVALID_ARG for the
+    client's fault, UNAVAILABLE out of service, else INTERNAL), tagged for a router that asks."""
     if isinstance(error, InputError):
         code = "INVALID_ARG"
     elif isinstance(error, EngineError) and error.fatal:  # out of service: another instance may serve it
@@ -500,7 +467,12 @@ def _response(outputs: Arrays | None, error: GEError | None, request: Any) -> An
 
 
 def _respond_into(responses: list, index: int, request: Any, outputs: Arrays | None, error: GEError | None) -> None:
-    responses[index] = _response(outputs, error, request)
+    """``Respond`` for answers returned from execute (the hot path: the response built right here)."""
+    if error is None:
+        tensor = pb_utils.Tensor
+        responses[index] = pb_utils.InferenceResponse([tensor(n, a) for n, a in outputs.items()])  # type: ignore[union-attr]
+    else:
+        responses[index] = _error_response(error, request)
 
 
 def _through_sender(sender: Any, request: Any) -> Respond:
@@ -509,48 +481,3 @@ def _through_sender(sender: Any, request: Any) -> Respond:
             sender.send(_response(outputs, error, request), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     return respond
-
-
-class _Replies:
-    """How one execute answers its requests (the lane's ``Replies``): into the list execute
-    returns, or through each request's response sender."""
-
-    __slots__ = ("_model", "_requests", "_responses", "_senders")
-
-    def __init__(self, model: GEModel, requests: list, sender: bool) -> None:
-        self._model = model
-        self._requests = requests
-        self._responses: list | None = None if sender else [None] * len(requests)
-        self._senders: list | None = [r.get_response_sender() for r in requests] if sender else None
-
-    def respond(self, index: int) -> Respond:
-        """The general path's answer to request ``index``."""
-        if self._responses is None:
-            assert self._senders is not None
-            return _through_sender(self._senders[index], self._requests[index])
-        return partial(_respond_into, self._responses, index, self._requests[index])
-
-    def returned(self) -> list:
-        """What execute returns: the answers, or None per request when senders answer."""
-        return self._responses if self._responses is not None else [None] * len(self._requests)
-
-    def answer(self, outputs: Arrays, members: Sequence[Item], spans: Sequence[slice]) -> None:
-        """The lane's answers, built in one pass: one Tensor per output and one response each."""
-        response, tensor = pb_utils.InferenceResponse, pb_utils.Tensor
-        responses, senders = self._responses, self._senders
-        if senders is not None and not lifeline.server_alive():
-            return  # a send to a dead server would wait for it forever
-        for (_, _, token, names), span in zip(members, spans):
-            try:
-                answer = response([tensor(name, outputs[name][span]) for name in names])
-                if responses is not None:
-                    responses[token] = answer
-                else:
-                    assert senders is not None
-                    senders[token].send(answer, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-            except Exception:  # the client may be gone; nothing else can be done for this request
-                LOG.exception("could not send the response of request %r", self._requests[token].request_id())
-
-    def request(self, token: int, inputs: Arrays) -> Request:
-        """The general path's view of request ``token`` (the lane hands it back)."""
-        return Request(self._model._info(self._requests[token]), inputs, self.respond(token))

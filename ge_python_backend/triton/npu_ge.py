@@ -148,13 +148,28 @@ HANDLERS: dict[str, Callable[[str, str, Translation], None]] = {
 }
 
 
+#: the Python backend's own ``--backend-config`` keys (python_backend r24.02 ``src/python_be.cc``
+#: ``cmdline.Find``), which its library reads for this Python-based backend too: not the GE backend's
+PYTHON_BACKEND_KEYS = frozenset(
+    (
+        "shm-default-byte-size",
+        "shm-growth-byte-size",
+        "shm-region-prefix-name",
+        "shm_message_queue_size",
+        "stub-timeout-seconds",
+        "thread-pool-size",
+    )
+)
+
+
 def translate(parameters: Mapping[str, str], backend_config: Mapping[str, str], version_dir: Path) -> Translation:
     """The GE backend's parameters (``backend_config``: the ``--backend-config=npu_ge,...`` keys,
     overridden by the model's ``parameters``) as this backend's; ConfigError naming a key that is
     refused. Our own parameters (``device_ids`` is one: the same list of NPU ids) pass unchanged."""
     done = Translation()
     ours = _ours()
-    for key, value in {**backend_config, **parameters}.items():
+    ge_keys = {k: v for k, v in backend_config.items() if k not in PYTHON_BACKEND_KEYS}
+    for key, value in {**ge_keys, **parameters}.items():
         if key in HANDLERS:
             HANDLERS[key](key, value, done)
         elif key in ours:

@@ -46,8 +46,12 @@ from ge_python_backend.serving.outputs import DeclaredTensor
 from ge_python_backend.serving.sequences import StatePair, parse_initial_values, parse_state_pairs
 from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
 
-#: Parameters read by Triton's Python backend itself; accepted and left alone.
-TRITON_PARAMETERS = ("EXECUTION_ENV_PATH", "FORCE_CPU_ONLY_INPUT_TENSORS")
+#: Set by ge-triton serve's supervisor in the config it reloads a model with (ops/supervisor.py):
+#: a config that differs in a parameter makes tritonserver load the model afresh, where the same
+#: config would keep its (dead) instances.
+RELOAD_PARAMETER = "ge_triton_reload"
+#: Parameters read by Triton's Python backend itself, or set by serve; accepted and left alone.
+TRITON_PARAMETERS = ("EXECUTION_ENV_PATH", "FORCE_CPU_ONLY_INPUT_TENSORS", RELOAD_PARAMETER)
 
 CORE_PARAMETERS = (
     Parameter(
@@ -101,15 +105,6 @@ CORE_PARAMETERS = (
         False,
         "true or false",
         "refuse floating-point inputs that contain NaN or Inf",
-    ),
-    Parameter(
-        "fast_lane",
-        parse_bool,
-        True,
-        "true or false",
-        "requests whose tensors match a signature already validated take a path planned once for it (same answers "
-        "and errors as the general path); models with hooks, sequences, dynamic AIPP, reject_nonfinite, string or "
-        "unbatched tensors always take the general path",
     ),
     Parameter(
         "log_verbosity",
@@ -200,8 +195,6 @@ class ModelSettings:
     sequence_batching: bool = False
     ready_control: ReadyControl | None = None
     engine_options: Mapping[str, Any] = field(default_factory=dict)
-    #: parameter fast_lane (the runner decides whether the model can use it)
-    fast_lane: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: the whole model config as Triton passed it (for subclasses)
     config: Mapping[str, Any] = field(default_factory=dict)
@@ -343,7 +336,6 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         sequence_batching="sequence_batching" in config,
         ready_control=_ready_control(config),
         engine_options={k: values[k] for k in raw if k in engine_names},  # only what the config sets
-        fast_lane=values["fast_lane"],
         extra={p.name: values[p.name] for p in extra},
         config=config,
     )

@@ -24,9 +24,7 @@ def e2e_repo(tmp_path_factory):
     repos.generated(repo, files["linear"], "linear")
     repos.generated(repo, files["linear"], "linear_s2", streams=2)
     repos.generated(repo, files["two_inputs"], "pair", max_batch_size=0)
-    for lane in ("true", "false"):  # test_fast_lane.py
-        folder = repos.generated(repo, files["two_inputs"], f"pair_lane_{lane}", max_batch_size=8)
-        set_parameters(folder / "config.pbtxt", fast_lane=lane)
+    repos.generated(repo, files["two_inputs"], "pair_batching", max_batch_size=8)
     repos.generated(repo, files["linear"], "linear_ge", backend="ge")
     _, files["hooked"] = repos.hooked_classifier(repo)
     repos.fragile(repo, files["linear"])

@@ -97,7 +97,12 @@ def test_durations_are_per_batch_of_each_instance(server, tmp_path, capsys):
         # the modelled time exactly, less the untimed batches since an instance's last timed one
         # (acl_timing_every: they count when the next timed batch does); half of it was the bug
         assert SIM_DEVICE_MS * 1000 * 0.75 <= us <= SIM_DEVICE_MS * 1000 * 1.6, (series, us)
-    assert "ms per batch of this instance" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ms per batch of this instance" in out
+    # its two instances run on devices 0 and 1: each device's busy seconds, beside throughput and latency
+    busy = point["server"]["device_busy_s"]
+    assert set(busy) == {"0", "1"} and all(0 < s <= 1.05 * point["duration_s"] for s in busy.values()), busy
+    assert "device busy" in out
 
 
 def test_string_inputs_are_sent_over_grpc_from_an_npz(server, tmp_path):

@@ -258,7 +258,7 @@ def test_a_version_beyond_int64_kills_tritonserver(tmp_path):
 
 
 def test_check_load_keeps_the_load_api_behind_its_key_and_leaves_no_folder(tmp_path, monkeypatch):
-    """Finding 8 of issue 22: check --load's explicit-mode server took Triton's load API, which
+    """Finding: check --load's explicit-mode server took Triton's load API, which
     uploads files (code), from any local user; its folder outlived a failed start."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where its workspace goes
     (tmp_path / "tmp").mkdir()

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.e2e
+@pytest.mark.contract
 def test_demo_builds_generates_serves_and_answers(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "demo.py"), "--workdir", str(tmp_path)],

@@ -1,4 +1,4 @@
-"""Issue 21 through a real tritonserver, over gRPC and HTTP, against ONNX Runtime run directly:
+"""Gear boundaries through a real tritonserver, over gRPC and HTTP, against ONNX Runtime run directly:
 no answer from a padded non-batch axis, shape ranges honoured when batching, a range without an
 upper bound served, a static input beside batch gears, the client's errors answered as the
 client's (400 / INVALID_ARGUMENT, ``ge_request_failures{kind="input"}``), and ``ge-triton
@@ -168,14 +168,16 @@ def test_a_static_input_beside_batch_gears_is_one_value_per_request(server, buil
         }
         feeds.append(feed)
         requests.append({**feed, "s": np.repeat(feed["s"][None], rows, axis=0)})
-    results = infer_many(protocol, url(server, protocol), "static", requests)
+    mixed = dict(requests[1], s=requests[1]["s"] + np.arange(4, dtype=np.float32)[:, None, None])
+    results = infer_many(protocol, url(server, protocol), "static", requests + [mixed])
     for feed, (outputs, error) in zip(feeds, results):
         assert_as_onnxruntime(outputs, error, built[1]["static"], feed)
+    assert_refused(results[-1][1], "unbatched input 's' must be the same for every row of the request")
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_dynamic_aipp_on_a_shape_range_is_served(server, built, protocol):
-    """Issue 23, B: sim-compile refused AIPP on a range model and the engine refused such a model."""
+    """Finding: sim-compile refused AIPP on a range model and the engine refused such a model."""
     rng = np.random.default_rng(7)
     images = [rng.integers(0, 256, (rows, 6, 8, 3), dtype=np.uint8) for rows in (1, 3, 4)]
     results = infer_many(protocol, url(server, protocol), "aipp_range", [{"x": image} for image in images])

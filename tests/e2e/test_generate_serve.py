@@ -23,7 +23,7 @@ from ge_python_backend.sim.compile import sim_compile
 from ge_python_backend.testing import models
 from tests.support.clients import infer_many, url
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.contract]
 PROTOCOLS = ["grpc", "http"]
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 STD = np.array([0.229, 0.224, 0.225], np.float32)

@@ -9,8 +9,9 @@ from tritonclient.utils import InferenceServerException
 from ge_python_backend.ops.bench import metrics
 from tests.support import parity
 from tests.support.clients import infer_one, url
+from tests.support.versions import known_gap, under_test
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.contract]
 STATUS = {
     "http": {parity.BAD_REQUEST: "400", parity.SERVER_FAULT: "500"},
     "grpc": {parity.BAD_REQUEST: "StatusCode.INVALID_ARGUMENT", parity.SERVER_FAULT: "StatusCode.INTERNAL"},
@@ -27,8 +28,10 @@ def failures(server) -> dict[str, float]:
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 @pytest.mark.parametrize("name", list(parity.CASES))
-def test_the_server_answers_each_case_as_the_harness_does(server, sources, protocol, name):
+def test_the_server_answers_each_case_as_the_harness_does(request, server, sources, protocol, name):
     case = parity.CASES[name]
+    if "input byte size mismatch" in case.message:
+        known_gap(request, under_test().checks_input_sizes, "the core does not check an input's size (core r24.06)")
     request_id = f"{name} over {protocol}"
     before = failures(server)
     outputs, error = None, None
@@ -49,5 +52,5 @@ def test_the_server_answers_each_case_as_the_harness_does(server, sources, proto
     assert case.message in error.message()
     assert counted == ({case.kind: 1} if case.kind else {})
     if case.kind is not None:  # the server's fault: logged once, with the hook's file and lines
-        lines = [line for line in server.log_text().splitlines() if f"request '{request_id}': " in line]
-        assert len(lines) == 1 and case.message in lines[0] and "the hook: File " in lines[0], lines
+        logged = [r.message for r in server.log_records() if f"request '{request_id}': " in r.message]
+        assert len(logged) == 1 and case.message in logged[0] and "the hook: File " in logged[0], logged

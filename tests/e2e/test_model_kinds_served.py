@@ -19,7 +19,7 @@ from ge_python_backend.testing.aipp_reference import crop, normalise
 from tests.support import acl_sim_nets as nets
 from tests.support.clients import infer_many, url
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.contract]
 PROTOCOLS = ["grpc", "http"]
 #: inputs ATC adds that no client sends (multi_batch_clone_pass.cc 470-511; aipp_op.cc 1145-1276)
 RUNTIME_INPUTS = {"ascend_mbatch_shape_data", "ascend_dynamic_aipp_data"}

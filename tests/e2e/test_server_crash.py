@@ -22,6 +22,7 @@ import tritonclient.http as httpclient
 from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.triton.lifeline import STUB_EXECUTABLE
 from tests.support import reliability_repos as rr
+from tests.support.versions import under_test
 
 pytestmark = [pytest.mark.e2e, pytest.mark.contract]
 #: every process of the killed server must be gone within this long
@@ -149,4 +150,35 @@ def test_every_process_of_a_killed_server_exits_within_seconds(repo, load):
         assert not left, f"still running {EXIT_WITHIN_S} s after tritonserver was killed: {left}"
     finally:
         server.stop()  # kills whatever is left of the process group
+        server.close()
+
+
+def test_on_24_02_a_stub_killed_under_load_ends_the_server_and_every_process(repo):
+    """tritonserver 2.43's Python backend crashes the server when a stub dies with requests in
+    flight (SIGSEGV in TRITONBACKEND_ModelInstanceExecute: docs/platforms.md); what must hold
+    still: the server exits instead of hanging, and nothing it started outlives it. On 24.10
+    the server survives (tests/e2e/test_stub_death.py)."""
+    if under_test().survives_stub_death:
+        pytest.skip(f"Triton {under_test().name} survives a stub's death (test_stub_death.py)")
+    server = TritonServer(repo)
+    try:
+        server.start()
+        assert server.process is not None
+        clients = Clients(server)
+        clients.wait_for_answers(10)
+        pid = server.process.pid
+        started = group(pid)
+        (victim,) = [p for p, c in started.items() if STUB_EXECUTABLE in c.split(" ", 1)[0] and "/ort_return/" in c]
+        os.kill(victim, signal.SIGKILL)
+        killed = time.monotonic()
+        server.process.wait(timeout=60)
+        left = dict(started)
+        while left and time.monotonic() - killed < 60 + EXIT_WITHIN_S:
+            left = {p: c for p, c in left.items() if alive(p)}
+            time.sleep(0.05)
+        clients.join()
+        assert server.process.returncode != 0, server.log_tail(20)  # it crashed: no clean shutdown
+        assert not left, f"still running after tritonserver 2.43 crashed: {left}"
+    finally:
+        server.stop()
         server.close()

@@ -10,7 +10,7 @@ import tritonclient.http as httpclient
 from tests.models.hooked_classifier import decode, top_k
 from tests.support.clients import infer_many, url
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.contract]
 PROTOCOLS = ["grpc", "http"]
 
 
@@ -49,6 +49,29 @@ def test_bad_requests_among_good_ones_fail_alone(server, sources, protocol):
         assert error is None
         np.testing.assert_allclose(outputs["probs"], session.run(None, request)[1], atol=1e-5)
     assert httpclient.InferenceServerClient(server.http_address).is_server_ready()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_requests_the_engine_refuses_fail_alone_among_concurrent_good_ones(server, sources, protocol):
+    """Two inputs whose lengths the config leaves open but the model needs equal: every 7th
+    request's differ, the engine refuses its batch (its group: requests of other shapes never
+    share it), and the others are answered as ONNX Runtime answers them."""
+    session = ort.InferenceSession(str(sources["two_inputs"]))
+    rng = np.random.default_rng(25)
+    requests = []
+    for index in range(120):
+        rows, length = int(rng.integers(1, 5)), (3, 5)[index % 2]
+        a = rng.standard_normal((rows, length)).astype(np.float32)
+        b = rng.standard_normal((rows, length + 1 if index % 7 == 3 else length)).astype(np.float32)
+        requests.append({"a": a, "b": b})
+    results = infer_many(protocol, url(server, protocol), "pair_batching", requests)
+    for index, (request, (outputs, error)) in enumerate(zip(requests, results)):
+        if index % 7 == 3:
+            assert error is not None and "broadcast" in error.message()
+            continue
+        assert error is None, error
+        for name, want in zip(("sum", "count"), session.run(None, request)):
+            np.testing.assert_array_equal(outputs[name], want)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -3,7 +3,8 @@
 Two instances of a model that keeps every AI Core busy serve no more than one device can run
 when both are on device 0, and more than that when each has a device of its own. The reference
 is the modelled device itself: the test reads the server's shared device state (its process
-group is the scope, hostshm.py) for the busy seconds of each device, beside the rows served.
+group is the scope, hostshm.py) for the busy seconds of each device, beside the rows served and
+the model's ge_device_busy_seconds_total.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import time
 import numpy as np
 import pytest
 
+from ge_python_backend.ops.bench import metrics
 from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.sim.device import SharedDevice
 from ge_python_backend.testing import models
+from ge_python_backend.triton.metrics import DEVICE_BUSY, FLUSH_INTERVAL
 from tests.support import clients, repos
 
 pytestmark = pytest.mark.e2e
@@ -45,9 +48,16 @@ def served(tmp_path_factory):
         yield server, onnx_file
 
 
+def metric_busy(server, model: str) -> float:
+    """ge_device_busy_seconds_total of ``model``, summed over its instances (after their flush)."""
+    time.sleep(2 * FLUSH_INTERVAL)
+    return metrics.fetch(server.metrics_url).value(DEVICE_BUSY, model=model)
+
+
 def measure(server, model: str, onnx_file) -> tuple[float, list[float]]:
     """Rows per second served to 64 concurrent batch-1 requests, and the busy fraction of
-    devices 0 and 1 over the same window (from the modelled devices)."""
+    devices 0 and 1 over the same window (from the modelled devices); the model's metric
+    ge_device_busy_seconds_total over the window agrees with their busy seconds."""
     import onnxruntime as ort
 
     rng = np.random.default_rng(0)
@@ -56,16 +66,20 @@ def measure(server, model: str, onnx_file) -> tuple[float, list[float]]:
     scope = f"pg{server.process.pid}"
     devices = [SharedDevice(d, scope=scope) for d in (0, 1)]
     try:
+        counted = metric_busy(server, model)
         before = [d.usage().busy_seconds for d in devices]
         started = time.monotonic()
         results = []
         for _ in range(3):
             results += clients.infer_many("grpc", server.grpc_address, model, requests, concurrency=64)
         wall = time.monotonic() - started
-        busy = [(d.usage().busy_seconds - b) / wall for d, b in zip(devices, before)]
+        counted = metric_busy(server, model) - counted
+        modelled = [d.usage().busy_seconds - b for d, b in zip(devices, before)]
+        busy = [m / wall for m in modelled]
     finally:
         for device in devices:
             device.close()
+    assert counted == pytest.approx(sum(modelled), rel=0.1)
     session = ort.InferenceSession(str(onnx_file))
     names = [o.name for o in session.get_outputs()]
     for request, (outputs, error) in zip(requests * 3, results):

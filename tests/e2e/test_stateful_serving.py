@@ -14,7 +14,7 @@ from ge_python_backend.ops.bench import metrics
 from tests.support.clients import infer_many
 from tests.support.repos import IDLE_TIMEOUT_MS
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.contract]
 
 
 def step_by_step(session, steps, gain):

@@ -12,28 +12,23 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
-from tritonclient.utils import InferenceServerException
 
 from ge_python_backend.ops.bench import metrics
 from ge_python_backend.ops.server import TritonServer
 from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.triton.metrics import HEARTBEAT
 from tests.support import reliability_repos as rr
+from tests.support.load import Load, linear_requests, stub_pids
 
 pytestmark = pytest.mark.e2e
-THREADS = 16
 #: every request in flight at a kill must be answered (with an error) within this long
 ANSWER_WITHIN_S = 10.0
-CLIENT_TIMEOUT_S = 30.0
 CYCLES = 4
 
 
@@ -70,81 +65,12 @@ def session(built):
 
 
 def stubs(server, model: str) -> list[int]:
-    """PIDs of the Python backend stubs of ``server`` that serve ``model``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if (
-            parent == server.process.pid
-            and command[0].endswith(b"triton_python_backend_stub")
-            and command[1].endswith(f"/{model}/1/model.py".encode())
-        ):
-            found.append(int(entry.name))
-    return found
+    return stub_pids(server.process.pid, model)
 
 
-@dataclass
-class Load:
-    """THREADS clients sending requests to ``model`` until stopped; every answer is recorded."""
-
-    server: TritonServer
-    model: str
-    session: ort.InferenceSession
-    #: (sent, answered, outcome): "ok", "wrong", "error: <message>" or "no answer: <exception>"
-    records: list[tuple[float, float, str]] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def __enter__(self) -> Load:
-        self.threads = [threading.Thread(target=self._run, args=(seed,)) for seed in range(THREADS)]
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join()
-
-    def _run(self, seed: int) -> None:
-        with contextlib.closing(
-            httpclient.InferenceServerClient(self.server.http_address, network_timeout=CLIENT_TIMEOUT_S)
-        ) as client:
-            self._send(client, seed)
-
-    def _send(self, client: httpclient.InferenceServerClient, seed: int) -> None:
-        rng = np.random.default_rng(seed)
-        while not self.stop.is_set():
-            x = rng.standard_normal((int(rng.integers(1, 5)), 4)).astype(np.float32)
-            tensor = httpclient.InferInput("x", list(x.shape), "FP32")
-            tensor.set_data_from_numpy(x)
-            sent = time.monotonic()
-            try:
-                probs = client.infer(self.model, [tensor]).as_numpy("probs")
-                right = np.allclose(probs, self.session.run(None, {"x": x})[1], atol=1e-5)
-                outcome = "ok" if right else "wrong"
-            except InferenceServerException as exc:
-                outcome = f"error: {exc.message()}"
-            except Exception as exc:  # the client's own timeout: a request never answered
-                outcome = f"no answer: {type(exc).__name__}"
-                self.records.append((sent, time.monotonic(), outcome))
-                return
-            self.records.append((sent, time.monotonic(), outcome))
-
-    def wait_for(self, outcome: str, count: int = 1, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while sum(1 for r in self.records if r[2].startswith(outcome)) < count and time.monotonic() < deadline:
-            time.sleep(0.05)
-        seen = sum(1 for r in self.records if r[2].startswith(outcome))
-        # the server's own last lines say why when it is tritonserver that went away
-        assert seen >= count, (outcome, self.outcomes(), self.server.log_tail(40))
-
-    def outcomes(self) -> set[str]:
-        return {r[2] for r in self.records}
+def load_on(server, model: str, built) -> Load:
+    """16 clients sending the linear model's requests, checked against ONNX Runtime."""
+    return Load(server.http_address, model, linear_requests(built[1].linear), log_tail=lambda: server.log_tail(40))
 
 
 def kill(server, model: str) -> tuple[float, int]:
@@ -167,10 +93,10 @@ def heartbeat_ages(server, model: str) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("model", ["plain", "plain_s2", "npu"])
-def test_every_request_in_flight_when_the_stub_dies_is_answered_within_seconds(server, client, session, model):
+def test_every_request_in_flight_when_the_stub_dies_is_answered_within_seconds(server, client, built, model):
     client.load_model(model)
     backend_failures = metrics.fetch(server.metrics_url).value("nv_inference_request_failure", model=model)
-    with Load(server, model, session) as load:
+    with load_on(server, model, built) as load:
         load.wait_for("ok", 50)
         assert max(heartbeat_ages(server, model).values()) < 3
         killed_at, killed = kill(server, model)
@@ -183,7 +109,7 @@ def test_every_request_in_flight_when_the_stub_dies_is_answered_within_seconds(s
         f"{max(r[1] for r in in_flight) - killed_at:.1f} s after the kill; {len(late)} answered after it"
     )
     assert in_flight, "no request was in flight at the kill"
-    assert not [r for r in load.records if r[2].startswith("no answer") or r[2] == "wrong"]
+    assert not load.unanswered_or_wrong()
     assert all(r[1] - max(r[0], killed_at) < ANSWER_WITHIN_S for r in late)
     errors = {r[2] for r in late if r[2] != "ok"}
     assert errors and all(e.startswith("error: Stub process ") and e.endswith(" is not healthy.") for e in errors)
@@ -199,10 +125,10 @@ def test_every_request_in_flight_when_the_stub_dies_is_answered_within_seconds(s
     client.unload_model(model)
 
 
-def test_kill_and_reload_cycles_under_load_leave_tritonserver_serving(server, client, session):
+def test_kill_and_reload_cycles_under_load_leave_tritonserver_serving(server, client, built):
     model = "npu"
     client.load_model(model)
-    with Load(server, model, session) as load:
+    with load_on(server, model, built) as load:
         for cycle in range(CYCLES):
             load.wait_for("ok", 20 * (cycle + 1))
             kill(server, model)
@@ -212,7 +138,7 @@ def test_kill_and_reload_cycles_under_load_leave_tritonserver_serving(server, cl
             assert server.process.poll() is None, f"tritonserver died in cycle {cycle}"
             assert max(heartbeat_ages(server, model).values()) < 3  # the alert clears after the reload
         load.wait_for("ok", 20 * (CYCLES + 1))
-    assert not [r for r in load.records if r[2].startswith("no answer") or r[2] == "wrong"]
+    assert not load.unanswered_or_wrong()
     assert client.is_server_live() and client.is_model_ready(model)
     print(f"{CYCLES} kill + reload cycles, {sum(r[2] == 'ok' for r in load.records)} right answers")
     client.unload_model(model)

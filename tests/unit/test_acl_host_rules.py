@@ -1,4 +1,4 @@
-"""Issue 12's host rules on the simulator: device run mode, one weight buffer for every slot, the
+"""The acl engine's host rules on the simulator: device run mode, one weight buffer for every slot, the
 device's stream and event limits, fatal codes, acl.json, data dump, profiling, and gears set only
 when they change. Each rule cites the CANN source it comes from (docs/fidelity.md lists them)."""
 
@@ -839,7 +839,7 @@ def test_profiling_on_demand_needs_an_allowed_token(built, tmp_path, caplog):
 
 @pytest.mark.parametrize("count", ["99999999999999999999", "-5", "1_000", "\u0663", "0", "1001", " 5", "5 ", "+5"])
 def test_profiling_batches_on_demand_are_ascii_digits_up_to_the_cap(built, tmp_path, count):
-    """Finding 2 of issue 22: 99999999999999999999 opened a window that never closed; -5, 1_000 and
+    """Finding: 99999999999999999999 opened a window that never closed; -5, 1_000 and
     the Arabic-Indic digit three were taken by int()."""
     folder = tmp_path / "prof"
     engine = open_sim(

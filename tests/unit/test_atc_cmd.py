@@ -129,7 +129,7 @@ def test_a_fixed_batch_model_needs_no_gears_and_refuses_them(tmp_path):
 
 @pytest.mark.parametrize("given", [{}, {"image": (-1, 3, -1, -1)}], ids=["from-the-model", "from-input-shape"])
 def test_unsized_axes_get_a_suggestion_that_is_not_the_shape_that_failed(tmp_path, given):
-    # issue 13: atc-cmd suggested "--input-shape x:-1,3,-1,-1", the very shape that had just failed
+    # finding: atc-cmd suggested "--input-shape x:-1,3,-1,-1", the very shape that had just failed
     model = identity(tmp_path / "hw.onnx", ["n", 3, "h", "w"])
     with pytest.raises(ConfigError) as failure:
         atc_command(AtcRequest(model, "Ascend310P3", batch_gears=(1, 2), input_shapes=given))

@@ -135,7 +135,7 @@ def _spec(batch: BatchSupport, shape=(-1, 3, -1, -1), gears=(), kind=""):
 
 
 def test_hw_gears_run_only_their_own_sizes_and_a_size_between_them_is_an_input_error():
-    """Finding (issue 21): a 20x20 request to gears 16x16 and 32x32 was zero-padded to 32x32 and
+    """Finding: a 20x20 request to gears 16x16 and 32x32 was zero-padded to 32x32 and
     answered wrong; padding H/W changes what a convolution computes."""
     gears = tuple(ShapeGear({"image": (1, 3, h, w)}, f"{h}x{w}") for h, w in ((32, 32), (64, 48), (64, 64)))
     profiles = profiles_for(_spec(BatchSupport("static", (1,)), gears=gears, kind="hw"), True, 4)

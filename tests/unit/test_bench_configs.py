@@ -1,4 +1,4 @@
-"""The benchmark configurations and reports of issue 25, without a server: labels (``null``,
+"""The benchmark configurations and reports, without a server: labels (``null``,
 ``LABEL+key=value``), the folders they build, and the ratios ab, images and serving compute
 from their measurements (fed made-up points: the arithmetic, not the host, is under test)."""
 
@@ -23,13 +23,13 @@ from tools.bench.scenarios import ab, images, serving
         ("return_s1_i2", "acl-sim", "return", 1, 2, (), "return_s1_i2_d0"),
         ("null_sender_s2_i1", "null", "sender", 2, 1, (), "null_sender_s2_i1_d0"),
         (
-            "default+fast_lane=false",
+            "default+reject_nonfinite=true",
             "acl-sim",
             None,
             None,
             None,
-            (("fast_lane", "false"),),
-            "default__fast_lane-false_d0",
+            (("reject_nonfinite", "true"),),
+            "default__reject_nonfinite-true_d0",
         ),
         (
             "ort+metrics=false+x=1",
@@ -49,9 +49,9 @@ def test_labels_name_their_configuration(label, engine, mode, streams, instances
     assert config.folder(0.0) == folder
 
 
-@pytest.mark.parametrize("label", ["fast", "default+fast_lane", "null_return_s1", "+x=1"])
+@pytest.mark.parametrize("label", ["fast", "default+reject_nonfinite", "null_return_s1", "+x=1"])
 def test_unknown_labels_are_refused_with_the_accepted_forms(label):
-    with pytest.raises(ValueError, match="default\\+fast_lane=false"):
+    with pytest.raises(ValueError, match="default\\+reject_nonfinite=true"):
         repos.config_named(label)
 
 
@@ -63,17 +63,26 @@ def test_the_null_folder_runs_engine_acl_over_the_null_pyacl(tmp_path):
     assert parameters["engine"] == "acl" and parameters["metrics"] == "false"
     assert not any(key.startswith("acl_sim_") for key in parameters)  # engine acl would refuse them
     model_py = (repo / "null__metrics-false_d8" / "1" / "model.py").read_text()
-    assert str(repos.NULLACL) in model_py and "install(device_ms=8.0)" in model_py
+    assert str(repos.NULLACL) in model_py and "install(device_ms=8.0, shared_device=True)" in model_py
     assert model_py.index("install(") < model_py.index("from ge_python_backend import GEModel")
     sim = read_config_file(repo / "default_d8" / "config.pbtxt")
     assert (
         sim.parameters["engine"].string_value == "acl-sim" and sim.parameters["acl_sim_device_ms"].string_value == "8"
     )
+    assert "acl_sim_shared_device" not in sim.parameters  # the shared device, the simulator's default
+
+
+def test_stream_devices_give_every_stream_a_device_of_its_own(tmp_path):
+    configs = [repos.config_named("null"), repos.config_named("default")]
+    repo, _ = repos.build_host_repository(tmp_path, configs, [8.0], shared_device=False)
+    sim = read_config_file(repo / "default_d8" / "config.pbtxt")
+    assert sim.parameters["acl_sim_shared_device"].string_value == "false"
+    assert "install(device_ms=8.0, shared_device=False)" in (repo / "null_d8" / "1" / "model.py").read_text()
 
 
 def test_ab_needs_no_second_checkout_and_checks_its_labels(tmp_path):
-    args = runner.build_parser().parse_args(["ab", "--configs", "ort,null,default+fast_lane=false"])
-    assert args.b is None and args.configs == ["ort", "null", "default+fast_lane=false"]
+    args = runner.build_parser().parse_args(["ab", "--configs", "ort,null,default+reject_nonfinite=true"])
+    assert args.b is None and args.configs == ["ort", "null", "default+reject_nonfinite=true"]
     with pytest.raises(argparse.ArgumentTypeError, match="twice"):
         ab.configurations("null,null")
 
@@ -93,15 +102,15 @@ def test_ab_targets_pair_each_round_with_its_identity():
     points = {
         "ort_a": [_point(900, 0.12, 1000, 0.08), _point(500, 0.10, 1000, 0.05)],
         "null_a": [_point(800, 0.20, 1000, 0.10), _point(450, 0.14, 500, 0.10)],
-        "null+fast_lane=false_a": [_point(700, 0.3, 1000, 0.1), _point(700, 0.3, 1000, 0.1)],
+        "null+reject_nonfinite=true_a": [_point(700, 0.3, 1000, 0.1), _point(700, 0.3, 1000, 0.1)],
     }
-    table = ab.targets(["ort", "null", "null+fast_lane=false"], points)
+    table = ab.targets(["ort", "null", "null+reject_nonfinite=true"], points)
     rows = {row[0]: row for row in table.rows}
     ort_stubs = rows["onnxruntime: stubs CPU per request / identity's"]
     assert ort_stubs[1] == "1.75" and ort_stubs[3] == "<= 1.5" and ort_stubs[4] == "NO"  # median of 1.5 and 2.0
     null_ceiling = rows[f"{ab.TARGET_NAMES['null']}: infer/s / identity's (host ceiling, c=16)"]
     assert null_ceiling[1] == "0.85" and null_ceiling[4] == "yes"  # median of 0.8 and 0.9
-    assert rows["null+fast_lane=false: infer/s / identity's"][1] == "0.70"
+    assert rows["null+reject_nonfinite=true: infer/s / identity's"][1] == "0.70"
     assert not any("acl-sim" in name for name in rows)  # default was not measured: no row
     against = ab.against_identity(["null"], ("a",), points)
     assert against.rows[0][3] == "1.70 (1.40-2.00)"  # stubs x identity's, paired per round
@@ -216,7 +225,7 @@ def test_serving_targets_are_ratios_of_the_medians_over_the_repeats():
         "hand-written": [run(200, 10.0), run(100, 10.0), run(110, 30.0)],
     }
     raws = [{"engine settings": {8: {"images_per_s": 100.0}}, "other": {1: {"images_per_s": 100.0}}}] * 3
-    ratios = {r.name: r for r in serving.issue7_ratios(runs, raws, [0, 1, 2])}
+    ratios = {r.name: r for r in serving.target_ratios(runs, raws, [0, 1, 2])}
     throughput = ratios["GEModel / hand-written throughput, c=8, ratio of the medians over the repeats"]
     assert throughput.values == [pytest.approx(100 / 110)] and throughput.target == 1.0
     p50 = ratios["GEModel / hand-written p50, c=1, ratio of the medians over the repeats"]

@@ -318,7 +318,7 @@ def test_cli_missing_repository_is_one_line(tmp_path, capsys):
 
 
 def test_check_load_removes_its_folder_when_tritonserver_fails_to_start(repo, tmp_path, monkeypatch):
-    """Finding 8 of issue 22: a failed start left /tmp/ge-triton-* behind (stop, not close)."""
+    """Finding: a failed start left /tmp/ge-triton-* behind (stop, not close)."""
     from ge_python_backend.ops import server as server_module
     from ge_python_backend.ops.loadcheck import load_models
     from ge_python_backend.ops.server import ServerError, TritonInstall

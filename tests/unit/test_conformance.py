@@ -427,3 +427,38 @@ def test_the_stream_scaling_probe_measures_what_the_device_lets_two_streams_add(
     assert found["throughput of two streams / one stream"] == pytest.approx(ratio, abs=0.25)
     assert found["acl_sim_core_busy that models it (1 / ratio, at most 1)"] == pytest.approx(core_busy, abs=0.15)
     assert simulator.live() == []
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--device", "99"], "--device 99: this host has 8 device(s), ids 0 to 7"),
+        (["--device", "-1"], "--device -1: expected a device id >= 0"),
+        (["--atc", "/nonexistent/atc"], "--atc /nonexistent/atc: not an executable file"),
+        (["--json", "/proc/no-such-folder/report.json"], "--json /proc/no-such-folder/report.json: cannot write it"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2_before_any_probe_runs(tmp_path, argv, message):
+    done = subprocess.run(
+        [sys.executable, "-m", "ge_python_backend", "conformance", "--engine", "acl-sim", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"ge-triton conformance: error: {message}")
+    assert done.stdout == ""  # no table: no probe was reported
+
+
+def test_rows_of_the_given_atc_skip_where_the_simulators_atc_compiled_the_models(tmp_path):
+    """With --engine acl-sim the models are compiled by the simulator's ATC whatever --atc names: the
+    rows that read those compiles (70, 83, 126, 127) skip, naming both, rather than pass for --atc."""
+    ids = ("P-atc-one-gear", "P-atc-odd-aipp", "P-atc-messages", "P-atc-output-name")
+    report = run_conformance(
+        Simulator().acl, "acl-sim", tmp_path, atc=Path("/bin/true"), probes=[BY_ID[i] for i in ids]
+    )
+    for result in report.results:
+        assert result.outcome == "skip", (result.probe.id, result.outcome)
+        assert "was compiled by the simulator's ATC" in result.reason and "not by /bin/true (--atc)" in result.reason

@@ -7,7 +7,7 @@
   ServingRuntime inlines are validated as a core Pod.
 - Every YAML file: ``yamllint`` (run as a program, it is GPL) with the project's .yamllint.yaml.
 - The objects agree with each other: selectors match labels, named ports and volumes exist.
-- Hardening (issue 22): no root but where NPUs need it, every capability dropped, no
+- Hardening: no root but where NPUs need it, every capability dropped, no
   service-account token, a read-only root filesystem with emptyDirs where the server writes, and
   the operator APIs restricted by a key from a Secret.
 """
@@ -488,7 +488,7 @@ def test_the_capabilities_the_server_keeps_can_be_chosen(repos, tmp_path, capsys
 
 
 def test_operator_apis_and_http_inference_are_restricted_with_the_key_from_a_secret(repos, tmp_path, capsys):
-    """Finding 1 and 10 of issue 22: deploy left HTTP inference (the 2.51 crash) and the repository
+    """Findings: deploy left HTTP inference (the 2.51 crash) and the repository
     API open. What the restrictions do in a running server: tests/e2e/test_deploy_image.py."""
     out = tmp_path / "out"
     code, stdout, _ = run_deploy([str(repos["cpu"]), "-o", str(out), "--image", IMAGE, "--name", "clf"], capsys)

@@ -35,7 +35,10 @@ def script(folder: Path, name: str, body: str) -> str:
 
 
 def host(tmp_path: Path, **settings) -> HostView:
+    """A host whose tools are ``tools``; ge-triton serve's environment is ``tmp_path`` (where
+    ``_stub_python`` writes the python3 these tests put on PATH, so both are that one)."""
     tools = {k: v for k, v in settings.pop("tools", {}).items()}
+    settings.setdefault("serve_bin", tmp_path)
     return HostView(environ=settings.pop("environ", {}), root=tmp_path, which=tools.get, **settings)
 
 
@@ -101,8 +104,31 @@ def test_the_stub_check_runs_the_real_python3_with_pythonpath_ignored(tmp_path):
     stub_python, stub_acl = host_checks.stub_environment(view, needs_acl=True)
     assert stub_python.level is Level.OK and __version__ in stub_python.message
     assert stub_acl.level is Level.WARN and str(folder) in stub_acl.message
-    nothing = host_checks.stub_environment(HostView(which={}.get), needs_acl=True)
-    assert [f.level for f in nothing] == [Level.ERROR] and "no python3 on PATH" in nothing[0].message
+    nothing = host_checks.stub_environment(HostView(which={}.get), needs_acl=False)
+    assert [(f.check, f.level) for f in nothing][:2] == [("stub-python", Level.OK), ("stub-python-path", Level.WARN)]
+    assert "a tritonserver started from this shell: no python3 on PATH" in nothing[1].message
+
+
+def test_the_stub_python_is_checked_the_way_the_server_is_started(tmp_path):
+    """ge-triton serve puts its own environment first on PATH for tritonserver: a python3 on the
+    shell's PATH without the package (pyenv's) is a warning for a tritonserver started by hand,
+    not an error, and each finding says which way it is about."""
+    elsewhere = tmp_path / "pyenv"
+    elsewhere.mkdir()
+    lacking = _stub_python(elsewhere, {"version": "3.12.0", "prefix": "/root/.pyenv", "package_error": "No module"})
+    view = HostView(environ=dict(os.environ), which={"python3": lacking}.get)  # serve_bin: this environment's
+    serve, plain, _ = host_checks.stub_environment(view, needs_acl=False)
+    assert (serve.check, serve.level) == ("stub-python", Level.OK)
+    assert serve.message.startswith("ge-triton serve: the stub runs ") and __version__ in serve.message
+    assert (plain.check, plain.level) == ("stub-python-path", Level.WARN)
+    assert plain.message.startswith(f"a tritonserver started from this shell: the stub runs {lacking} ")
+    assert "cannot import ge_python_backend" in plain.message and "ge-triton serve's stub is fine" in plain.message
+    assert plain.fix.startswith("start it with ge-triton serve, or put ")
+    broken = HostView(environ=dict(os.environ), which={"python3": lacking}.get, serve_bin=elsewhere)
+    (both, _) = host_checks.stub_environment(broken, needs_acl=False)  # one interpreter: both ways
+    assert both.level is Level.ERROR and both.message.startswith(
+        "ge-triton serve and a tritonserver started from this shell: the stub runs"
+    )
 
 
 def test_cann_versions_come_from_the_files_aclsysgetcannversion_reads(tmp_path):
@@ -311,6 +337,8 @@ def test_a_ge_backend_folder_laid_out_as_cannes_example_is_its_model_file_compil
     found, models = read_models(tmp_path / "repo")
     assert [f.level for f in found if f.level is Level.ERROR] == [], found
     assert models[0].model_path == folder / "1" / "my.onnx" and models[0].compiled and models[0].engine == "acl"
+    # the backend is looked up where the found tritonserver keeps its backends, which doctor reports
+    assert not any("no tritonserver found" in f.message for f in found), found
     (there,) = model_findings(models, None, None, None, which=lambda name: f"/opt/bin/{name}")
     assert there.level is Level.OK and "my.onnx is compiled with ATC at load (/opt/bin/atc)" in there.message
 

@@ -1,4 +1,4 @@
-"""The offline side of issue 13's findings and tritonserver 2.51's load rules: what generate
+"""Generate and check against tritonserver 2.51's load rules, offline: what generate
 refuses and what check reports, each with the server's own reason.
 
 That the server refuses (or takes) the same configs is proven by loading them in a real

@@ -1,4 +1,4 @@
-"""No request is answered from a padded non-batch axis (issue 21, defect 1), over random gear sets.
+"""No request is answered from a padded non-batch axis, over random gear sets.
 
 A model with compiled shapes (image-size gears, dims gears, batch gears) runs each request on the
 shape it has or not at all: padding H/W (or any non-batch axis) up to a larger gear changes what
@@ -237,33 +237,14 @@ def test_a_config_above_the_range_bound_is_refused_by_check_and_at_load(tmp_path
         pass
 
 
-def test_a_request_outside_the_shape_ranges_is_the_clients_error_naming_the_range(tmp_path):
-    """Finding: such requests got INTERNAL (the engine refused the staged batch) and counted as engine failures."""
-    onnx_file = tmp_path / "matmul.onnx"
-    folder = _generated(tmp_path, "x:2~6,4")  # axis 0 starts at 2: no batch axis, each request runs as it is
-    assert read_config_file(folder / "config.pbtxt").max_batch_size == 0
-    rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal((rows, 4)).astype(np.float32) for rows in (2, 7, 6, 1)]
-    with ModelHarness(Model, folder) as model:
-        responses = model.infer([triton_request({"x": a}) for a in arrays])
-    for array, response in zip(arrays, responses):
-        if 2 <= array.shape[0] <= 6:
-            got = response_outputs(response)
-            np.testing.assert_allclose(got["y"], nets.reference(onnx_file, {"x": array})["y"], rtol=1e-5, atol=1e-5)
-            continue
-        error = response.error()
-        assert error.code() == pb_utils.TritonError.INVALID_ARG
-        assert f"input 'x' axis 0 is {array.shape[0]}; the model's range is 2..6" in error.message()
-        assert "the model runs x [2~6,4]" in error.message()
-
-
 # -- a static input beside --dynamic_batch_size (defect 4) ---------------------------------------
 
 
-def test_a_static_input_beside_batch_gears_is_served_as_one_value_per_request(tmp_path):
+def test_generate_writes_a_static_input_beside_batch_gears_as_one_value_per_request(tmp_path):
     """Finding: with s:2,3 beside b:-1,6 and a:-1,4 on gears 1,2,4, only 2-row requests worked ("inputs
     disagree on the batch size: a 1, b 1, s 2"). ATC keeps s as it is in every gear
-    (multi_batch_clone_pass.cc:1124-1127), so s is one value per request, as with --unbatched-inputs."""
+    (multi_batch_clone_pass.cc:1124-1127), so s is one value per request, as with --unbatched-inputs;
+    served through tritonserver: e2e/test_gear_boundaries_served.py."""
     onnx_file = nets.static_beside_batch(tmp_path / "static.onnx")
     om = tmp_path / "static.om"
     sim_compile(onnx_file, om, input_shapes="s:2,3;b:-1,6;a:-1,4", batch_gears="1,2,4")
@@ -273,31 +254,6 @@ def test_a_static_input_beside_batch_gears_is_served_as_one_value_per_request(tm
     assert config.max_batch_size == 4
     assert {e.name: list(e.dims) for e in config.input} == {"a": [4], "b": [6], "s": [2, 3]}
     assert not check_repository(folder.parent, backends=tmp_path).errors
-    rng = np.random.default_rng(4)
-    feeds = []
-    for rows in (1, 4, 2, 3):
-        s = rng.standard_normal((2, 3)).astype(np.float32)
-        feeds.append(
-            {
-                "a": rng.standard_normal((rows, 4)).astype(np.float32),
-                "b": rng.standard_normal((rows, 6)).astype(np.float32),
-                "s": s,
-            }
-        )
-    mixed = dict(feeds[0], s=np.stack([feeds[0]["s"], feeds[0]["s"] + 1]), a=np.ones((2, 4), np.float32))
-    mixed["b"] = np.ones((2, 6), np.float32)
-    requests = [{**f, "s": np.broadcast_to(f["s"], (len(f["a"]), 2, 3)).copy()} for f in feeds] + [mixed]
-    with ModelHarness(Model, folder) as model:
-        responses = model.infer(
-            [pb_utils.InferenceRequest([pb_utils.Tensor(n, a) for n, a in r.items()]) for r in requests]
-        )
-    for feed, response in zip(feeds, responses):
-        got, expected = response_outputs(response), nets.reference(onnx_file, feed)
-        for name in ("ya", "yb"):
-            np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-5)
-    error = responses[-1].error()
-    assert error.code() == pb_utils.TritonError.INVALID_ARG
-    assert "unbatched input 's' must be the same for every row" in error.message()
 
 
 def test_atc_cmd_compiles_a_static_input_beside_batch_gears(tmp_path):
@@ -454,7 +410,7 @@ def test_serve_refuses_ports_it_cannot_use_in_one_line_before_tritonserver_start
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in captured.err + captured.out
 
 
-# -- dynamic AIPP: value ranges always checked (issue 22, 9); an input with shape ranges (issue 23, B) --
+# -- dynamic AIPP: value ranges always checked; an input with shape ranges --------------------------
 
 
 DYNAMIC = AippConfig(aipp_mode=AippMode.DYNAMIC, max_src_image_size=4 * 10 * 12 * 3)
@@ -480,7 +436,7 @@ def _without_network_format(om: Path) -> Path:
 
 @pytest.mark.parametrize("field, value", [("mean_chn_0", "300"), ("var_reci_chn_0", "nan"), ("min_chn_1", "-1")])
 def test_aipp_values_outside_their_ranges_are_input_errors_whatever_the_network_layout(tmp_path, field, value):
-    """Finding (issue 22, 9): without an NCHW/NHWC network the engine checked nothing, so a mean of
+    """Finding: without an NCHW/NHWC network the engine checked nothing, so a mean of
     300 reached pyACL, whose setter refused it: the whole batch failed as an engine error. A NaN scale
     passes CANN's setter (its check is val < min || val > max, log_inner.h:309-316) and would reach
     the device: the engine refuses it as the request's error too."""
@@ -494,25 +450,18 @@ def test_aipp_values_outside_their_ranges_are_input_errors_whatever_the_network_
         engine.close()
 
 
-def test_dynamic_aipp_on_a_shape_range_is_compiled_and_served_as_cann_checks_it(tmp_path):
-    """Issue 23, B: set_input_aipp skips the batch and W/H checks when the AIPP input has shape ranges
+def test_dynamic_aipp_on_a_shape_range_is_compiled_and_checked_as_cann_checks_it(tmp_path):
+    """set_input_aipp skips the batch and W/H checks when the AIPP input has shape ranges
     (acl_aipp.cpp:184-188); ATC keeps the Data's range on an AIPP input (insert_aipp_op_util.cc:470-497).
     sim-compile refused AIPP on a range model, the layout refused such a model at load, and the engine
-    and the simulator refused AIPP sets CANN takes."""
+    and the simulator refused AIPP sets CANN takes. Served through tritonserver:
+    e2e/test_gear_boundaries_served.py."""
     om = _dynamic_om(tmp_path, "x:1~4,3,6,8")
     spec = load_sim_om(om).spec()
     assert spec.batch.kind == "dynamic" and spec.batch.limit == 4
     assert main(["generate", str(om), "-o", str(tmp_path / "repo"), "--name", "ranged"]) == 0
     folder = tmp_path / "repo" / "ranged"
     assert read_config_file(folder / "config.pbtxt").max_batch_size == 4
-    rng = np.random.default_rng(11)
-    images = [rng.integers(0, 256, (rows, 6, 8, 3), dtype=np.uint8) for rows in (1, 3, 4)]
-    with ModelHarness(Model, folder) as model:
-        responses = model.infer([triton_request({"x": image}) for image in images])
-    for image, response in zip(images, responses):
-        network = np.ascontiguousarray(image.transpose(0, 3, 1, 2)).astype(np.float16).astype(np.float32)
-        expected = nets.reference(tmp_path / "conv.onnx", {"x": network})
-        np.testing.assert_allclose(response_outputs(response)["c"], expected["c"], rtol=1e-3, atol=1e-3)
     ranged, geared = open_sim(om), open_sim(_dynamic_om(tmp_path, "x:-1,3,6,8", batch_gears="1,2,4"))
     try:
         ranged.batch_settings({"crop": True, "crop_size_w": 4, "crop_size_h": 4}, {"x": (3, 6, 8, 3)})

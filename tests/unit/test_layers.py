@@ -1,189 +1,81 @@
 """The folder tree is the architecture: dependencies point one way, and this test keeps it so.
 
-Every ``import`` in the package (module level, deferred and type-only alike) is read with ``ast``.
-A module may import its own layer package and the layers below it, never one above; no two
-modules import each other, directly or around a circle; only ``triton/`` and ``testing/`` touch
-Triton's ``triton_python_backend_utils``; only the acl engine's runtime imports CANN's ``acl``.
+The layers, and which modules may import the simulator, Triton's ``triton_python_backend_utils``
+and CANN's ``acl``, are import-linter contracts in ``pyproject.toml`` (``lint-imports``, which
+``tools/lint.sh`` runs too). Here besides: every top-level package is in a layer, no two modules
+import each other (directly or around a circle), and no module imports the package root. Every
+import counts: module level, deferred and type-only alike.
 """
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
+import subprocess
+import sys
 from pathlib import Path
 
+import grimp
 import pytest
+import tomllib
 
 import ge_python_backend
 
-PACKAGE = Path(ge_python_backend.__file__).parent
 ROOT = "ge_python_backend"
-
-#: Top to bottom. A module may import modules of its own layer and of the layers below it.
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("cli",),
-    ("ops", "testing"),
-    ("repository",),
-    ("hooks",),
-    ("triton",),
-    ("modelconfig",),
-    ("serving",),
-    ("sim",),
-    ("engines",),
-    ("ascend",),
-    ("errors", "specs", "params", "version", "hostshm"),
-)
-RANK = {top: rank for rank, names in enumerate(LAYERS) for top in names}
-
-#: (importer layer, imported module prefix, the only modules of that prefix it may import)
-NARROW_EDGES = (("sim", "engines", ("engines.registry",)),)
-
-#: The simulator is a plug-in: only these layers import it (the package serves without it:
-#: test_engine_plugins.py).
-SIM_IMPORTERS = ("sim", "ops", "cli")
-PB_UTILS = "triton_python_backend_utils"
-PB_UTILS_LAYERS = ("triton", "testing")
-ACL_IMPORTERS = ("engines.acl.runtime",)
+PACKAGE = Path(ge_python_backend.__file__).parent
+PYPROJECT = PACKAGE.parent / "pyproject.toml"
+CONTRACTS = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+@pytest.fixture(scope="module")
+def graph():
+    return grimp.build_graph(ROOT)
 
 
-MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+def test_the_import_contracts_hold():
+    lint_imports = Path(sys.executable).parent / "lint-imports"
+    done = subprocess.run(
+        [str(lint_imports), "--no-cache"], cwd=PACKAGE.parent, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout[done.stdout.find("Contracts") :] + done.stderr
 
 
-def layer_of(module: str) -> str:
-    return module.split(".")[0]
+def test_the_tree_has_only_known_layers(graph):
+    (layers,) = (c["layers"] for c in CONTRACTS if c["type"] == "layers")
+    known = {name.strip() for layer in layers for name in layer.replace("|", ":").split(":")}
+    tops = {m.split(".")[1] for m in graph.modules if m.count(".") >= 1} - {"__main__"}
+    assert sorted(tops - known) == [], (
+        f"modules outside every layer of pyproject.toml's layers contract: {tops - known}"
+    )
 
 
-def imports(module: str) -> Iterator[tuple[int, str]]:
-    """(line, imported name) of every import in ``module``: package modules relative to the
-    package root ("" is the root itself), other modules by their full name."""
-    path = MODULES[module]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, _relative(alias.name)
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"{path}:{node.lineno}: relative import (use absolute imports)"
-            target = _relative(node.module or "")
-            for alias in node.names:
-                inner = f"{target}.{alias.name}" if target else alias.name
-                yield node.lineno, inner if target is not None and inner in MODULES else target
+def test_no_import_circles(graph):
+    circles = sorted(
+        f"{module} -> {target} -> ... -> {module}"
+        for module in graph.modules
+        for target in graph.find_modules_directly_imported_by(module)
+        if target != module and target.startswith(ROOT) and graph.chain_exists(importer=target, imported=module)
+    )
+    assert circles == [], "import circles:\n" + "\n".join(circles)
 
 
-def _relative(name: str) -> str:
-    if name == ROOT:
-        return ""
-    if name.startswith(ROOT + "."):
-        return name[len(ROOT) + 1 :]
-    return "!" + name  # not ours
+def test_no_module_imports_the_package_root(graph):
+    found = sorted(graph.find_modules_that_directly_import(ROOT) - {f"{ROOT}.__main__"})
+    assert found == [], f"these import the package root (import what you need from its module): {found}"
 
 
-def package_edges() -> dict[str, set[str]]:
-    return {m: {t for _, t in imports(m) if not t.startswith("!") and t != m} for m in MODULES}
-
-
-def test_the_tree_has_only_known_layers():
-    unknown = sorted({layer_of(m) for m in MODULES if m and m != "__main__"} - set(RANK))
-    assert unknown == [], f"modules outside every layer of LAYERS: {unknown}"
-
-
-@pytest.mark.parametrize("module", [m for m in MODULES if m and m != "__main__"])
-def test_imports_point_down(module):
-    mine = RANK[layer_of(module)]
-    wrong = []
-    for line, target in imports(module):
-        if target.startswith("!"):
-            continue
-        where = f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}"
-        if target == "":
-            wrong.append(f"{where} imports the package root (import what you need from its module)")
-            continue
-        if RANK[layer_of(target)] < mine:
-            wrong.append(f"{where} ({layer_of(module)}) imports {target} from a layer above it")
-        for importer, prefix, allowed in NARROW_EDGES:
-            if layer_of(module) == importer and layer_of(target) == prefix and target not in allowed:
-                wrong.append(f"{where} imports {target}; {importer}/ may use only {', '.join(allowed)} of {prefix}/")
-    assert wrong == [], "\n".join(wrong)
-
-
-def test_no_import_circles():
-    edges = package_edges()
-    circles = [c for c in _strongly_connected(edges) if len(c) > 1]
-    named = [" -> ".join(sorted(c)) for c in circles]
-    assert named == [], "import circles:\n" + "\n".join(named)
-
-
-def test_only_the_triton_layer_touches_pb_utils():
-    found = [
-        f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}"
-        for m in MODULES
-        for line, target in imports(m)
-        if target == "!" + PB_UTILS and layer_of(m) not in PB_UTILS_LAYERS
-    ]
-    assert found == [], f"{PB_UTILS} imported outside {PB_UTILS_LAYERS}: {found}"
-
-
-def test_only_the_plugins_users_import_the_simulator():
-    found = [
-        f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}"
-        for m in MODULES
-        for line, target in imports(m)
-        if layer_of(target) == "sim" and layer_of(m) not in SIM_IMPORTERS
-    ]
-    assert found == [], f"the simulator imported outside {SIM_IMPORTERS}: {found}"
-
-
-def test_only_the_acl_runtime_imports_cann():
-    found = [
-        f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}"
-        for m in MODULES
-        for line, target in imports(m)
-        if target == "!acl" and m not in ACL_IMPORTERS
-    ]
-    assert found == [], f"`import acl` outside {ACL_IMPORTERS}: {found}"
-
-
-def test_the_checks_catch_what_they_should(tmp_path):
-    """The detectors themselves: an upward import and a circle are found."""
-    assert _strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}, {"d"}]
-    assert RANK["serving"] > RANK["triton"]  # serving is below triton: importing triton from it is upward
-
-
-def _strongly_connected(edges: dict[str, set[str]]) -> list[set[str]]:
-    """Tarjan's algorithm over ``edges`` (targets missing from the keys are leaves)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[set[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(edges.get(node, ())):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = set()
-            while True:
-                top = stack.pop()
-                on_stack.discard(top)
-                component.add(top)
-                if top == node:
-                    break
-            found.append(component)
-
-    for node in sorted(edges):
-        if node not in index:
-            visit(node)
-    return found
+def test_the_checks_catch_what_they_should():
+    """An upward import breaks the layers contract, naming the module and the line."""
+    module = PACKAGE / "serving" / "_upward_import_probe.py"
+    module.write_text("from ge_python_backend.triton import settings  # noqa: F401\n", encoding="utf-8")
+    try:
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+            cwd=PACKAGE.parent,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        module.unlink()
+    assert done.returncode != 0
+    said = " ".join(done.stdout.split())  # lint-imports wraps long lines
+    assert "ge_python_backend.serving._upward_import_probe -> ge_python_backend.triton.settings (l.1)" in said

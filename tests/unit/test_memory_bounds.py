@@ -1,9 +1,9 @@
 """What a client or a file can make this process keep: bounded in bytes, measured with tracemalloc
 (numpy and Python objects report their allocations to it) against the bound the code promises.
 
-- The onnxruntime engine's input buffers (issue 22, finding 3): a model with a dynamic axis takes
+- The onnxruntime engine's input buffers: a model with a dynamic axis takes
   any shape a client sends, and each shape used to keep its own buffer (16 per input).
-- The .om reader's index of a message (finding 7): one Python object per field amplified a file of
+- The .om reader's index of a message: one Python object per field amplified a file of
   2-byte fields about sixty times.
 """
 

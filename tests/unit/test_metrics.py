@@ -6,6 +6,7 @@ import os
 import time
 
 import numpy as np
+import pytest
 
 from ge_python_backend.repository.config import set_parameters
 from ge_python_backend.testing import ModelHarness
@@ -106,10 +107,36 @@ def test_npu_models_report_device_memory_and_readiness_follows_engine_health(tmp
         assert not model.model.is_ready()
 
 
-def test_cpu_engines_report_no_device_memory(tmp_path, onnx_dir):
+def test_cpu_engines_report_no_device_series(tmp_path, onnx_dir):
     folder = repos.generated(tmp_path / "repo", onnx_dir / "linear.onnx", "cpu_memory")
     with ModelHarness(TritonPythonModel, folder) as model:
         model.model.metrics.flush()
-        family = pb.MetricFamily.registry.get(metrics.DEVICE_MEMORY)
-        assert family is None or not [m for m in family.metrics if m.labels["model"] == "cpu_memory"]
+        for name in metrics.DEVICE_SERIES:
+            family = pb.MetricFamily.registry.get(name)
+            assert family is None or not [m for m in family.metrics if m.labels["model"] == "cpu_memory"]
         assert model.model.is_ready()
+
+
+def test_npu_models_count_the_seconds_their_device_ran_them(tmp_path, onnx_dir):
+    """ge_device_busy_seconds_total{device} against the simulated device's own busy seconds."""
+    from ge_python_backend import sim
+    from ge_python_backend.sim import sim_compile
+
+    sim_compile(onnx_dir / "linear.onnx", tmp_path / "linear.om", batch_gears=(1, 2, 4, 8))
+    folder = repos.generated(tmp_path / "repo", tmp_path / "linear.om", "npu_busy", instance_count=1)
+    set_parameters(folder / "config.pbtxt", acl_sim_device_ms="10", acl_timing_every="1")
+    device = sim.get_simulator().device_model(0)
+    try:
+        with ModelHarness(TritonPythonModel, folder) as model:
+            before = device.usage().busy_seconds
+            for _ in range(6):
+                request = [pb.InferenceRequest([pb.Tensor("x", np.ones((8, 4), np.float32))])]
+                assert not model.infer(request)[0].has_error()
+            model.model.runner.drain()
+            modelled = device.usage().busy_seconds - before
+            model.model.metrics.flush()
+            (busy,) = values(metrics.DEVICE_BUSY, "npu_busy").items()
+    finally:
+        sim.configure(device_ms=0.0)
+    assert modelled == pytest.approx(0.06, rel=0.01)
+    assert busy[0] == (("device", "0"),) and busy[1] == pytest.approx(modelled, rel=0.1)

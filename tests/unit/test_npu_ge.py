@@ -89,6 +89,12 @@ def test_a_folder_with_our_model_file_names_keeps_them(version):
     assert "model_file" not in translate({}, {}, version).parameters
 
 
+def test_the_python_backends_own_keys_are_left_to_it(version):
+    """Its library reads them for every Python-based backend (ours included); they are no GE options."""
+    done = translate({}, {"shm-region-prefix-name": "ge_1_npu_ge_", "ge.aicoreNum": "12|10"}, version)
+    assert "shm-region-prefix-name" not in done.parameters and "aicore_num" in done.parameters["atc_flags"]
+
+
 def test_backend_config_is_read_from_a_tritonserver_command_line():
     argv = [
         "/opt/tritonserver/bin/tritonserver",

@@ -19,7 +19,14 @@ from ge_python_backend.ops.access import (
     command_lines_hidden,
     parse_apis,
 )
-from ge_python_backend.ops.server import ServerError, TritonInstall, TritonServer, find_tritonserver
+from ge_python_backend.ops.server import (
+    LogRecord,
+    ServerError,
+    TritonInstall,
+    TritonServer,
+    find_tritonserver,
+    log_records,
+)
 from ge_python_backend.ops.server import arguments_in_force as in_force
 
 
@@ -69,6 +76,53 @@ def test_a_tritonserver_on_path_elsewhere_gets_its_own_lib_folder(tmp_path, monk
     assert find_tritonserver() == TritonInstall(binary, binary.parents[1] / "backends", binary.parents[1] / "lib")
 
 
+def _prefixes(server, install):
+    return {
+        a.split("=", 1)[1].split(",")[0]: a.rsplit("=", 1)[1]
+        for a in server.command(install, install.backends)
+        if "shm-region-prefix-name" in a
+    }
+
+
+def test_each_server_gives_each_python_based_backend_a_shm_prefix_of_its_own(tmp_path):
+    """Before Triton 24.05 the regions are numbered from 1 per server: two servers would share them."""
+    install = TritonInstall(tmp_path / "bin" / "tritonserver", tmp_path / "backends", None)
+    (tmp_path / "backends").mkdir()
+    first, second = TritonServer(tmp_path), TritonServer(tmp_path)
+    ours = _prefixes(first, install)
+    assert sorted(ours) == ["ge", "npu_ge", "python"]
+    assert len(set(ours.values()) | set(_prefixes(second, install).values())) == 6
+    (tmp_path / "backends" / "npu_ge").mkdir()  # CANN's own C++ backend: its configuration is its own
+    assert sorted(_prefixes(first, install)) == ["ge", "python"]
+    first.close()
+    second.close()
+
+
+#: the same two messages as tritonserver 2.43 (Triton 24.02) and 2.51 (Triton 24.10) write them
+LOG_2_43 = """I1206 10:04:46.9 20201 model_lifecycle.cc:835] successfully loaded 'breaker'
++----------+
+| breaker  |
+E1206 10:04:47.0 20201 logbridge.py:41] [breaker_0_0] request 'r': preprocess returned list
+  the hook: File "/m/model.py", line 37
+"""
+LOG_2_51 = """I1206 10:04:46.9 20201 model_lifecycle.cc:839] "successfully loaded 'breaker'"
+I1206 10:04:46.9 20201 server.cc:604] \n+----------+
+| breaker  |
+E1206 10:04:47.0 20201 logbridge.py:41] "[breaker_0_0] request 'r': preprocess returned list\\n  the hook: \
+File \\"/m/model.py\\", line 37"
+"""
+
+
+@pytest.mark.parametrize("text", [LOG_2_43, LOG_2_51], ids=["2.43", "2.51"])
+def test_log_records_read_both_log_formats_alike(text):
+    records = [r for r in log_records(text) if r.message.strip()]
+    assert [r.message for r in records] == [
+        "successfully loaded 'breaker'",
+        "[breaker_0_0] request 'r': preprocess returned list\n  the hook: File \"/m/model.py\", line 37",
+    ]
+    assert records[1] == LogRecord("E", "logbridge.py:41", records[1].message)
+
+
 def test_without_http_there_is_nothing_to_check_readiness_with(tmp_path):
     with pytest.raises(ServerError, match="--allow-http=false: the server's readiness is checked over HTTP"):
         TritonServer(tmp_path, extra_args=["--allow-http=false"])
@@ -110,7 +164,7 @@ def test_http_inference_off_restricts_the_inference_api_with_a_secret_value(tmp_
         ("10.1.2.3", None, [], False),
         ("0.0.0.0", True, [], True),
         ("127.0.0.1", False, [], False),
-        # finding 6 of issue 22: the address in force decides, not --address alone
+        # the address in force decides, not --address alone
         ("127.0.0.1", None, ["--http-address=0.0.0.0"], False),
         ("127.0.0.1", None, ["--http-address", "::"], False),
         ("0.0.0.0", None, ["--http-address=127.0.0.1"], True),

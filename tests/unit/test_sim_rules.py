@@ -478,7 +478,7 @@ def test_a_profiler_section_that_is_off_profiles_nothing_and_leaves_the_api_free
         sim.reset()
 
 
-# --- first contact (issue 23): what a source read of CANN corrected -------------------------------
+# --- what a read of CANN's source corrected in the simulator's rules ------------------------------
 
 
 def test_a_range_model_takes_a_short_weight_buffer_and_allocates_its_own(acl, models):

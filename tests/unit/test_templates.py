@@ -141,7 +141,7 @@ def test_unknown_option_type_is_refused(sandbox, monkeypatch):
         load_template("typed")
 
 
-# -- values rendered for the language they land in (issue 22, finding 4) --------------------------------
+# -- values rendered for the language they land in ----------------------------------------------------
 
 #: The file name of the finding: on 3b633e5 it closed model.py's docstring and ran code on import.
 HOSTILE_NAME = 'x"""\nimport os; open("PWNED", "w").write("1")\n""".onnx'

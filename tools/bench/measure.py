@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,6 +189,8 @@ def perf_window(
     quiet: bool = True,
     extra: Sequence[str] = (),
     split_pids: Sequence[int] = (),
+    latencies: bool = False,
+    counters: Mapping[str, Callable[[], float]] | None = None,
 ) -> dict:
     """perf_analyzer loads ``model`` at ``concurrency`` (after a quiet-host wait unless
     ``quiet`` is false); after ``warmup`` s a window of ``window`` s is measured between two
@@ -196,25 +198,29 @@ def perf_window(
     perf_analyzer and of everything else ("others"). ``pids``: processes whose own CPU per
     request over the same window is reported too (``pid_cpu_ms``); ``extra``: more perf_analyzer
     options (e.g. ``--shared-memory system``); ``split_pids``: processes whose user and system CPU
-    and minor page faults per request, summed, are reported too (``split``)."""
+    and minor page faults per request, summed, are reported too (``split``). With ``latencies``
+    perf_analyzer measures three windows over warm-up + window and the point carries its p50 and
+    p99 (``p50_ms``, ``p99_ms``: over them all, the warm-up included). ``counters``: name ->
+    a reading that grows (e.g. a device's busy seconds); the point carries each one's increase per
+    second of the window (``rates``)."""
     from ge_python_backend.ops.bench import metrics
     from ge_python_backend.ops.bench.host import busy_cpu_seconds, process_cpu, process_tree_cpu
 
+    counters = dict(counters or {})
     busy = bench.quiet(f"{model} c={concurrency}") if quiet else None
-    command, env = perf_analyzer_run(
-        analyzer,
-        model,
-        server.grpc_address,
-        concurrency,
-        "--max-threads",
-        str(max(concurrency, 16)),
-        "--measurement-interval",
-        "600000",  # one long window: the load runs until it is stopped
-        "--max-trials",
-        "1",
-        *extra,
-    )
     log = server.workspace / f"perf_analyzer_{model}_c{concurrency}.log"
+    report = log.with_suffix(".csv")
+    # with latencies: its three windows (the fewest it reports) span warm-up + window, each one accepted
+    # whatever it measured; else one long window: the load runs until it is stopped
+    windows = (
+        ["--measurement-interval", str(int((warmup + window) * 1000 / 3)), "--max-trials", "3"]
+        + ["--stability-percentage", "1000", "-f", str(report)]
+        if latencies
+        else ["--measurement-interval", "600000", "--max-trials", "1"]
+    )
+    command, env = perf_analyzer_run(
+        analyzer, model, server.grpc_address, concurrency, "--max-threads", str(max(concurrency, 16)), *windows, *extra
+    )
     with log.open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env)
     try:
@@ -232,13 +238,18 @@ def perf_window(
                 time.process_time(),
                 [process_cpu(pid) or 0.0 for pid in pids],
                 [sum(column) for column in zip((0.0, 0.0, 0.0), *(user_sys_faults(pid) for pid in split_pids))],
+                [read() for read in counters.values()],
             )
 
         first = reading()
-        time.sleep(window)
-        last = reading()
-        if process.poll() is not None:
-            raise RuntimeError(f"perf_analyzer exited during the window ({process.returncode}); see {log}")
+        if latencies:  # perf_analyzer ends its trial itself; the window ends with it
+            process.wait(window + 120)
+            last = reading()
+        else:
+            time.sleep(window)
+            last = reading()
+            if process.poll() is not None:
+                raise RuntimeError(f"perf_analyzer exited during the window ({process.returncode}); see {log}")
     finally:
         if process.poll() is None:
             process.terminate()
@@ -275,7 +286,21 @@ def perf_window(
         "phase_ms_per_execution": phases,
         "pid_cpu_ms": {pid: (b - a) * per for pid, a, b in zip(pids, first[6], last[6])},
         "split": dict(zip(("user_ms", "sys_ms", "minflt"), ((b - a) * per for a, b in zip(first[7], last[7])))),
+        "rates": {name: (b - a) / seconds for name, a, b in zip(counters, first[8], last[8])},
+        **(trial_latencies(report) if latencies else {}),
     }
+
+
+def trial_latencies(report: Path) -> dict[str, float]:
+    """p50 and p99 in ms from perf_analyzer's CSV report (``-f``)."""
+    import csv
+
+    try:
+        with report.open(newline="") as handle:
+            row = next(csv.DictReader(handle))
+    except (OSError, StopIteration) as exc:
+        raise RuntimeError(f"perf_analyzer wrote no report at {report}: {exc}") from None
+    return {"p50_ms": float(row["p50 latency"]) / 1000, "p99_ms": float(row["p99 latency"]) / 1000}
 
 
 def user_sys_faults(pid: int) -> tuple[float, float, float]:

@@ -9,7 +9,9 @@ device on every batch return at once, as cheap C calls would:
   loaded without a session, so a fall-back to the simulator's execute fails loudly);
 - ``acl.rt.memcpy_async`` / ``acl.rt.memcpy`` copy nothing;
 - ``acl.rt.synchronize_stream`` waits only for the modelled device time, if any
-  (``device_ms``: each execute keeps its stream busy that long, as ``acl_sim_device_ms`` does);
+  (``device_ms``: each execute keeps every core of its device busy that long, booked on the
+  simulator's shared device as ``acl_sim_device_ms`` is, so the instances of a server on one device
+  take turns; ``shared_device=False``: each stream a device of its own);
 - ``acl.rt.record_event`` / ``acl.rt.event_elapsed_time`` report the modelled timeline.
 
 None of these check their arguments (the simulator's tests do that); the outputs hold whatever
@@ -28,8 +30,11 @@ import threading
 import time
 from typing import Any
 
+from ge_python_backend.ascend.limits import ai_cores
 from ge_python_backend.sim.api_mdl import MdlApi
 from ge_python_backend.sim.api_rt import RtApi
+from ge_python_backend.sim.device import clock, execution_demand
+from ge_python_backend.sim.signature import AclFail
 from ge_python_backend.sim.simulator import Simulator
 from ge_python_backend.sim.state import SimConfig
 
@@ -61,14 +66,14 @@ class NullRt(RtApi):
     def synchronize_stream(self, stream):
         timeline = self._timeline
         if timeline.device_s:
-            wait = timeline.free_at.get(stream, 0.0) - time.perf_counter()
+            wait = timeline.free_at.get(stream, 0.0) - clock()
             if wait > 0:
                 time.sleep(wait)
         return 0
 
     def record_event(self, event, stream):
         timeline = self._timeline
-        timeline.events[event] = max(time.perf_counter(), timeline.free_at.get(stream, 0.0))
+        timeline.events[event] = max(clock(), timeline.free_at.get(stream, 0.0))
         return 0
 
     def event_elapsed_time(self, start, end):
@@ -88,10 +93,22 @@ class NullMdl(MdlApi):
         timeline = self._timeline
         timeline.executions += 1
         if timeline.device_s:
+            sim = self._sim
             with timeline.lock:
-                start = max(time.perf_counter(), timeline.free_at.get(stream, 0.0))
-                timeline.free_at[stream] = start + timeline.device_s
+                ready = max(clock(), timeline.free_at.get(stream, 0.0))
+            capacity = ai_cores(sim.config.soc_name) or 1
+            demand = execution_demand(timeline.device_s, capacity, None, sim.config.core_busy, sim.config.launch_share)
+            _, end = sim.device_model(self._device()).execute(ready, demand)
+            with timeline.lock:
+                timeline.free_at[stream] = end
         return 0
+
+    def _device(self) -> int:
+        """The calling thread's device (0 without a context: the null pyACL checks nothing)."""
+        try:
+            return self._sim.current_context().device
+        except AclFail:
+            return 0
 
     def execute(self, model_id, input_dataset, output_dataset):
         self._timeline.executions += 1
@@ -116,8 +133,8 @@ class NullSimulator(Simulator):
         return self.timeline.executions
 
 
-def install(device_ms: float = 0.0) -> Any:
+def install(device_ms: float = 0.0, shared_device: bool = True) -> Any:
     """Make ``import acl`` in this process the null pyACL (before GEModel opens); returns it."""
-    module = NullSimulator(device_ms).acl
+    module = NullSimulator(device_ms, SimConfig(shared_device=shared_device)).acl
     sys.modules["acl"] = module
     return module

@@ -194,13 +194,13 @@ def grid(
 LABELS_HELP = (
     "ort (GEModel on onnxruntime), default (generate's folder on acl-sim), null (the same on engine acl over the "
     "null pyACL), MODE_sS_iI or null_MODE_sS_iI (e.g. return_s1_i2); any of them +key=value[+key=value] sets "
-    "more config parameters (e.g. default+fast_lane=false)"
+    "more config parameters (e.g. default+reject_nonfinite=true)"
 )
 
 
 def config_named(label: str) -> Config:
     """The Config behind a label: ``ort``, ``default``, ``null``, ``[null_]MODE_sS_iI``, each
-    optionally followed by ``+key=value`` config parameters (``default+fast_lane=false``)."""
+    optionally followed by ``+key=value`` config parameters (``default+reject_nonfinite=true``)."""
     from ge_python_backend.errors import ConfigError
     from ge_python_backend.ops.deploy.options import pairs
 
@@ -260,7 +260,7 @@ def describe(written: Mapping[str, str]) -> str:
     return f"instances {written['instances']}, streams {written['streams']}, response_mode {written['response_mode']}"
 
 
-def null_prelude(device_ms: float) -> str:
+def null_prelude(device_ms: float, shared_device: bool = True) -> str:
     """What a null-pyACL folder's model.py runs first: ``import acl`` becomes the null pyACL (loaded
     from this checkout's tools/bench/nullacl.py by path, so a ``code`` checkout's package stays first)."""
     return (
@@ -268,7 +268,7 @@ def null_prelude(device_ms: float) -> str:
         f"_spec = _util.spec_from_file_location('ge_bench_nullacl', {str(NULLACL)!r})\n"
         "_nullacl = _util.module_from_spec(_spec)\n"
         "_spec.loader.exec_module(_nullacl)\n"
-        f"_nullacl.install(device_ms={device_ms!r})\n"
+        f"_nullacl.install(device_ms={device_ms!r}, shared_device={shared_device!r})\n"
     )
 
 
@@ -277,12 +277,19 @@ def prepend(model_py: Path, text: str) -> None:
 
 
 def config_folder(
-    model_file: Path, repo: Path, config: Config, device_ms: float, *, max_batch_size: int | None = None
+    model_file: Path,
+    repo: Path,
+    config: Config,
+    device_ms: float,
+    *,
+    max_batch_size: int | None = None,
+    shared_device: bool = True,
 ) -> Path:
     """``config``'s folder at ``device_ms`` for ``model_file`` (an .om; an .onnx for onnxruntime),
     as ``ge-triton generate`` writes it, then the configuration's changes: response mode, device
     time (acl-sim's parameter, or the null pyACL's in model.py), engine acl for the null pyACL and
-    the extra parameters."""
+    the extra parameters. ``shared_device`` false: every stream a device of its own (the host
+    measured alone)."""
     from ge_python_backend.repository.config import read_config_file, set_parameters
     from ge_python_backend.repository.generate import GenerateOptions, generate
 
@@ -297,9 +304,11 @@ def config_folder(
     parameters: dict[str, str] = {}
     if config.engine == "acl-sim":
         parameters["acl_sim_device_ms"] = f"{device_ms:g}"
+        if not shared_device:
+            parameters["acl_sim_shared_device"] = "false"
     elif config.engine == "null":
         parameters["engine"] = "acl"
-        prepend(folder / "1" / "model.py", null_prelude(device_ms))
+        prepend(folder / "1" / "model.py", null_prelude(device_ms, shared_device))
     if config.mode is not None:
         parameters["response_mode"] = config.mode
     parameters.update(config.parameters)
@@ -313,7 +322,11 @@ def config_folder(
 
 
 def build_host_repository(
-    workdir: Path, configs: Sequence[Config], device_times: Sequence[float], code: Path | None = None
+    workdir: Path,
+    configs: Sequence[Config],
+    device_times: Sequence[float],
+    code: Path | None = None,
+    shared_device: bool = True,
 ) -> tuple[Path, Path]:
     """(repository, .om file): identity, ``ort`` and each configuration's folder per device time
     (0 and ``device_times``; an onnxruntime configuration once); ``code``: a checkout whose
@@ -341,7 +354,10 @@ def build_host_repository(
             if config.label != "ort":
                 folders.append(config_folder(onnx_file, repo, config, 0.0, max_batch_size=ROWS))
             continue
-        folders += [config_folder(om_file, repo, config, device_ms) for device_ms in (0.0, *device_times)]
+        folders += [
+            config_folder(om_file, repo, config, device_ms, shared_device=shared_device)
+            for device_ms in (0.0, *device_times)
+        ]
     if code is not None:
         use_code(folders, code)
     return repo, om_file

@@ -43,6 +43,7 @@ SCENARIOS: dict[str, str] = {
     "images": "images",
     "pipelines": "pipelines",
     "layouts": "layouts",
+    "device": "device",
 }
 
 #: a host busier than this before a measurement is reported (the measurement runs anyway)

@@ -28,6 +28,7 @@ from ge_python_backend.ascend.limits import DEVICE_DEFAULT_STREAMS, DeviceLimits
 from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.engines import compile as compile_at_load
 from ge_python_backend.engines.acl import preflight
+from ge_python_backend.engines.acl.busy import DeviceBusy
 from ge_python_backend.engines.acl.options import PARAMETERS as ACL_PARAMETERS
 from ge_python_backend.engines.acl.options import AclOptions, ProfilingSettings
 from ge_python_backend.engines.acl.preflight import (
@@ -37,7 +38,7 @@ from ge_python_backend.engines.acl.preflight import (
 )
 from ge_python_backend.engines.acl.runtime import AclError, AclRuntime, check, log_failure
 from ge_python_backend.engines.acl.slot import AclSlot, SlotSetup, aipp_batch, dynamic_aipp_config
-from ge_python_backend.engines.base import CompileTarget, Engine, Shapes, Slot
+from ge_python_backend.engines.base import CompileTarget, Engine, RequestSettings, Shapes, Slot
 from ge_python_backend.engines.offline import model_resources
 from ge_python_backend.engines.registry import EngineDriver, EngineInfo, EngineLoad
 from ge_python_backend.errors import ConfigError, InputError
@@ -109,6 +110,8 @@ class AclEngine(Engine):
         self._system_managed = False
         self._dumping = False
         self._profiling: _ProfilingWindow | None = None
+        #: the device's busy seconds, counted once over every instance on it (busy.py)
+        self._busy: DeviceBusy | None = None
         path = str(model_path)
         try:
             self._runtime.start(self, device_id, self._options.acl_json)
@@ -121,6 +124,7 @@ class AclEngine(Engine):
             self._check_limits(resources, slots, peers)
             self._start_dump()
             self._profiling = self._start_profiling()
+            self._busy = DeviceBusy(device_id)
             setup = self._slot_setup(path, resources)
             first = AclSlot(0, acl, setup, None)
             self._slots.append(first)
@@ -129,7 +133,10 @@ class AclEngine(Engine):
             self.close()
             raise
         self.layout = first.description.layout
-        self._dynamic_aipp = any(t.dynamic_aipp for t in self.layout.inputs)
+        # a request's parameters may set dynamic-AIPP values or start a profiling window; with
+        # dynamic AIPP a request without any still has settings (the aipp_config file's values)
+        dynamic_aipp = any(t.dynamic_aipp for t in self.layout.inputs)
+        self.request_settings = RequestSettings.ALWAYS if dynamic_aipp else RequestSettings.WITH_PARAMETERS
         # the pid msprof's on-demand profiling attaches to (docs/profiling.md, mode e)
         LOG.info("pid %d: for msprof --dynamic=on --pid=%d", os.getpid(), os.getpid())
         soc = acl.get_soc_name()
@@ -199,7 +206,14 @@ class AclEngine(Engine):
                 path,
             )
             return SlotSetup(
-                path, self.device_mode, options.timing_events, options.timing_every, None, 0, options.max_shapes
+                path,
+                self.device_mode,
+                options.timing_events,
+                options.timing_every,
+                None,
+                0,
+                options.max_shapes,
+                self._busy,
             )
         work, weight, ret = acl.mdl.query_size(path)
         weights = None
@@ -224,6 +238,7 @@ class AclEngine(Engine):
             weights,
             work if weights else 0,
             options.max_shapes,
+            self._busy,
         )
 
     def _start_dump(self) -> None:
@@ -282,12 +297,6 @@ class AclEngine(Engine):
             self._check_aipp(tensor.name, config, shape)
             found.append((tensor.name, config))
         return tuple(found) or None
-
-    @property
-    def settings_without_parameters(self) -> bool:
-        """Only dynamic-AIPP inputs have settings a request without parameters still gets (the
-        aipp_config file's values): otherwise the runner need not call batch_settings for it."""
-        return self._dynamic_aipp
 
     def _check_aipp(self, name: str, config: AippConfig, shape: Shape) -> None:
         """What set_input_aipp refuses, as an input error (acl_aipp.cpp 107-312; aipp_param_check.cpp
@@ -391,6 +400,9 @@ class AclEngine(Engine):
             if self._started:
                 self._started = False
                 self._runtime.stop(self, self._device_id)
+            if self._busy is not None:
+                self._busy.close()
+                self._busy = None
 
     def describe(self) -> str:
         count = len(self._slots)

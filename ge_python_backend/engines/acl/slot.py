@@ -27,6 +27,7 @@ import numpy as np
 from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat
 from ge_python_backend.ascend.constants import ACL_SUCCESS, MallocPolicy, MemcpyKind, format_code
 from ge_python_backend.ascend.layout import LayoutTensor, ModelLayout, Shape
+from ge_python_backend.engines.acl.busy import DeviceBusy
 from ge_python_backend.engines.acl.description import ModelDescription, RuntimeInput, read_description, shape_of
 from ge_python_backend.engines.acl.preflight import rank_problem, unbounded_problem
 from ge_python_backend.engines.acl.runtime import AclError, check, check_handle, log_failure, recent_message
@@ -57,6 +58,8 @@ class SlotSetup:
     weights: tuple[int, int] | None
     work_size: int
     max_shapes: Mapping[str, Shape] = field(default_factory=dict)
+    #: the device's busy-time union across instances (None: not counted)
+    busy: DeviceBusy | None = None
 
 
 #: a batch's settings from AclEngine.batch_settings: each dynamic-AIPP image's config
@@ -142,6 +145,9 @@ class AclSlot(Slot):
         #: batches run since the last timed one (-1: none timed yet), and whether this one is timed
         self._untimed = -1
         self._timed = False
+        #: the copies' device seconds (in, back) of the last timed batch: where an untimed batch's
+        #: execution starts and ends within its run
+        self._copy_seconds = (0.0, 0.0)
         self._model_id: int | None = None
         self._work = Memory()
         self._desc = 0
@@ -337,7 +343,7 @@ class AclSlot(Slot):
             raise EngineError(f"slot {self.index}: run() without inputs() first")
         g, shapes, settings = self._staged
         acl, stream, description = self._acl, self._stream, self.description
-        started = time.perf_counter()
+        started = time.monotonic()
         first, due = self._untimed < 0, self._untimed >= self._setup.timing_every - 1
         self._timed = bool(self._events) and (first or due)
         try:
@@ -353,6 +359,7 @@ class AclSlot(Slot):
                 self._set_input_descs(shapes)
             for image, index in description.aipp_inputs.items():
                 self._set_aipp(image, index, shapes[image], settings)
+            submitted = time.monotonic()
             ret = acl.mdl.execute_async(self._model_id, self._input_dataset, self._output_dataset, stream)
             check(acl, ret, "acl.mdl.execute_async", lambda: self._running(g))
             self._record(2)
@@ -370,7 +377,8 @@ class AclSlot(Slot):
         except BaseException:
             self._drain()
             raise
-        self.last_times = self._times(time.perf_counter() - started)
+        done = time.monotonic()
+        self.last_times = self._times(started, max(submitted, started + self._copy_seconds[0]), done)
         self._untimed = 0 if self._timed else self._untimed + 1  # a failed run counts for nothing
         return dict(views)
 
@@ -411,7 +419,7 @@ class AclSlot(Slot):
             ret = self._acl.rt.record_event(self._events[which], self._stream)
             check(self._acl, ret, "acl.rt.record_event")
 
-    def _times(self, wall: float) -> PhaseTimes:
+    def _times(self, started: float, submitted: float, done: float) -> PhaseTimes:
         """The phases from the device events; the run's wall time as "execute" without events, or
         when an event cannot be read (that never fails a batch whose outputs are ready: 507000 for an
         event never recorded, 107006 before it completed, event.cc 345-362, 1247-1279).
@@ -419,21 +427,27 @@ class AclSlot(Slot):
         With events, the first batch and then one in ``timing_every`` are timed; a timed batch
         counts for itself and the untimed batches since the previous one, which report nothing
         (so the totals never run ahead of the batches): 7 of a batch's 11 runtime calls are the
-        timing events'."""
+        timing events'. Every batch counts its device-busy share (busy.py): a timed one its
+        execute interval, from the end of its copies in (its stream was idle when the run
+        ``started``: every run ends with a wait) for the execute phase; an untimed one from
+        ``submitted`` to ``done`` less the last copy back (its wake-up latency included)."""
+        busy, wall = self._setup.busy, done - started
         if not self._events:
-            return PhaseTimes(execute=wall)
+            device = busy.account(submitted, done) if busy else 0.0
+            return PhaseTimes(execute=wall, device_busy=device)
         if not self._timed:
-            return PhaseTimes()
+            device = busy.account(submitted, done - self._copy_seconds[1]) if busy else 0.0
+            return PhaseTimes(device_busy=device)
         weight = max(self._untimed, 0) + 1
         try:
-            return PhaseTimes(
-                host_to_device=self._elapsed(0, 1) * weight,
-                execute=self._elapsed(1, 2) * weight,
-                device_to_host=self._elapsed(2, 3) * weight,
-            )
+            into, execute, back = self._elapsed(0, 1), self._elapsed(1, 2), self._elapsed(2, 3)
         except AclError as exc:
             LOG.debug("slot %d: timing events unreadable (%s); reporting wall time", self.index, exc)
-            return PhaseTimes(execute=wall * weight)
+            device = busy.account(submitted, done) if busy else 0.0
+            return PhaseTimes(execute=wall * weight, device_busy=device)
+        self._copy_seconds = (into, back)
+        device = busy.account(started + into, started + into + execute) if busy else 0.0
+        return PhaseTimes(into * weight, execute * weight, back * weight, device)
 
     def _elapsed(self, first: int, last: int) -> float:
         ms, ret = self._acl.rt.event_elapsed_time(self._events[first], self._events[last])

@@ -150,13 +150,26 @@ def per_batch_us(before: Scrape, after: Scrape, model: str, prefix: str) -> dict
     return dict(sorted(result.items()))
 
 
+def device_busy_seconds(before: Scrape, after: Scrape, model: str, prefix: str) -> dict[str, float]:
+    """Device -> the increase of ``prefix``device_busy_seconds_total for ``model``, summed over its
+    instances on that device: the seconds the device ran executions (divide by the window)."""
+    found: dict[str, float] = {}
+    for (name, labels), value in after.samples.items():
+        label_map = dict(labels)
+        if name == f"{prefix}device_busy_seconds_total" and label_map.get("model") == model:
+            device = label_map.get("device", "")
+            found[device] = found.get(device, 0.0) + value - before.samples.get((name, labels), 0.0)
+    return dict(sorted(found.items()))
+
+
 def breakdown(before: Scrape, after: Scrape, model: str, prefix: str = "ge_") -> dict[str, Any]:
     """Where the window's time went on the server, for ``model``.
 
     ``per_request_us`` divides Triton's cumulative durations by the requests that succeeded in
     the window; ``avg_batch`` is inferences per model execution; ``model_metrics`` holds the
     model's own families (``model_families``) and ``per_batch_us`` their durations per batch of
-    each instance (``per_batch_us``).
+    each instance (``per_batch_us``); ``device_busy_s`` the seconds each device ran the model's
+    executions (``device_busy_seconds``, NPU engines).
     """
 
     def delta(name: str) -> float:
@@ -174,4 +187,5 @@ def breakdown(before: Scrape, after: Scrape, model: str, prefix: str = "ge_") ->
         "per_request_us": per_request,
         "model_metrics": model_families(before, after, model, prefix),
         "per_batch_us": per_batch_us(before, after, model, prefix),
+        "device_busy_s": device_busy_seconds(before, after, model, prefix),
     }

@@ -22,13 +22,18 @@ def _ms(us: float) -> str:
 
 
 def table(points: Sequence[Point]) -> str:
-    """One line per point: load, throughput, latency percentiles, errors; when the server's
+    """One line per point: load, throughput, latency percentiles, errors; for an NPU model the
+    busy fraction of its device(s) over the window (ge_device_busy_seconds_total: the share of
+    the time the device ran its executions); when the server's
     metrics were read, the average batch and Triton's per-request time split (ms); when the
     server's process was known, CPU ms per request of the server and of the load generator and
     the CPUs other processes on the host kept busy."""
     with_server = any(p.server for p in points)
     with_cpu = any("server_ms" in p.cpu_ms_per_request for p in points)
+    with_device = any(p.server.get("device_busy_s") for p in points)
     header = ["mode", "level", "req/s", "infer/s", "p50 ms", "p90 ms", "p99 ms", "errors"]
+    if with_device:
+        header += ["device busy"]
     if with_server:
         header += ["batch", "queue", "c.input", "c.infer", "c.output"]
     if with_cpu:
@@ -45,6 +50,8 @@ def table(points: Sequence[Point]) -> str:
             f"{p.latency_ms.p99:.2f}",
             str(p.errors),
         ]
+        if with_device:
+            row += [device_busy(p)]
         if with_server:
             split = p.server.get("per_request_us", {})
             row += [f"{p.server.get('avg_batch', 0.0):.2f}"] + [
@@ -59,6 +66,16 @@ def table(points: Sequence[Point]) -> str:
             ]
         rows.append(row)
     return format_rows(rows)
+
+
+def device_busy(point: Point) -> str:
+    """The device busy fraction of ``point`` (``DEVICE:FRACTION`` each when it used several)."""
+    busy = point.server.get("device_busy_s") or {}
+    if not busy or point.duration_s <= 0:
+        return "-"
+    if len(busy) == 1:
+        return f"{next(iter(busy.values())) / point.duration_s:.2f}"
+    return " ".join(f"{device}:{seconds / point.duration_s:.2f}" for device, seconds in busy.items())
 
 
 def format_rows(rows: Sequence[Sequence[str]]) -> str:

@@ -120,6 +120,9 @@ def run_conformance(
     ret = acl.init()  # 100002 after the init probes; 0 when none of them ran
     if ret not in (0, REPEAT_INITIALIZE):
         raise ConfigError(f"acl.init returned {describe_ret(ret)}: pyACL cannot be initialised for the probes")
+    count, ret = acl.rt.get_device_count()
+    if ret == 0 and not 0 <= device < count:  # every probe would fail on it: a usage error, not findings
+        raise ConfigError(f"--device {device}: this host has {count} device(s), ids 0 to {count - 1}")
     soc = acl.get_soc_name() or ""
     model_atc = Atc() if engine == "acl-sim" else host_atc
     if model_atc is not None:

@@ -226,6 +226,17 @@ class ProbeContext:
     def simulator(self) -> bool:
         return self.engine == "acl-sim"
 
+    def built_by_the_atc_under_test(self, name: str) -> None:
+        """Skip when model ``name`` was compiled by another ATC than the one the ATC rows hold
+        (``atc``): on acl-sim the models are compiled by the simulator's ATC whatever ``--atc``
+        says, and a row must not pass for an ATC that did not run."""
+        found = self.models.models.get(name)
+        if found is not None and found.atc and self.atc is not None and found.atc != self.atc.name:
+            raise Skip(
+                f"model {name!r} was compiled by {found.atc}, not by {self.atc.name} (--atc), which this row checks; "
+                "with --engine acl the models are compiled by it"
+            )
+
     # --- recording ------------------------------------------------------------------------------
 
     def expect(self, name: str, observed: Any, claimed: Any, *, simulated: Any = _SAME, note: str = "") -> None:

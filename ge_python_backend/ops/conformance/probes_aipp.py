@@ -230,6 +230,7 @@ def aipp_value_ranges(context: ProbeContext) -> None:
 
 
 def _refused(context: ProbeContext, name: str) -> None:
+    context.built_by_the_atc_under_test(name)
     built = context.models.models.get(name)
     context.expect(
         f"the compiler refuses {built.recipe.what if built else name}", built is not None and built.om is None, True

@@ -68,6 +68,7 @@ def expect_atc(context: ProbeContext, name: str, observed: object, claimed: obje
 def built(context: ProbeContext, name: str, compiled: bool = True) -> tuple[BuiltModel, AtcRun]:
     """Model ``name``'s build and its ATC run (Skip when none ran, or with ``compiled`` when it
     did not compile)."""
+    context.built_by_the_atc_under_test(name)
     found = context.models.models.get(name)
     if found is None or found.run is None or (compiled and found.om is None):
         raise Skip(context.models.why_missing(name))

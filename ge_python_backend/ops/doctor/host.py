@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from importlib import metadata, util
 from pathlib import Path
 
-from ge_python_backend.ops.doctor.findings import Finding, error, ok, warn
+from ge_python_backend.ops.doctor.findings import Finding, Level, error, ok, warn
 from ge_python_backend.version import __version__
 
 MIB = 1 << 20
@@ -53,6 +53,9 @@ class HostView:
     access: Callable[[Path, int], bool] = field(default=os.access)
     statvfs: Callable[[Path], os.statvfs_result] = field(default=os.statvfs)
     timeout: float = 30.0
+    #: the folder ``ge-triton serve`` puts first on PATH for tritonserver (ops/server.py): this
+    #: command's own environment's bin
+    serve_bin: Path = field(default_factory=lambda: Path(sys.executable).parent)
 
     def path(self, absolute: str | Path) -> Path:
         return self.root / str(absolute).lstrip("/")
@@ -132,48 +135,64 @@ def _acl_on_pythonpath(host: HostView) -> str | None:
 
 
 def stub_environment(host: HostView, needs_acl: bool) -> list[Finding]:
-    """What the Python backend's stub will import: it runs the ``python3`` on PATH's environment and
-    ignores PYTHONPATH (an isolated interpreter config), so CANN's set_env.sh alone does not make
-    ``import acl`` work there; ge_python_backend's engine falls back to PYTHONPATH's entries, which
-    works when tritonserver inherits that environment (engines/acl/runtime.py: _import_acl)."""
-    python3 = host.which("python3")
-    if python3 is None:
-        return [
-            error(
-                "stub-python",
-                "no python3 on PATH: the Python backend stub takes its environment from it",
-                "put the environment's bin folder (with ge-python-backend installed) first on PATH",
-            )
-        ]
+    """What the Python backend's stub will import, the way the server is started: the stub runs the
+    ``python3`` first on tritonserver's PATH and ignores PYTHONPATH (an isolated interpreter
+    config). ``ge-triton serve`` puts its own environment's bin first (``HostView.serve_bin``); a
+    tritonserver started by hand from this shell gets the ``python3`` on PATH; the deploy image
+    installs the package into the image's own Python. CANN's set_env.sh alone does not make ``import
+    acl`` work there; ge_python_backend's engine falls back to PYTHONPATH's entries, which works when
+    tritonserver inherits that environment (engines/acl/runtime.py: _import_acl)."""
+    served = host.serve_bin / "python3"
+    serve_python = str(served) if served.is_file() else sys.executable
+    path_python = host.which("python3")
+    same = path_python is not None and Path(path_python).resolve() == Path(serve_python).resolve()
+    who = "ge-triton serve" + (" and a tritonserver started from this shell" if same else "")
+    found, serve_finding = _stub_python(host, serve_python, "stub-python", who)
+    findings = [serve_finding]
+    if not same:
+        findings.append(_plain_tritonserver(host, path_python, serve_python, serve_finding.level))
+    if found is not None:
+        findings.append(_stub_acl(host, found, needs_acl))
+    return findings
+
+
+def _stub_python(host: HostView, python3: str, check: str, who: str) -> tuple[dict | None, Finding]:
+    """What ``python3 -E`` imports, as the stub of ``who`` gets it."""
     try:
         done = host.run([python3, "-E", "-c", _STUB_PROBE])
         found = json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
-        return [error("stub-python", f"{python3} -E could not be asked what it imports: {exc}")]
-    where = f"{python3} (Python {found['version']}, {found['prefix']})"
-    findings = []
+        return None, error(check, f"{who}: {python3} -E could not be asked what it imports: {exc}")
+    where = f"{who}: the stub runs {python3} (Python {found['version']}, {found['prefix']})"
     if "package" not in found:
-        findings.append(
-            error(
-                "stub-python",
-                f"{where} cannot import ge_python_backend: {found.get('package_error')}",
-                f"install ge-python-backend into {found['prefix']}, or put the environment that has it first on PATH",
-                **found,
-            )
+        return found, error(
+            check,
+            f"{where}, which cannot import ge_python_backend: {found.get('package_error')}",
+            f"install ge-python-backend into {found['prefix']}, or put the environment that has it first on PATH",
+            **found,
         )
-    elif found["package"] != __version__:
-        findings.append(
-            warn(
-                "stub-python",
-                f"{where} imports ge_python_backend {found['package']}, this command is {__version__}",
-                "install the same version into both environments",
-                **found,
-            )
+    if found["package"] != __version__:
+        return found, warn(
+            check,
+            f"{where}, which imports ge_python_backend {found['package']}; this command is {__version__}",
+            "install the same version into both environments",
+            **found,
         )
-    else:
-        findings.append(ok("stub-python", f"{where} imports ge_python_backend {found['package']}", **found))
-    findings.append(_stub_acl(host, found, needs_acl))
-    return findings
+    return found, ok(check, f"{where}, which imports ge_python_backend {found['package']}", **found)
+
+
+def _plain_tritonserver(host: HostView, python3: str | None, serve_python: str, serve_level: Level) -> Finding:
+    """The stub of a tritonserver started by hand from this shell: a warning where ``ge-triton
+    serve`` works and it would not."""
+    who = "a tritonserver started from this shell"
+    fix = f"start it with ge-triton serve, or put {Path(serve_python).parent} first on PATH"
+    if python3 is None:
+        level = warn if serve_level is Level.OK else error
+        return level("stub-python-path", f"{who}: no python3 on PATH, so its stub has no interpreter", fix)
+    _, finding = _stub_python(host, python3, "stub-python-path", who)
+    if finding.level is Level.ERROR and serve_level is Level.OK:
+        return warn(finding.check, f"{finding.message} (ge-triton serve's stub is fine)", fix, **finding.facts)
+    return finding
 
 
 def _stub_acl(host: HostView, found: Mapping[str, str], needs_acl: bool) -> Finding:

@@ -21,6 +21,7 @@ from ge_python_backend.errors import GEError
 from ge_python_backend.ops.deploy.facts import ModelFacts, model_facts
 from ge_python_backend.ops.doctor.devices import DeviceFacts, RuntimeFacts
 from ge_python_backend.ops.doctor.findings import Finding, error, ok, warn
+from ge_python_backend.ops.server import ServerError, find_tritonserver
 from ge_python_backend.repository.check import check_repository
 from ge_python_backend.specs import ModelSpec
 
@@ -41,8 +42,14 @@ class ModelCost:
 
 
 def read_models(repository: Path) -> tuple[list[Finding], list[ModelFacts]]:
-    """``ge-triton check``'s errors as findings, and the facts of every model that checks out."""
-    report = check_repository(repository)
+    """``ge-triton check``'s errors as findings, and the facts of every model that checks out
+    (whether a Python-based backend is installed is looked up where the tritonserver ``serve``
+    starts keeps its backends)."""
+    try:
+        backends: Path | None = find_tritonserver().backends
+    except ServerError:
+        backends = None
+    report = check_repository(repository, backends)
     findings = [error("check", f"{p.path}: {p.message}", f"ge-triton check {repository}") for p in report.errors] + [
         warn("check", f"{p.path}: {p.message}") for p in report.warnings
     ]

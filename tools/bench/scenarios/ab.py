@@ -12,7 +12,7 @@ range over the rounds, per configuration: throughput / identity's, the stubs' CP
 and its ratio to identity's, server CPU per request (tritonserver and its stubs); with ``--b``
 also B/A. The issue-25 targets are checked on checkout A's figures.
 
-    .venv/bin/python -m tools.bench ab --configs ort,default,null,null+fast_lane=false --rounds 8
+    .venv/bin/python -m tools.bench ab --configs ort,default,null,null+reject_nonfinite=true --rounds 8
     mkdir -p /tmp/base && git archive BASE ge_python_backend | tar -x -C /tmp/base
     .venv/bin/python -m tools.bench ab --b /tmp/base [--a .] [--configs ort,default] [--rounds 8]
 
@@ -20,7 +20,7 @@ Configurations (tools/bench/repos.py ``config_named``): ``ort`` (GEModel on onnx
 host-path's acl-sim folders at device time 0: ``default`` (what ``ge-triton generate`` writes for
 the .om) or ``MODE_sS_iI`` (e.g. ``return_s1_i1``), the same on engine acl over the null pyACL
 (``null``, ``null_MODE_sS_iI``: the acl engine's host cost without the simulator's), each with
-optional ``+key=value`` config parameters (``default+fast_lane=false``).
+optional ``+key=value`` config parameters (``default+reject_nonfinite=true``).
 """
 
 from __future__ import annotations

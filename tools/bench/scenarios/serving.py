@@ -124,7 +124,7 @@ def run(bench: Bench) -> Report:
             f">= {CONTAMINATED_CORES} CPUs busy"
             + ("; the ratios use the others" if quiet_repeats else "; no quiet repeat: the ratios use them all")
         )
-    ratios = issue7_ratios(runs, raws, quiet_repeats or list(range(args.repeats)))
+    ratios = target_ratios(runs, raws, quiet_repeats or list(range(args.repeats)))
     tables = [
         Table(
             f"median run of {args.repeats} per model and level (by throughput; quiet runs only when there are any):",
@@ -156,8 +156,8 @@ def run(bench: Bench) -> Report:
     )
 
 
-def issue7_ratios(runs: dict[str, list[list]], raws: list[dict], repeats: list[int]) -> list[Ratio]:
-    """The ratios of issue 7, one value per (quiet) repeat."""
+def target_ratios(runs: dict[str, list[list]], raws: list[dict], repeats: list[int]) -> list[Ratio]:
+    """The serving targets as ratios (GEModel against the baselines), one value per (quiet) repeat."""
 
     def paired(value) -> list[float]:
         return [value({label: label_runs[i] for label, label_runs in runs.items()}, i) for i in repeats]
