@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ge_python_backend.ascend.om.header import MAGIC as OM_MAGIC
 from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.params import Choice, Parameter, parse_bool
+from ge_python_backend.params import Parameter, parse_bool
 
 if TYPE_CHECKING:
     from ge_python_backend.engines.base import CompileTarget, Engine
@@ -82,25 +82,6 @@ class ModelFormat:
 OM = ModelFormat("om", "CANN .om", "ge_python_backend.engines.offline:read_cann_om", magic=OM_MAGIC)
 #: An ONNX model (read by ONNX Runtime on the CPU).
 ONNX = ModelFormat("onnx", "ONNX model", "ge_python_backend.engines.offline:read_onnx", suffix=".onnx")
-
-
-class ResponseMode(Choice):
-    """How GEModel answers: through response senders (batches overlap) or returned from execute."""
-
-    AUTO = "auto"
-    SENDER = "sender"
-    RETURN = "return"
-
-
-#: What ``response_mode: auto`` means, for every engine unless its EngineInfo says otherwise.
-#: ``return``: in Triton 24.10 a request whose answer waits in a response sender is never
-#: answered once the stub process dies (python_backend r24.10 has no code path that fails
-#: pending senders: ``python_be.cc`` ``RespondErrorToAllRequests`` serves only requests still
-#: inside ``execute``), and kill + reload cycles in sender mode aborted tritonserver
-#: (``boost::interprocess::lock_exception``); answers returned from ``execute`` end with "Stub
-#: process ... is not healthy" within seconds (docs/reliability.md). NPU engines get their
-#: overlap from several instances instead (``repository/generate.py``: DEFAULT_NPU_INSTANCES).
-DEFAULT_RESPONSE_MODE = ResponseMode.RETURN
 
 
 @dataclass(frozen=True)
@@ -161,8 +142,6 @@ class EngineInfo:
     #: drives an NPU (or stands in for one): instance groups must be KIND_CPU, device ids are NPU ids
     npu: bool
     summary: str
-    #: what ``response_mode: auto`` resolves to for this engine
-    response_mode: ResponseMode = DEFAULT_RESPONSE_MODE
     #: "module:function" returning the pyACL module an acl-family engine drives
     pyacl: str = ""
     #: parameters of this engine besides those of ``module``

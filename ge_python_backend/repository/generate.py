@@ -48,13 +48,12 @@ from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_sh
 from ge_python_backend.triton.settings import CORE_PARAMETERS
 
 #: Instances (instance_group count) of a model on an NPU engine (acl, acl-sim) unless --instances
-#: says otherwise; 1 for the others. Answers are returned from execute (the registry's
-#: DEFAULT_RESPONSE_MODE), so one instance runs one batch at a time and its slot idles while the
-#: host forms, gathers and answers the batch (1.5-3 ms a batch on a 2-core host): other instances
-#: run theirs meanwhile (one model copy each). Measured (python -m tools.bench host-path;
-#: BENCHMARKS.md "Why the defaults"): with 1-8 ms of device time per batch of 8 (a ResNet-class
-#: model on an Ascend card), 4 instances served 1.1-1.8x what 2 did and more than 3; streams add
-#: nothing when answers are returned (one execute runs one batch).
+#: says otherwise; 1 for the others. Answers are returned from execute, so one instance runs one
+#: batch at a time and its slot idles while the host forms, gathers and answers the batch (1.5-3 ms
+#: a batch on a 2-core host): other instances run theirs meanwhile (one model copy each). Measured
+#: (python -m tools.bench host-path; BENCHMARKS.md "Why the defaults"): with 1-8 ms of device time
+#: per batch of 8 (a ResNet-class model on an Ascend card), 4 instances served 1.1-1.8x what 2 did
+#: and more than 3; streams add nothing when answers are returned (one execute runs one batch).
 DEFAULT_NPU_INSTANCES = 4
 #: ... but a model that computes next to nothing is host-bound (its device time is far below a
 #: millisecond), and there 2 instances served more than 4 (1.25x at 0 ms: four stubs share two

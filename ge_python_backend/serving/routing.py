@@ -153,19 +153,6 @@ class Router:
         self._watch = threading.Thread(target=self._watch_loop, name="ge-router-watch", daemon=True)
         self._watch.start()
 
-    @property
-    def members(self) -> tuple[MemberLimit, ...]:
-        return tuple(s.limit for s in self._members)
-
-    def waiting(self) -> int:
-        """Requests waiting for a member to free."""
-        with self._lock:
-            return len(self._pending)
-
-    def rows_in_flight(self) -> dict[str, int]:
-        with self._lock:
-            return {s.limit.name: s.rows for s in self._members}
-
     # -- submitting ---------------------------------------------------------------------------
 
     def submit(self, jobs: Iterable[Job]) -> None:

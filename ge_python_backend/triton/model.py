@@ -3,11 +3,8 @@
 It reads each request's tensors once, and what the request path needs of it (its id, sequence
 fields, parameters and requested outputs only where a hook, sequence state, the engine or several
 outputs read them), and hands the requests to the ``Runner`` (which validates, batches, runs the
-engine and answers each request). Answers are returned from ``execute`` in one reply, or, with
-parameter ``response_mode: sender``, go through each request's response sender, so ``execute``
-returns as soon as the batch is on a free execution slot (overlap, at a risk in Triton 24.10: see
-``engines.registry.DEFAULT_RESPONSE_MODE``). Subclasses override ``preprocess`` and
-``postprocess``.
+engine and answers each request). Answers are returned from ``execute`` in one reply; batches of
+several executes overlap across instances. Subclasses override ``preprocess`` and ``postprocess``.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from ge_python_backend.ascend.atc import ConfigFacts
-from ge_python_backend.engines import Engine, ResponseMode, engine_info, open_engine, resolve_auto
+from ge_python_backend.engines import Engine, engine_info, open_engine, resolve_auto
 from ge_python_backend.engines.base import RequestSettings
 from ge_python_backend.engines.compile import compile_for
 from ge_python_backend.engines.registry import AUTO, COMPILE_SOURCES
@@ -118,35 +115,24 @@ class GEModel:
         self.log_info(
             f"{self.settings.instance_name}: {self.engine.describe()}, device {self.settings.device_id}, "
             f"max_batch_size {self.settings.max_batch_size}; answers "
-            + ("through response senders" if self._answer_through_sender else "returned from execute")
+            + "returned from execute"
             + "; runs "
             + "; ".join(p.describe() for p in self.runner.profiles)
         )
 
     def execute(self, requests: list) -> list:
-        """Hand the requests to the runner and answer each one.
-
-        Response mode "sender": answers go through each request's response sender, so this returns
-        as soon as the batch is handed to a free slot and the next batch forms meanwhile (what an
-        NPU, or S > 1 slots, turn into overlap). Mode "return": wait and return the answers, one
-        IPC message for the whole batch (cheapest when the engine computes on the server's own
-        CPU cores, where there is nothing to overlap).
-        """
-        sender = self._answer_through_sender
+        """Hand the requests to the runner and return their answers, one IPC message for the whole
+        batch (response senders were measured to serve no more on a shared NPU and lose requests when a
+        stub dies: docs/reliability.md)."""
         responses: list = [None] * len(requests)
         readable = []
         for index, request in enumerate(requests):
-            respond = (
-                _through_sender(request.get_response_sender(), request)
-                if sender
-                else partial(_respond_into, responses, index, request)
-            )
-            item = self._request(request, respond)
+            item = self._request(request, partial(_respond_into, responses, index, request))
             if item is not None:
                 readable.append(item)
         if self.settings.log_verbosity >= 1:
             pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: {len(requests)} request(s)")
-        self.runner.submit(readable, wait=not sender)
+        self.runner.submit(readable, wait=True)
         return responses
 
     def is_ready(self) -> bool:
@@ -265,18 +251,6 @@ class GEModel:
             self.engine.spec, settings.inputs, settings.outputs, batching=settings.batching, layout=settings.layout
         )
         self._check_io(spec)
-        mode = settings.response_mode
-        if mode is ResponseMode.AUTO:
-            mode = engine_info(self.engine.name).response_mode
-        if mode is ResponseMode.SENDER and not capabilities.response_sender_supported(pb_utils):
-            self.log_warn(
-                f"{settings.instance_name}: response_mode sender needs Triton 24.06 or later (python_backend "
-                f"{capabilities.SENDER_SINCE}: response senders in non-decoupled models); this one has none, so "
-                f"answers are returned from execute. Lost: overlap, execute waits for its batches "
-                f"({settings.slots} slot(s) run only the batches of one execute at a time)"
-            )
-            mode = ResponseMode.RETURN
-        self._answer_through_sender = mode is ResponseMode.SENDER
         hooked = self._hooked("preprocess") or self._hooked("postprocess")
         self._reads_sequence = hooked or settings.sequence_batching or bool(settings.sequence_state)
         self._reads_requested = hooked or len(settings.outputs) > 1
@@ -473,11 +447,3 @@ def _respond_into(responses: list, index: int, request: Any, outputs: Arrays | N
         responses[index] = pb_utils.InferenceResponse([tensor(n, a) for n, a in outputs.items()])  # type: ignore[union-attr]
     else:
         responses[index] = _error_response(error, request)
-
-
-def _through_sender(sender: Any, request: Any) -> Respond:
-    def respond(outputs: Arrays | None, error: GEError | None) -> None:
-        if lifeline.server_alive():  # a send to a dead server would wait for it forever
-            sender.send(_response(outputs, error, request), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-
-    return respond

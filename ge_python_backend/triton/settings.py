@@ -18,7 +18,6 @@ import numpy as np
 
 from ge_python_backend.ascend.atc import ConfigFacts
 from ge_python_backend.engines import (
-    ResponseMode,
     auto_candidates,
     detect_format,
     engine_choices,
@@ -35,7 +34,6 @@ from ge_python_backend.params import (
     Parameter,
     parse_bool,
     parse_choice,
-    parse_enum,
     parse_float,
     parse_int,
     parse_list,
@@ -52,6 +50,21 @@ from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
 RELOAD_PARAMETER = "ge_triton_reload"
 #: Parameters read by Triton's Python backend itself, or set by serve; accepted and left alone.
 TRITON_PARAMETERS = ("EXECUTION_ENV_PATH", "FORCE_CPU_ONLY_INPUT_TENSORS", RELOAD_PARAMETER)
+
+
+def parse_response_mode(raw: str) -> str:
+    """``return`` (``auto`` is the same); ``sender`` is refused, saying what to use instead."""
+    if raw in ("return", "auto"):
+        return "return"
+    if raw == "sender":
+        raise ValueError(
+            "response senders were removed: on a shared NPU they served no more than answers returned from "
+            "execute, and requests waiting in a sender are lost when a stub dies; remove the parameter (return is "
+            "the default) and give the model several instances (instance_group count, as ge-triton generate "
+            "writes for NPU engines) for batches in flight at once"
+        )
+    raise ValueError("")
+
 
 CORE_PARAMETERS = (
     Parameter(
@@ -91,13 +104,12 @@ CORE_PARAMETERS = (
     ),
     Parameter(
         "response_mode",
-        parse_enum(ResponseMode),
-        ResponseMode.AUTO,
-        "auto, sender or return",
-        "return: answers returned from execute (one IPC message per batch); sender: answered through response "
-        "senders, execute returns once the batch is on a slot (the batches of one instance overlap), an opt-in: in "
-        "Triton 24.10 requests pending in senders are never answered if the stub process dies, and before 24.06 it "
-        "falls back to return; auto: the engine's default, return for every built-in engine",
+        parse_response_mode,
+        "return",
+        "return or auto (the same)",
+        "answers are returned from execute, one IPC message per batch; the batches of several executes overlap "
+        "across instances (instance_group count). sender is refused: it showed no measured advantage on a shared "
+        "NPU and leaves requests unanswered when a stub dies",
     ),
     Parameter(
         "reject_nonfinite",
@@ -182,7 +194,6 @@ class ModelSettings:
     slots: int
     #: instances of this model on ``device_id`` (this one included): what the device limits are checked for
     instances_on_device: int
-    response_mode: ResponseMode
     reject_nonfinite: bool
     log_verbosity: int
     metrics: bool
@@ -324,7 +335,6 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         device_id=instance_device(device_ids, index),
         slots=values["streams"],
         instances_on_device=_instances_on(device_ids, index, config),
-        response_mode=values["response_mode"],
         reject_nonfinite=values["reject_nonfinite"],
         log_verbosity=values["log_verbosity"],
         metrics=values["metrics"],

@@ -6,6 +6,7 @@ again under load, and refusing a stateful member at load."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -189,3 +190,15 @@ def test_the_load_says_how_the_router_answers(server):
         assert "npu (up to 2 rows in flight), cpu (up to 4 rows in flight)" in line
         assert "answers returned from execute (no response senders before Triton 24.06)" in line
     assert "give the router" not in server.log_text()
+
+
+def test_ge_triton_bench_shows_how_the_router_split_the_load(server, capsys):
+    from ge_python_backend.cli import main as ge_triton
+
+    arguments = ["bench", "router", "-u", server.grpc_address, "--metrics-url", server.metrics_url]
+    code = ge_triton([*arguments, "--concurrency", "32", "--duration", "2", "--warmup", "0.5", "--no-progress"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    shown = {m: re.search(rf"ge_router_requests_total{{member={m},pid=\d+}}: \+(\d+)", printed) for m in ("npu", "cpu")}
+    assert all(shown.values()), printed
+    assert "ge_router_in_flight{member=npu" in printed and "ge_router_skips_total{cause=at_limit,member=npu" in printed

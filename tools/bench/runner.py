@@ -43,6 +43,7 @@ SCENARIOS: dict[str, str] = {
     "images": "images",
     "pipelines": "pipelines",
     "layouts": "layouts",
+    "router": "router",
     "device": "device",
 }
 
