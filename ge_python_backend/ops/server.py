@@ -453,10 +453,22 @@ class TritonServer:
                 f"repository that holds it ({self.model_repository.parent})"
             )
         self.check_ports()
+        return self._launch("wb")
+
+    def restart(self) -> TritonServer:
+        """Start again after tritonserver ended by itself: the same command line and ports (the
+        caller's endpoint on the metrics port stays), its log goes on in the same file."""
+        self.stop(timeout=0)
+        self._ready = False
+        return self._launch("ab")
+
+    def _launch(self, log_mode: Literal["wb", "ab"]) -> TritonServer:
+        #: where this run's lines start in the log file
+        self.log_offset = self.log_path.stat().st_size if log_mode == "ab" and self.log_path.exists() else 0
         install = self.install or find_tritonserver()
         backends = prepare_backends(install, self.workspace)
         try:
-            with self.log_path.open("wb") as log:
+            with self.log_path.open(log_mode) as log:
                 self.process = subprocess.Popen(
                     self.command(install, backends),
                     stdout=log if self.log_echo is None else subprocess.PIPE,
@@ -638,6 +650,11 @@ class TritonServer:
         except OSError:
             return ""
 
+    def last_words(self) -> str:
+        """What this run of tritonserver said as it died: the uncaught exception ("terminate called
+        ...", "what(): ...") or the signal it caught ("Signal (11) received.")."""
+        return last_words(self.log_text()[getattr(self, "log_offset", 0) :])
+
     def log_records(self) -> list[LogRecord]:
         """The messages of the server's log (``log_records``)."""
         return log_records(self.log_text())
@@ -698,6 +715,15 @@ def error_text(body: str) -> str:
     except (json.JSONDecodeError, AttributeError):
         text = body
     return text.split("\n\nAt:\n")[0].strip().rstrip(";").strip()
+
+
+def last_words(log: str) -> str:
+    """The lines of a dying tritonserver's log that say why (see ``TritonServer.last_words``)."""
+    return " ".join(
+        line.strip()
+        for line in log.splitlines()
+        if "terminate called" in line or "what():" in line or line.startswith("Signal (")
+    )
 
 
 def _connect_host(host: str) -> str:

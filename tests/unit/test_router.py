@@ -168,7 +168,8 @@ def test_without_response_senders_answers_are_returned_from_execute(built, monke
         responses = router.infer(requests)
     for request, response in zip(requests, responses):
         (logits, _) = session.run(None, {"x": request.inputs()[0].as_numpy()})
-        np.testing.assert_allclose(response.output_tensors()[0].as_numpy(), logits, rtol=1e-5, atol=1e-5)
+        got = {t.name(): t.as_numpy() for t in response.output_tensors()}
+        np.testing.assert_allclose(got["logits"], logits, rtol=1e-5, atol=1e-5)
 
 
 def test_the_client_timeout_reaches_the_member(built):
@@ -319,3 +320,20 @@ def test_the_router_template_is_listed_and_its_model_py_reads_as_a_router(built)
     code = read_model_code(built[1].model_dir / "1" / "model.py")
     assert code.router and code.problem is None
     assert json.loads(triton_args(built[1].model_dir)["model_config"])["backend"] == "python"
+
+
+def test_a_member_out_of_service_answers_unavailable_and_the_request_is_served_by_the_next(built, copy):
+    """The NPU copy loses its device (a fatal code, GEModel answers UNAVAILABLE, tagged for the
+    router): the request that met it is answered by the CPU copy, and the NPU copy backs off."""
+    set_parameters(copy / "npu" / "config.pbtxt", acl_sim_faults="execute_async:1=507010")
+    session = ort.InferenceSession(str(built[2]))
+    requests = requests_of([2], seed=5)
+    with members_served(copy) as calls, ModelHarness(Router, copy / "router") as router:
+        (first,) = router.infer(requests)
+        (second,) = router.infer(requests)
+    for response in (first, second):
+        assert not response.has_error(), response.error().message()
+        logits, _ = session.run(None, {"x": requests[0].inputs()[0].as_numpy()})
+        got = {t.name(): t.as_numpy() for t in response.output_tensors()}
+        np.testing.assert_allclose(got["logits"], logits, rtol=1e-5, atol=1e-5)
+    assert calls == {"npu": 1, "cpu": 2}  # the second request skipped the NPU copy, backing off

@@ -70,6 +70,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--same-model", action="store_true", help="compile the NPU copy from the classifier itself")
     parser.add_argument("--phase-seconds", type=float, default=8.0, help="each phase of the unload run")
     parser.add_argument("--cpu-window", type=float, default=8.0, help="window of the CPU-per-request run")
+    parser.add_argument(
+        "--router-instances",
+        type=int,
+        default=1,
+        help="instances of router and router_npu16 (on Triton 24.02, where answers are returned from execute, "
+        "5: the members' 40 rows over max_batch_size 8)",
+    )
     parser.add_argument("--skip-unload", action="store_true")
     parser.add_argument("--skip-cpu", action="store_true")
 
@@ -99,7 +106,7 @@ def stand_in(path: Path) -> Path:
     return path
 
 
-def build_repository(workdir: Path, row_ms: float, same_model: bool) -> Path:
+def build_repository(workdir: Path, row_ms: float, same_model: bool, router_instances: int = 1) -> Path:
     from ge_python_backend.repository.config import format_config, read_config_file, set_parameters
     from ge_python_backend.repository.generate import GenerateOptions, generate
     from ge_python_backend.sim import sim_compile
@@ -117,9 +124,10 @@ def build_repository(workdir: Path, row_ms: float, same_model: bool) -> Path:
     set_parameters(npu / "config.pbtxt", acl_sim_row_ms=f"{row_ms:g}")
     cpu = generate(onnx_file, repo, GenerateOptions(name="cpu", max_batch_size=LARGEST_GEAR)).model_dir
     set_parameters(cpu / "config.pbtxt", onnxruntime_intra_op_threads="1")
-    generate(None, repo, GenerateOptions(name="router", template="router", template_options={"members": "npu,cpu"}))
-    limited = {"members": "npu,cpu", "limits": "npu=16"}
-    generate(None, repo, GenerateOptions(name="router_npu16", template="router", template_options=limited))
+    routers = {"router": {"members": "npu,cpu"}, "router_npu16": {"members": "npu,cpu", "limits": "npu=16"}}
+    for name, options in routers.items():
+        chosen = GenerateOptions(name, template="router", template_options=options, instance_count=router_instances)
+        generate(None, repo, chosen)
     tiny = relu_model(workdir / "tiny.onnx")
     generate(tiny, repo, GenerateOptions(name="tiny"))
     for name, mode in CPU_ROUTERS.items():
@@ -297,7 +305,7 @@ def run(bench: Bench) -> Report:
     args = bench.args
     levels = [int(v) for v in args.levels.split(",")]
     binary = perf_analyzer_binary(args.perf_analyzer)
-    repo = build_repository(bench.workdir, args.row_ms, args.same_model)
+    repo = build_repository(bench.workdir, args.row_ms, args.same_model, args.router_instances)
     ceiling = 1000 / args.row_ms
     data: dict[str, Any] = {"levels": levels, "row_ms": args.row_ms, "same_model": args.same_model}
     data["npu_ceiling"] = ceiling
