@@ -49,14 +49,10 @@ def _stat_fields(pid: int | str, proc: Path) -> list[str] | None:
     return text.rsplit(")", 1)[1].split()
 
 
-def parent_of(pid: int, proc: Path = PROC) -> int | None:
+def running(pid: int, proc: Path = PROC) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended)."""
     fields = _stat_fields(pid, proc)
-    return int(fields[1]) if fields else None
-
-
-def start_time(pid: int, proc: Path = PROC) -> int | None:
-    fields = _stat_fields(pid, proc)
-    return int(fields[19]) if fields else None
+    return fields is not None and fields[0] != "Z"
 
 
 def stubs_of(server_pid: int, proc: Path = PROC) -> list[Stub]:
