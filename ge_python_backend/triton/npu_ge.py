@@ -44,6 +44,16 @@ GE_OPTION_DEFAULTS = {
 }
 #: GE's graph dump, as their dump_graph "1" sets it (model_state.cpp:66-91); ATC reads the same variables
 DUMP_GRAPH_ENV = {"DUMP_GE_GRAPH": "2", "DUMP_GRAPH_LEVEL": "2", "PRINT_MODEL": "1"}
+#: the folder their outputs relative to the server's working directory go to (dump_graph's
+#: ./dump_graph, profiling "true"'s ./profiling): ``ge-triton serve`` sets it to the folder it was
+#: started in, since tritonserver's working directory is serve's temporary folder, removed at exit
+OUTPUT_DIR_ENV = "GE_TRITON_OUTPUT_DIR"
+
+
+def output_dir() -> Path:
+    """Where the GE backend's ./dump_graph and ./profiling go: ``$GE_TRITON_OUTPUT_DIR``, else the
+    server's working directory (theirs: the working directory, model_state.cpp:66-118)."""
+    return Path(os.environ.get(OUTPUT_DIR_ENV) or Path.cwd()).absolute()
 
 
 @dataclass
@@ -111,7 +121,7 @@ def _static_model(key: str, value: str, into: Translation) -> None:
 
 def _dump_graph(key: str, value: str, into: Translation) -> None:
     if _on(key, value):
-        into.env |= DUMP_GRAPH_ENV | {"DUMP_GRAPH_PATH": str(Path.cwd() / "dump_graph")}
+        into.env |= DUMP_GRAPH_ENV | {"DUMP_GRAPH_PATH": str(output_dir() / "dump_graph")}
         into.notes.append(f"{key}=1 -> ATC dumps GE graphs to {into.env['DUMP_GRAPH_PATH']}")
 
 
@@ -131,10 +141,12 @@ def _profiling(key: str, value: str, into: Translation) -> None:
     if value not in ("true", "dynamic"):
         raise ConfigError(f"parameter {key!r} has value {value!r}; the GE backend takes true or dynamic")
     into.env["PROFILING_MODE"] = value
+    where = ""
     if value == "true":
-        options = {"output": str(Path.cwd() / "profiling"), "training_trace": "on", "task_trace": "on"}
+        options = {"output": str(output_dir() / "profiling"), "training_trace": "on", "task_trace": "on"}
         into.env["PROFILING_OPTIONS"] = "{" + ", ".join(f'"{k}":"{v}"' for k, v in options.items()) + "}"
-    into.notes.append(f"{key}={value} -> PROFILING_MODE={value} for CANN")
+        where = f", results in {options['output']}"
+    into.notes.append(f"{key}={value} -> PROFILING_MODE={value} for CANN{where}")
 
 
 #: the GE backend's own parameters (model_state.cpp:123-125, 404-437) that are not ours
