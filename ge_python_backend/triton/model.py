@@ -338,13 +338,17 @@ class GEModel:
         """What the request path and the hooks know of a request. Fields nobody reads are not
         fetched from Triton (the hot path): correlation ID and flags serve sequences and hooks, the
         requested outputs a model with several outputs or hooks, the parameters hooks and an
-        engine with settings per request (a plain model's requests share ``NO_INFO``)."""
+        engine with settings per request (a plain model's requests share ``NO_INFO``, and so do
+        those without parameters to an engine that reads only them)."""
         parameters = request.parameters() if self._reads_parameters else ""
+        empty = not parameters or parameters == "{}"
+        if empty and not (self._reads_sequence or self._reads_requested):
+            return NO_INFO
         return RequestInfo(
             request.request_id(),
             request.correlation_id() if self._reads_sequence else 0,
             request.flags() if self._reads_sequence else 0,
-            json.loads(parameters) if parameters and parameters != "{}" else {},
+            {} if empty else json.loads(parameters),
             tuple(request.requested_output_names()) if self._reads_requested else (),
         )
 
