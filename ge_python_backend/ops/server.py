@@ -137,11 +137,11 @@ def prepare_backends(install: TritonInstall, workspace: Path) -> Path:
 def python_based_backends(install: TritonInstall) -> list[str]:
     """The backends served by the Python backend's library in a ``prepare_backends`` folder.
 
-    Each gets its own ``shm-region-prefix-name`` per server: before python_backend r24.05 (commit
+    Each gets its own ``shm-region-prefix-name`` per server: before python_backend r24.04 (commit
     4d42111) a stub's region in /dev/shm is ``<prefix><n>``, n counting the server's instances from
     1 (r24.02 ``src/stub_launcher.cc:81-86``), so two tritonservers 24.02 on one host with the
     default prefix open each other's regions (a stub that cannot initialize its region, a double
-    free, a load that never ends). From r24.05 the region names end in a random UUID instead."""
+    free, a load that never ends). From r24.04 the region names end in a random UUID instead."""
     names = ["python", GE_BACKEND_NAME]
     if not (install.backends / NPU_GE_BACKEND_NAME).exists():
         names.append(NPU_GE_BACKEND_NAME)
@@ -314,12 +314,19 @@ class TritonServer:
             )
         self.exit_on_error = _true(last("exit-on-error", str(exit_on_error)))
         given = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
+        chosen = {port for port in given.values() if port is not None}
+        for option in given:  # free ports, distinct: two binds in a row may be given the same one
+            while given[option] is None:
+                port = free_port(address)
+                if port not in chosen:
+                    given[option] = port
+                    chosen.add(port)
         self.endpoints = tuple(
             Endpoint(
                 name,
                 option,
                 last(f"{option}-address", address),
-                int(last(f"{option}-port", str(given[option] or free_port(address)))),
+                int(last(f"{option}-port", str(given[option]))),
                 _true(last(f"allow-{option}", "true")),
             )
             for name, option in (("HTTP", "http"), ("gRPC", "grpc"), ("metrics", "metrics"))

@@ -34,7 +34,7 @@ from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import NO_INFO, Arrays, Request, RequestInfo, Respond
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.serving.sequences import SequenceStates
-from ge_python_backend.specs import ModelSpec, format_shape
+from ge_python_backend.specs import ModelSpec, Tensor, format_shape
 from ge_python_backend.triton import capabilities, lifeline, logbridge
 from ge_python_backend.triton.metrics import TritonMetrics
 from ge_python_backend.triton.settings import ModelSettings, auto_complete, declared_outputs, read_settings
@@ -60,6 +60,11 @@ class GEModel:
 
     #: Config parameters a subclass accepts besides the built-in ones.
     extra_parameters: tuple[Parameter, ...] = ()
+    #: The tensors clients send, for a subclass whose ``preprocess`` makes the engine's inputs, and
+    #: the tensors they get, for one whose ``postprocess`` makes the answers: auto-complete writes
+    #: them into a config that declares none (as PyTriton's ``inputs=``/``outputs=``).
+    inputs: tuple[Tensor, ...] = ()
+    outputs: tuple[Tensor, ...] = ()
 
     settings: ModelSettings
     engine: Engine
@@ -82,6 +87,7 @@ class GEModel:
         try:
             cls.adapt_config(config, version_dir)
             filled = auto_complete(config, version_dir, cls.extra_parameters, cls._overridden())
+            filled += cls._declared_io(config)  # after: declared inputs alone would mean max_batch_size 0
         except GEError as exc:  # what the user must fix: the message says what
             raise pb_utils.TritonModelException(f"model {name!r}: auto-complete: {exc}") from None
         except Exception as exc:  # a bug: one line for the load error, the stub logs the traceback
@@ -305,6 +311,18 @@ class GEModel:
         return SequenceStates(settings.sequence_state, initial, settings.sequence_idle_timeout)
 
     @classmethod
+    def _declared_io(cls, config: dict[str, Any]) -> list[str]:
+        """The class's ``inputs``/``outputs`` written into ``config`` (Triton's JSON form) where
+        it has none and the hook that makes that side is overridden; one line each."""
+        filled = []
+        overridden = cls._overridden()
+        for side, hook, tensors in (("input", "preprocess", cls.inputs), ("output", "postprocess", cls.outputs)):
+            if tensors and hook in overridden and not config.get(side):
+                config[side] = [tensor.config_entry() for tensor in tensors]
+                filled.append(f"{side}s {', '.join(t.name for t in tensors)} as the class declares them")
+        return filled
+
+    @classmethod
     def _overridden(cls) -> frozenset[str]:
         """The hooks this class replaces."""
         return frozenset(
@@ -320,6 +338,19 @@ class GEModel:
         the model's business, not the client's), and a batching config must fit where the model
         keeps each tensor's batch."""
         settings = self.settings
+        overridden = self._overridden()
+        for side, hook, declared in (
+            ("input", "preprocess", settings.inputs),
+            ("output", "postprocess", settings.outputs),
+        ):
+            if hook in overridden and not declared:
+                raise ConfigError(
+                    f"{type(self).__name__} overrides {hook}, so the config must declare the {side}s clients "
+                    f"{'send' if side == 'input' else 'get'}, and it declares none: add them to config.pbtxt "
+                    f'({side} {{ name: "..." data_type: TYPE_... dims: [...] }}), or declare them on the class '
+                    f'({side}s = (Tensor("NAME", "FP32", (dims,)),), from ge_python_backend import Tensor) for '
+                    "auto-complete to write"
+                )
         states = frozenset(name for pair in settings.sequence_state for name in (pair.input, pair.output))
         problems = compare_io(
             spec,
@@ -328,7 +359,7 @@ class GEModel:
             batching=settings.batching,
             layout=settings.layout,
             states=states,
-            overrides=self._overridden(),
+            overrides=overridden,
         )
         problems += layout_problems(spec, settings.layout, max_batch_size=settings.max_batch_size)
         if problems:

@@ -42,6 +42,7 @@ SCENARIOS: dict[str, str] = {
     "profile": "profile",
     "images": "images",
     "pipelines": "pipelines",
+    "layouts": "layouts",
     "router": "router",
     "device": "device",
 }

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import subprocess
 import time
@@ -171,10 +172,13 @@ def measure(
         "1000",
     )
     started, server_cpu, host_cpu = time.monotonic(), process_tree_cpu(server_pid) or 0.0, busy_cpu_seconds() or 0.0
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = subprocess.run(command, capture_output=True, text=True, timeout=300 + 10 * seconds, env=env)
     wall = time.monotonic() - started
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
     server_cores = ((process_tree_cpu(server_pid) or 0.0) - server_cpu) / wall
     host_cores = ((busy_cpu_seconds() or 0.0) - host_cpu) / wall
+    client_cores = (done.ru_utime + done.ru_stime - children.ru_utime - children.ru_stime) / wall
     output = result.stdout + result.stderr
     if result.returncode != 0 or "Throughput:" not in output:
         print(f"  perf_analyzer on {model} c={concurrency} failed ({result.returncode}): {output[-600:]}", flush=True)
@@ -189,7 +193,8 @@ def measure(
         "p99_ms": number(r"p99 latency: (\d+) usec") / 1000,
         "failed": float(result.returncode != 0),
         "server_cores": server_cores,
-        "host_cores": host_cores,
+        "client_cores": client_cores,
+        "others_cores": max(0.0, host_cores - server_cores - client_cores),
     }
 
 
@@ -342,7 +347,8 @@ def run(bench: Bench) -> Report:
                     f"{_med(points, 'p99_ms'):.1f}",
                     share,
                     f"{_med(points, 'server_cores'):.2f}",
-                    f"{_med(points, 'host_cores'):.2f}",
+                    f"{_med(points, 'client_cores'):.2f}",
+                    f"{_med(points, 'others_cores'):.2f}",
                 ]
             )
     tables = [
@@ -357,7 +363,8 @@ def run(bench: Bench) -> Report:
                 "p99 ms",
                 "CPU copy's share",
                 "server cores",
-                "host cores busy",
+                "perf_analyzer cores",
+                "others' cores",
             ),
             rows,
         )
