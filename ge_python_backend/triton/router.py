@@ -232,7 +232,7 @@ class RouterModel:
 
     def _release(self) -> None:
         if self._router is not None:
-            self._router.close(timeout=lifeline.RELEASE_TIMEOUT)
+            self._router.close()
             self._router = None
         if self._metrics is not None:
             self._metrics.close()

@@ -328,13 +328,13 @@ def test_a_member_out_of_service_answers_unavailable_and_the_request_is_served_b
     set_parameters(copy / "npu" / "config.pbtxt", acl_sim_faults="execute_async:1=507010")
     set_parameters(copy / "router" / "config.pbtxt", backoff_ms="60000")  # no readiness probe in between
     session = ort.InferenceSession(str(built[2]))
-    requests = requests_of([2], seed=5)
+    first_request, second_request = requests_of([2], seed=5), requests_of([2], seed=5)
     with members_served(copy) as calls, ModelHarness(Router, copy / "router") as router:
-        (first,) = router.infer(requests)
-        (second,) = router.infer(requests)
+        (first,) = router.infer(first_request)
+        (second,) = router.infer(second_request)
     for response in (first, second):
         assert not response.has_error(), response.error().message()
-        logits, _ = session.run(None, {"x": requests[0].inputs()[0].as_numpy()})
+        logits, _ = session.run(None, {"x": first_request[0].inputs()[0].as_numpy()})
         got = {t.name(): t.as_numpy() for t in response.output_tensors()}
         np.testing.assert_allclose(got["logits"], logits, rtol=1e-5, atol=1e-5)
     assert calls == {"npu": 1, "cpu": 2}  # the second request skipped the NPU copy, backing off
