@@ -107,7 +107,10 @@ def stand_in(path: Path) -> Path:
     return path
 
 
-def build_repository(workdir: Path, row_ms: float, same_model: bool, router_instances: int = 1) -> Path:
+def build_repository(
+    workdir: Path, row_ms: float, same_model: bool, router_instances: int = 1, cpu_part: bool = True
+) -> Path:
+    """The members, the routers and (``cpu_part``) the tiny model with its forwarders."""
     from ge_python_backend.repository.config import format_config, read_config_file, set_parameters
     from ge_python_backend.repository.generate import GenerateOptions, generate
     from ge_python_backend.sim import sim_compile
@@ -129,6 +132,8 @@ def build_repository(workdir: Path, row_ms: float, same_model: bool, router_inst
     for name, options in routers.items():
         chosen = GenerateOptions(name, template="router", template_options=options, instance_count=router_instances)
         generate(None, repo, chosen)
+    if not cpu_part:
+        return repo
     tiny = relu_model(workdir / "tiny.onnx")
     generate(tiny, repo, GenerateOptions(name="tiny"))
     for name, mode in CPU_ROUTERS.items():
@@ -310,7 +315,7 @@ def run(bench: Bench) -> Report:
     args = bench.args
     levels = [int(v) for v in args.levels.split(",")]
     binary = perf_analyzer_binary(args.perf_analyzer)
-    repo = build_repository(bench.workdir, args.row_ms, args.same_model, args.router_instances)
+    repo = build_repository(bench.workdir, args.row_ms, args.same_model, args.router_instances, not args.skip_cpu)
     ceiling = 1000 / args.row_ms
     data: dict[str, Any] = {"levels": levels, "row_ms": args.row_ms, "same_model": args.same_model}
     data["npu_ceiling"] = ceiling
