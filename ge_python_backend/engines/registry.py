@@ -124,10 +124,20 @@ class EngineDriver(ABC):
         found without opening it (``check``)."""
         return []
 
+    def offline_warnings(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
+        """What may fail the load of ``spec`` with ``options`` where the server's environment differs
+        from this one's (``check`` warns)."""
+        return []
+
     def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
         """The parameters a generated config needs to load ``spec`` with ``max_batch_size``
         (``given``: what the user asked for), for ``generate``."""
         return {}
+
+    def on_gpu(self, options: Mapping[str, Any]) -> bool:
+        """Whether ``options`` run the model on a GPU Triton places (instance_group KIND_GPU: the
+        instance runs on the GPU Triton names in ``initialize``)."""
+        return False
 
 
 @dataclass(frozen=True)
@@ -173,6 +183,11 @@ class EngineInfo:
         parameters a config sets, of which the engine's own are checked), found without opening it."""
         own = {p.name for p in self.own_parameters()}
         return self.driver().offline_problems({k: v for k, v in options.items() if k in own}, version_dir, spec)
+
+    def offline_warnings(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
+        """``EngineDriver.offline_warnings`` on this engine's own parameters of ``options``."""
+        own = {p.name for p in self.own_parameters()}
+        return self.driver().offline_warnings({k: v for k, v in options.items() if k in own}, version_dir, spec)
 
     def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
         """The parameters of this engine a generated config needs (``EngineDriver.generated_parameters``)."""

@@ -55,6 +55,25 @@ def running(pid: int, proc: Path = PROC) -> bool:
     return fields is not None and fields[0] != "Z"
 
 
+def reap_adopted(keep: int | None, proc: Path = PROC) -> list[int]:
+    """Reap this process's ended children except ``keep`` (whose status its owner waits for); the
+    pids reaped. For a process that is PID 1 (serve in a container): the kernel hands it every
+    orphan, e.g. the lifeline of a stub that died, and nothing else would reap them."""
+    me = os.getpid()
+    reaped = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == keep:
+            continue
+        fields = _stat_fields(entry.name, proc)
+        if fields is not None and fields[0] == "Z" and int(fields[1]) == me:
+            try:
+                if os.waitpid(int(entry.name), os.WNOHANG)[0]:
+                    reaped.append(int(entry.name))
+            except ChildProcessError:
+                continue
+    return reaped
+
+
 def stubs_of(server_pid: int, proc: Path = PROC) -> list[Stub]:
     """Every Python backend stub whose parent is ``server_pid``, by pid."""
     found = []

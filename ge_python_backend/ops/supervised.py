@@ -8,10 +8,12 @@ serve`` runs, and what the tests and the soak run the same way.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 
 from ge_python_backend.ops.front import Front
-from ge_python_backend.ops.processes import running
+from ge_python_backend.ops.processes import reap_adopted, running
 from ge_python_backend.ops.server import ServerError, TritonServer
 from ge_python_backend.ops.supervisor import RecoveryPolicy, Supervisor
 from ge_python_backend.triton.lifeline import LIFELINE_GRACE
@@ -59,6 +61,8 @@ class SupervisedServer:
                 self.front = Front(
                     endpoint.host, endpoint.port, self.supervisor, self.server.triton_metrics_url, self.server.health
                 ).start()
+            if os.getpid() == 1:  # a container's first process: orphans (a dead stub's lifeline) come here
+                threading.Thread(target=self._reap, name="ge-reaper", daemon=True).start()
         except BaseException:
             self.stop()
             raise
@@ -113,6 +117,12 @@ class SupervisedServer:
                 time.monotonic() - now,
                 ", ".join(sorted(served & self.supervisor.serving())) or "none",
             )
+
+    def _reap(self) -> None:
+        while not self._stopping:
+            process = self.server.process
+            reap_adopted(keep=process.pid if process is not None else None)
+            time.sleep(1.0)
 
     def _wait_for_stubs(self) -> None:
         """Until the dead server's stubs are gone (each exits, or its lifeline ends it)."""

@@ -181,6 +181,14 @@ class RouterModel:
         """Forward ``request`` to ``member``: None once it is answered, or why the member was unavailable."""
         try:
             parameters = json.loads(request.parameters() or "{}")
+            unsent = next((k for k, v in parameters.items() if not isinstance(v, (bool, int, str))), None)
+            if unsent is not None:  # pb_utils.InferenceRequest refuses other types (pb_stub.cc:1638-1645)
+                message = (
+                    f"request parameter {unsent!r} is {parameters[unsent]!r}: the router forwards bool, integer and "
+                    "string parameters only (what BLS carries)"
+                )
+                answer(self._error(f"router {self.settings.name!r}: {message}", "INVALID_ARG", tag))
+                return None
             parameters[ERROR_CODE_PARAMETER] = True
             forwarded = pb_utils.InferenceRequest(
                 model_name=member,
@@ -224,7 +232,7 @@ class RouterModel:
 
     def _release(self) -> None:
         if self._router is not None:
-            self._router.close(timeout=lifeline.RELEASE_TIMEOUT)
+            self._router.close()
             self._router = None
         if self._metrics is not None:
             self._metrics.close()

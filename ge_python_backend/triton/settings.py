@@ -190,6 +190,7 @@ class ModelSettings:
     outputs: tuple[TensorSpec, ...]
     engine: str
     model_file: str
+    #: the NPU (device_ids, round-robin by instance) or, for a KIND_GPU instance, the GPU Triton placed it on
     device_id: int
     slots: int
     #: instances of this model on ``device_id`` (this one included): what the device limits are checked for
@@ -302,6 +303,14 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
     name = args.get("model_instance_name", config.get("name", ""))
     index = instance_index(name, config.get("instance_group") or ())
     device_ids = values["device_ids"] or (values["device_id"] or 0,)
+    device_id = instance_device(device_ids, index)
+    if args.get("model_instance_kind") == "GPU":  # Triton placed this instance on a GPU: the engine runs there
+        if values["device_id"] is not None or values["device_ids"] is not None:
+            raise ConfigError(
+                "instance_group KIND_GPU: Triton places each instance on a GPU of instance_group gpus; parameters "
+                "'device_id' and 'device_ids' place NPU instances (KIND_CPU): remove them"
+            )
+        device_id = int(args.get("model_instance_device_id") or 0)
     engine_names = {p.name for p in engine_declared}
     model_dir = Path(args.get("model_repository", "."))
     version = args.get("model_version", "1")
@@ -332,7 +341,7 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         outputs=_io_specs(config.get("output", ()), "output"),
         engine=values["engine"],
         model_file=values["model_file"],
-        device_id=instance_device(device_ids, index),
+        device_id=device_id,
         slots=values["streams"],
         instances_on_device=_instances_on(device_ids, index, config),
         reject_nonfinite=values["reject_nonfinite"],

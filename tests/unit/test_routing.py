@@ -259,8 +259,10 @@ def test_closing_refuses_what_waits_and_lets_what_runs_finish(members):
     closer.start()
     wait_until(lambda: 1 in members.refused, "refusal of the waiting request")
     assert "unloading" in members.refused[1]
-    members.release(0)
     closer.join(WAIT)
+    assert not closer.is_alive()  # close does not wait for the request at the member
+    members.release(0)
+    wait_until(lambda: members.answers[0] == 1, "the request at the member finishes after close")
     assert members.answers == {0: 1, 1: 1}
     router.submit([members.job(2)])
     assert "unloading" in members.refused[2]
