@@ -175,6 +175,11 @@ def test_unloading_and_reloading_a_member_under_load_loses_no_request(server, bu
 
 
 def test_a_router_over_a_stateful_member_does_not_load(server):
+    if not under_test().response_senders:
+        # tritonserver 2.43 may die when a Python model's load fails while other stubs serve (the same
+        # refusal comes from RouterSettings.read, proven in-process in tests/unit/test_router.py);
+        # the platforms helper saw it here in the full 24.02 lane (notes/platforms.md, 11:40)
+        pytest.skip("a failing load may take tritonserver 2.43 down with it: refused in-process instead")
     status, body = _post(server, "/v2/repository/models/stateful_router/load")
     assert status == 400
     message = json.loads(body)["error"]
