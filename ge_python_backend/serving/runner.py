@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ge_python_backend.engines.base import Engine, RequestSettings, Slot
-from ge_python_backend.errors import ContractError, EngineError, GEError, InputError
+from ge_python_backend.errors import ContractError, EngineError, GEError, InputError, detached
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.serving.batching import (
     Chunk,
@@ -455,7 +455,7 @@ class _Group:
         try:
             self.profile: Profile | InputError = choose_profile(profiles, shapes)
         except InputError as exc:
-            self.profile = exc
+            self.profile = detached(exc)  # remembered: it must not keep the call that met it alive
         self.plans: dict[tuple[int, ...], list[Chunk] | InputError] = {}
 
     def plan(self, rows: tuple[int, ...]) -> list[Chunk] | InputError:
@@ -467,7 +467,7 @@ class _Group:
             try:
                 found = plan_group(range(len(rows)), rows, self.shapes, self.profile)
             except InputError as exc:  # rows the profile cannot take (an exact-batch model)
-                found = exc
+                found = detached(exc)  # remembered: it must not keep the call that met it alive
             if len(self.plans) >= _PLANS_REMEMBERED:
                 self.plans.clear()
             self.plans[rows] = found
@@ -534,8 +534,11 @@ class _Call:
             self._done.release()
 
     def fail(self, index: int, error: GEError, kind: FailureKind) -> None:
+        """Answer request ``index`` with ``error`` (logged already where it had to be), detached from
+        the frames that raised it: whoever keeps the answer must not keep this call alive with it."""
         if not self._claim(index):
             return
+        detached(error)
         request = self.requests[index]
         if self._sequences is not None:
             self._sequences.forget(request.info.correlation_id, str(error))
