@@ -49,10 +49,11 @@ from ge_python_backend.modelconfig.matching import compare_io, layout_problems, 
 from ge_python_backend.params import Parameter
 from ge_python_backend.repository.config import config_json, mc, read_config_file
 from ge_python_backend.repository.ge_backend import GE_BACKEND_NAME, NPU_GE_BACKEND_NAME, ge_backend_file
-from ge_python_backend.repository.modelcode import HOOKS, ModelCode, read_model_code
+from ge_python_backend.repository.modelcode import ModelCode, read_model_code
 from ge_python_backend.repository.modelfile import read_model_file
 from ge_python_backend.repository.versions import FolderKind, read_version_folder
 from ge_python_backend.serving.axes import Layout
+from ge_python_backend.serving.requests import HOOKS
 from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
 from ge_python_backend.triton.npu_ge import folder_parameters
 from ge_python_backend.triton.router_settings import RouterSettings

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ge_python_backend.params import Parameter
+from ge_python_backend.serving.requests import HOOKS
 
-HOOKS = ("preprocess", "postprocess")
 _PACKAGE = "ge_python_backend"
 #: The base class of a pipeline step (ge_python_backend.triton.step)
 STEP_CLASS = "PipelineStep"
@@ -24,8 +24,9 @@ STEP_CLASS = "PipelineStep"
 
 @dataclass(frozen=True)
 class ModelCode:
-    """``uses_package``: the file imports ge_python_backend. ``overrides``: hooks it replaces
-    (all of them when unknown, e.g. when TritonPythonModel does not derive from GEModel directly).
+    """``uses_package``: the file imports ge_python_backend. ``overrides``: the sides its hooks
+    make (``preprocess``: the engine's inputs, ``postprocess``: the answers; by a per-request or a
+    batch hook; all of them when unknown, e.g. when TritonPythonModel does not derive from GEModel directly).
     ``extra_parameters``: its declared parameters, None when they cannot be read statically.
     ``problem``: why Triton could not load the file. ``imported``: the names it imports from
     ge_python_backend (``ImageClassifier`` tells ``check`` to run the classifier's checks).
@@ -73,9 +74,8 @@ def read_model_code(path: Path) -> ModelCode:
         extras = _extra_parameters(declared[-1], _package_imports(tree))
     imported = frozenset(_imported(tree))
     completes = "auto_complete_config" not in methods
-    return ModelCode(
-        path, uses_package, frozenset(HOOKS) & methods, extras, imported=imported, auto_completes=completes
-    )
+    sides = frozenset(side for side, names in HOOKS.items() if methods.intersection(names))
+    return ModelCode(path, uses_package, sides, extras, imported=imported, auto_completes=completes)
 
 
 def _imported(tree: ast.Module) -> list[str]:

@@ -2,9 +2,10 @@
 serves every request.
 
 ``Runner.submit`` takes a list of requests (numpy inputs, what hooks may know, and a ``respond``
-callback) and, per request, calls the ``preprocess`` hook when the model has one and
-``Validator.prepare`` (checks decided by the tensors' names, data types and shapes are made once
-per distinct signature and remembered; the rest only where the model needs it). Requests that
+callback), calls the ``preprocess`` hook once over them when the model has one (per request, or
+per batch), and per request ``Validator.prepare`` (checks decided by the tensors' names, data
+types and shapes are made once per distinct signature and remembered; the rest only where the
+model needs it). Requests that
 may share a batch (equal non-batch shapes, equal unbatched values and engine settings) form a
 *group*, which knows its profile and remembers the plan of each composition of rows it has seen
 (``batching.plan_group``). Each planned batch is gathered straight into a free slot's input
@@ -12,11 +13,13 @@ buffers (one copy per input) and run on that slot's worker thread, which answers
 when nothing but the config's checks stands between the engine's outputs and the client (no
 ``postprocess``, no sequence state, outputs already of the config's types and dims, checked once
 per batch) each request gets its rows as they are; otherwise each request's rows go through
-sequence capture, the ``postprocess`` hook and the output contract. Every request is answered
-exactly once (a claim table per call).
+sequence capture, the ``postprocess`` hook (once over the requests the batch completes) and the
+output contract. Every request is answered exactly once (a claim table per call), and its
+``RequestInfo.context`` is cleared with its answer.
 
-The hooks are called in two places only: ``Validator.prepare`` calls ``preprocess`` (on the
-submitting thread), ``Runner._finish`` calls ``postprocess`` (on the worker thread).
+The hooks are called in two places only: ``Runner._grouped`` calls ``preprocess`` (on the
+submitting thread), ``Runner._finish`` calls ``postprocess`` (on the worker thread). A per-request
+hook runs as a batch hook that calls it on each request (``requests.EachRequest``): one path for both.
 
 ``submit`` returns once every batch is handed over; it blocks while all slots are busy, which
 is the back-pressure that lets Triton's batcher build the next batch meanwhile. With ``wait``,
@@ -52,7 +55,15 @@ from ge_python_backend.serving.batching import (
 )
 from ge_python_backend.serving.observers import FailureKind, Observer, Observers, Phase
 from ge_python_backend.serving.outputs import DeclaredTensor, OutputContract
-from ge_python_backend.serving.requests import Arrays, Hook, Request, RequestInfo, hook_location
+from ge_python_backend.serving.requests import (
+    Arrays,
+    BatchHook,
+    EachRequest,
+    Hook,
+    Request,
+    RequestInfo,
+    hook_location,
+)
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.serving.validation import Prepared, Validator
 from ge_python_backend.specs import ModelSpec, numpy_dtype, shape_fits
@@ -75,8 +86,10 @@ class Runner:
         batching: bool,
         max_batch_size: int,
         outputs: Sequence[DeclaredTensor],
-        preprocess: Hook | None,
-        postprocess: Hook | None,
+        preprocess: Hook | None = None,
+        postprocess: Hook | None = None,
+        preprocess_batch: BatchHook | None = None,
+        postprocess_batch: BatchHook | None = None,
         layout: Layout | None = None,
         sequences: SequenceStates | None = None,
         reject_nonfinite: bool = False,
@@ -85,7 +98,19 @@ class Runner:
     ) -> None:
         """``outputs``: the config's outputs, what every answer is checked against. ``spec``: the
         engine's model as the config completes it (tensors of open rank get the config's rank,
-        ``matching.refine_spec``); default the engine's own."""
+        ``matching.refine_spec``); default the engine's own. Each side takes one hook, per request
+        (``preprocess``) or per batch (``preprocess_batch``)."""
+        hooks: dict[str, tuple[str, BatchHook]] = {}
+        for side, each, batch in (
+            ("preprocess", preprocess, preprocess_batch),
+            ("postprocess", postprocess, postprocess_batch),
+        ):
+            if each is not None and batch is not None:
+                raise ValueError(f"give {side} or {side}_batch, not both")
+            if batch is not None:
+                hooks[side] = (f"{side}_batch", batch)
+            elif each is not None:
+                hooks[side] = (side, EachRequest(each))
         self._engine = engine
         model = spec or engine.spec
         self._layout = (layout or Layout()).with_model(model)
@@ -95,31 +120,35 @@ class Runner:
         self._batching = batching
         self._sequences = sequences
         self._observer = Observers(observers)
-        self._postprocess = None if postprocess is None else _HookClock(postprocess, Phase.POSTPROCESS, self._observer)
+        self._preprocess = (
+            _HookClock(hooks["preprocess"][1], Phase.PREPROCESS, self._observer) if ("preprocess" in hooks) else None
+        )
+        self._postprocess = (
+            _HookClock(hooks["postprocess"][1], Phase.POSTPROCESS, self._observer) if ("postprocess" in hooks) else None
+        )
         self._validator = Validator(
             model,
             self._layout,
             batching=batching,
             max_batch_size=max_batch_size,
-            preprocess=None if preprocess is None else _HookClock(preprocess, Phase.PREPROCESS, self._observer),
+            hooked="preprocess" in hooks,
             sequences=sequences,
             reject_nonfinite=reject_nonfinite,
             utf8_strings=engine.utf8_strings,
         )
         self._batched = tuple(t.name for t in model.inputs if self._layout.axis(t.name) is not None)
         self._settings = engine.request_settings
-        self._outputs = OutputContract(outputs, batching=batching, source="postprocess" if postprocess else "the model")
+        self._outputs = OutputContract(
+            outputs, batching=batching, source=hooks["postprocess"][0] if "postprocess" in hooks else "the model"
+        )
         #: per declared output: (name, numpy type, dims the answer leaves with)
         self._declared = tuple((d.name, numpy_dtype(d.dtype), d.produced) for d in outputs)
         #: answers may be the engine's rows as they are once a batch's outputs fit the config
         self._rows_as_they_are = (
-            postprocess is None and sequences is None and self._layout.all_first and not self._whole
+            self._postprocess is None and sequences is None and self._layout.all_first and not self._whole
         )
-        self._hook_locations = {
-            name: hook_location(hook)
-            for name, hook in (("preprocess", preprocess), ("postprocess", postprocess))
-            if hook
-        }
+        #: per side, the hook's name (``preprocess`` or ``preprocess_batch``, ...) and where it is defined
+        self._hook_sites = {side: (name, hook_location(hook)) for side, (name, hook) in hooks.items()}
         self.profiles: tuple[Profile, ...] = profiles_for(self._spec, batching, max_batch_size, self._whole)
         self._groups: dict[Hashable, _Group] = {}
         self._free: queue.SimpleQueue[Slot] = queue.SimpleQueue()  # C-implemented: a batch takes and returns one
@@ -188,12 +217,28 @@ class Runner:
         """Each request prepared (a bad one answered here), then the requests that may share a
         batch, by group (without batching: each request alone)."""
         prepared = call.prepared
+        requests = call.requests
+        made: Sequence[Any] | None = None
+        if self._preprocess is not None:
+            results = self._run_hook(self._preprocess, "preprocess", [dict(r.inputs) for r in requests], requests)
+            if isinstance(results, GEError):  # the hook failed as a whole: every request with it
+                kind = FailureKind.INPUT if isinstance(results, InputError) else FailureKind.INTERNAL
+                for index in range(len(requests)):
+                    call.fail(index, results, kind)
+                return ()
+            made = results
         groups: dict[_Group, list[int]] = {}
         alone: list[tuple[_Group, list[int]]] = []
-        for index, request in enumerate(call.requests):
+        for index, request in enumerate(requests):
             info = request.info
             try:
-                item = self._validator.prepare(request.inputs, info)
+                if made is not None:
+                    result = made[index]
+                    if isinstance(result, BaseException):
+                        raise result
+                    item = self._validator.prepare(request.inputs, info, result)
+                else:
+                    item = self._validator.prepare(request.inputs, info)
                 if self._settings is RequestSettings.ALWAYS or (
                     info.parameters and self._settings is RequestSettings.WITH_PARAMETERS
                 ):
@@ -205,16 +250,8 @@ class Runner:
                     group = self._group(item)
                 else:
                     group = signature.group
-            except InputError as exc:
-                call.fail(index, exc, FailureKind.INPUT)
-                continue
-            except ContractError as exc:  # the hook's bug, not the client's
-                self._log_contract(exc, "preprocess", info.request_id)
-                call.fail(index, exc, FailureKind.INTERNAL)
-                continue
-            except Exception as exc:  # a crash in the hook (or here) is the server's fault, not the client's
-                LOG.exception("preprocess failed for request %r", info.request_id)
-                call.fail(index, GEError(f"preprocess failed: {type(exc).__name__}: {exc}"), FailureKind.INTERNAL)
+            except Exception as exc:
+                call.fail(index, *self._refusal(exc, "preprocess", f"request {info.request_id!r}"))
                 continue
             prepared[index] = item
             if not self._batching:
@@ -224,6 +261,45 @@ class Runner:
             else:
                 members.append(index)
         return alone or groups.items()
+
+    def _run_hook(
+        self, hook: _HookClock, side: str, arrays: list[dict[str, np.ndarray]], requests: Sequence[Request]
+    ) -> Sequence[Any] | GEError:
+        """``hook`` over ``requests`` (``arrays``: their tensors): each one's result, in order (its
+        tensors, or the exception that fails it alone), or the error that fails them all when the
+        hook raised or broke its contract (logged once)."""
+        try:
+            results = hook(arrays, [r.info for r in requests])
+            if not isinstance(results, Sequence) or len(results) != len(requests):
+                found = f"{len(results)} results" if isinstance(results, Sequence) else type(results).__name__
+                raise ContractError(
+                    f"{self._hook_sites[side][0]} returned {found} for {len(requests)} request(s); it must return "
+                    "one result per request, in order (its tensors, or the exception that fails it)"
+                )
+        except Exception as exc:  # named after the hook: it failed every request it had
+            name = self._hook_sites[side][0]
+            error, _ = self._refusal(exc, side, f"the {len(requests)} request(s) of a batch", name)
+            return error
+        return results
+
+    def _refusal(self, exc: Exception, side: str, about: str, name: str = "") -> tuple[GEError, FailureKind]:
+        """What a request gets for ``exc``, met preparing it (``side`` preprocess) or answering it
+        (postprocess), logged once where an operator must see it: the client's error (InputError)
+        is not; a hook's broken contract is, with where the hook is; anything unexpected is, with
+        its traceback, as ``name`` (default ``side``) failed. ``about``: which request(s)."""
+        pre = side == "preprocess"
+        if isinstance(exc, InputError):
+            return exc, FailureKind.INPUT if pre else FailureKind.POSTPROCESS
+        if isinstance(exc, ContractError):  # the hook's bug, not the client's
+            self._log_contract(exc, side, about)
+            return exc, FailureKind.INTERNAL if pre else FailureKind.POSTPROCESS
+        if isinstance(exc, GEError) and not pre:
+            return exc, FailureKind.POSTPROCESS
+        # a crash in the hook (or here) is the server's fault, not the client's
+        name = name or side
+        LOG.error("%s failed for %s", name, about, exc_info=exc)
+        kind = FailureKind.INTERNAL if pre else FailureKind.POSTPROCESS
+        return GEError(f"{name} failed: {type(exc).__name__}: {exc}"), kind
 
     def _group(self, item: Prepared) -> _Group:
         """The group of a prepared request: its signature's, unless unbatched values or engine
@@ -369,38 +445,46 @@ class Runner:
                 return False
         return True
 
-    def _finish(self, call: _Call, index: int, outputs: Arrays) -> None:
-        """Answer request ``index`` from its rows of the engine's outputs (batch axis first):
-        sequence state, the ``postprocess`` hook, the output contract."""
-        request = call.requests[index]
-        info = request.info
-        try:
-            if not self._layout.all_first:
-                outputs = {n: self._layout.from_batch_first(n, a) for n, a in outputs.items()}
-            if self._sequences is not None:
-                self._sequences.capture(info.correlation_id, info.flags, outputs)
-            result = outputs if self._postprocess is None else self._postprocess(dict(outputs), info)
-            answer = self._outputs(result, info, call.prepared[index].request_rows)  # type: ignore[union-attr]
-        except InputError as exc:
-            call.fail(index, exc, FailureKind.POSTPROCESS)
-            return
-        except ContractError as exc:
-            self._log_contract(exc, "postprocess", info.request_id)
-            call.fail(index, exc, FailureKind.POSTPROCESS)
-            return
-        except GEError as exc:
-            call.fail(index, exc, FailureKind.POSTPROCESS)
-            return
-        except Exception as exc:
-            LOG.exception("postprocess failed for request %r", info.request_id)
-            call.fail(index, GEError(f"postprocess failed: {type(exc).__name__}: {exc}"), FailureKind.POSTPROCESS)
-            return
-        call.succeed(index, answer)
+    def _finish(self, call: _Call, ready: list[tuple[int, Arrays]]) -> None:
+        """Answer each request of ``ready`` (index, its rows of the engine's outputs, batch axis
+        first): sequence state, the ``postprocess`` hook (once over them all), the output contract."""
+        requests, layout, sequences = call.requests, self._layout, self._sequences
+        indexes: list[int] = []
+        results: list[Any] = []
+        for index, outputs in ready:
+            info = requests[index].info
+            try:
+                if not layout.all_first:
+                    outputs = {n: layout.from_batch_first(n, a) for n, a in outputs.items()}
+                if sequences is not None:
+                    sequences.capture(info.correlation_id, info.flags, outputs)
+            except Exception as exc:
+                call.fail(index, *self._refusal(exc, "postprocess", f"request {info.request_id!r}"))
+                continue
+            indexes.append(index)
+            results.append(dict(outputs) if self._postprocess is not None else outputs)
+        if self._postprocess is not None and indexes:
+            made = self._run_hook(self._postprocess, "postprocess", results, [requests[i] for i in indexes])
+            if isinstance(made, GEError):  # the hook failed as a whole: every request with it
+                for index in indexes:
+                    call.fail(index, made, FailureKind.POSTPROCESS)
+                return
+            results = list(made)
+        for index, result in zip(indexes, results):
+            info = requests[index].info
+            try:
+                if isinstance(result, BaseException):
+                    raise result
+                answer = self._outputs(result, info, call.prepared[index].request_rows)  # type: ignore[union-attr]
+            except Exception as exc:
+                call.fail(index, *self._refusal(exc, "postprocess", f"request {info.request_id!r}"))
+                continue
+            call.succeed(index, answer)
 
-    def _log_contract(self, error: ContractError, hook: str, request_id: str) -> None:
+    def _log_contract(self, error: ContractError, side: str, about: str) -> None:
         """Once per failure, with where the hook is (its frame is gone by the time its result is checked)."""
-        where = self._hook_locations.get(hook)
-        LOG.error("request %r: %s%s", request_id, error, f"\n  the hook: {where}" if where else "")
+        where = self._hook_sites[side][1] if side in self._hook_sites else None
+        LOG.error("%s: %s%s", about, error, f"\n  the hook: {where}" if where else "")
 
     def _stop_service(self, cause: EngineError) -> None:
         with self._idle:
@@ -557,19 +641,25 @@ class _Call:
                 self._claimed[index] = 1
         requests = self.requests
         for index, outputs in fresh:
+            request = requests[index]
             try:
-                requests[index].respond(outputs, None)
+                request.respond(outputs, None)
             except Exception:  # the client may be gone; nothing else can be done for this request
-                LOG.exception("could not send the response of request %r", requests[index].info.request_id)
+                LOG.exception("could not send the response of request %r", request.info.request_id)
+            if request.info.context:  # what a preprocess left that nothing read
+                request.info.context.clear()
         if fresh:
             self._delivered(len(fresh))
 
     def _send(self, request: Request, outputs: Arrays | None, error: GEError | None) -> None:
+        """Answer ``request``; its context goes with the answer."""
         try:
             request.respond(outputs, error)
         except Exception:  # the client may be gone; nothing else can be done for this request
             LOG.exception("could not send the response of request %r", request.info.request_id)
         finally:
+            if request.info.context:
+                request.info.context.clear()
             self._delivered()
 
     def count_parts(self, plan: list[Chunk], members: list[int]) -> None:
@@ -664,6 +754,7 @@ class _Batch:
         except ValueError as exc:
             self.fail(EngineError(str(exc)), FailureKind.ENGINE)
             return
+        ready: list[tuple[int, Arrays]] = []
         rows: Arrays
         for part, rows in pieces:
             index = members[part.item]
@@ -674,7 +765,8 @@ class _Batch:
                 if complete is None:
                     continue
                 rows = complete
-            runner._finish(call, index, rows)
+            ready.append((index, rows))
+        runner._finish(call, ready)
 
     def _answer_rows(self, outputs: Arrays) -> None:
         """Each request's rows of each output it asked for, as they are, in one pass."""
@@ -686,7 +778,7 @@ class _Batch:
             try:
                 names = names_for(requests[index].info.requested_outputs)
             except ContractError:
-                runner._finish(call, index, outputs)  # which refuses it, naming the outputs
+                runner._finish(call, [(index, outputs)])  # which refuses it, naming the outputs
                 continue
             if chunk.batch_axis:
                 span = slice(part.target_start, part.target_start + part.count)
@@ -722,14 +814,16 @@ class _HookClock:
     """A hook that reports each call's time (returned or raised) as its phase, and keeps the
     time per thread so the phase around it (scatter, around postprocess) can leave it out."""
 
-    def __init__(self, hook: Hook, phase: Phase, observer: Observers) -> None:
+    def __init__(self, hook: BatchHook, phase: Phase, observer: Observers) -> None:
         self._hook, self._phase, self._report = hook, phase, observer.phase
         self._spent = threading.local()
 
-    def __call__(self, arrays: dict[str, np.ndarray], info: RequestInfo) -> Mapping[str, Any]:
+    def __call__(
+        self, arrays: list[dict[str, np.ndarray]], infos: list[RequestInfo]
+    ) -> Sequence[Mapping[str, Any] | BaseException]:
         started = time.perf_counter()
         try:
-            return self._hook(arrays, info)
+            return self._hook(arrays, infos)
         finally:
             seconds = time.perf_counter() - started
             self._spent.seconds = getattr(self._spent, "seconds", 0.0) + seconds

@@ -9,9 +9,9 @@ request, and only where the model needs it (``Signature.per_request``): finite v
 asked, UTF-8 text where the engine's strings are text, one value per request for an unbatched
 input, a rank-0 input unwrapped, a batch axis moved to the front.
 
-``Validator.prepare`` runs the ``preprocess`` hook (when the model has one) and injects sequence
-state first, so a hook's output is checked as a client's tensors are (a mismatch there is the
-hook's bug: ``ContractError``).
+``Validator.prepare`` takes what the ``preprocess`` hook made of a request (when the model has one;
+the runner calls the hook) and injects sequence state first, so a hook's output is checked as a
+client's tensors are (a mismatch there is the hook's bug: ``ContractError``).
 
 A rank-0 model input travels as ``[1]`` (Triton has no scalar tensors in a model without
 batching: ``dims: [1]``, and an empty ``reshape`` is refused there) and is handed to the engine
@@ -27,7 +27,7 @@ import numpy as np
 
 from ge_python_backend.errors import ContractError, InputError
 from ge_python_backend.serving.axes import Layout
-from ge_python_backend.serving.requests import Hook, RequestInfo
+from ge_python_backend.serving.requests import RequestInfo
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.specs import (
     ModelSpec,
@@ -103,7 +103,7 @@ class Validator:
         *,
         batching: bool,
         max_batch_size: int,
-        preprocess: Hook | None,
+        hooked: bool,
         sequences: SequenceStates | None,
         reject_nonfinite: bool,
         utf8_strings: bool = False,
@@ -115,7 +115,8 @@ class Validator:
         batched = [t for t in spec.inputs if layout.axis(t.name) is not None]
         self.has_batch_axis = bool(batched) and layout.batch_first_spec(spec).batch.kind != "none"
         self._max_batch_size = max_batch_size
-        self._preprocess = preprocess
+        #: a preprocess hook makes the engine's inputs (what it returns is checked, as its bug)
+        self._hooked = hooked
         self._sequences = sequences
         self._reject_nonfinite = reject_nonfinite
         self._utf8_strings = utf8_strings
@@ -126,10 +127,11 @@ class Validator:
         #: call that raised it (every request of that execute, their tensors) alive until the key comes again
         self._signatures: dict[Key, Signature | str] = {}
 
-    def prepare(self, inputs: Mapping[str, np.ndarray], info: RequestInfo) -> Prepared:
-        """The request's engine inputs; InputError naming the tensor when the client's is wrong,
+    def prepare(self, inputs: Mapping[str, np.ndarray], info: RequestInfo, made: Any = None) -> Prepared:
+        """The request's engine inputs: the client's ``inputs``, or what the preprocess hook ``made``
+        of them in a hooked model; InputError naming the tensor when the client's is wrong,
         ContractError when preprocess returned what the engine cannot take."""
-        if self._preprocess is None and self._sequences is None:
+        if not self._hooked and self._sequences is None:
             values: list[Any] = [inputs.get(name) for name in self._names]
             try:
                 key = tuple([None if v is None else (v.dtype, v.shape) for v in values])
@@ -147,8 +149,8 @@ class Validator:
             return self._finished(values, signature, request_rows)
         request_rows = _request_rows(inputs) if self._batching else None
         arrays: Any = inputs
-        if self._preprocess is not None:
-            arrays = self._preprocess(dict(inputs), info)
+        if self._hooked:
+            arrays = made
             if not isinstance(arrays, Mapping):
                 raise ContractError(
                     f"preprocess returned {type(arrays).__name__}; it must return a dict of the engine's inputs "
@@ -160,7 +162,7 @@ class Validator:
         try:
             signature = self._signature(values, _key(values))
         except TensorMismatch as exc:
-            if self._preprocess is None:
+            if not self._hooked:
                 raise
             raise ContractError(
                 f"preprocess returned {_summary(arrays)}, which the engine cannot take: {exc} (the engine's "

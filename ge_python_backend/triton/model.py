@@ -4,7 +4,8 @@ It reads each request's tensors once, and what the request path needs of it (its
 fields, parameters and requested outputs only where a hook, sequence state, the engine or several
 outputs read them), and hands the requests to the ``Runner`` (which validates, batches, runs the
 engine and answers each request). Answers are returned from ``execute`` in one reply; batches of
-several executes overlap across instances. Subclasses override ``preprocess`` and ``postprocess``.
+several executes overlap across instances. Subclasses override ``preprocess`` and ``postprocess``
+(per request) or ``preprocess_batch`` and ``postprocess_batch`` (per batch).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import atexit
 import json
 import logging
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from ge_python_backend.modelconfig.matching import compare_io, layout_problems, 
 from ge_python_backend.params import Parameter
 from ge_python_backend.serving.bls_errors import asks_for_code, tag_error
 from ge_python_backend.serving.observers import FailureKind, Observer
-from ge_python_backend.serving.requests import NO_INFO, Arrays, Request, RequestInfo, Respond
+from ge_python_backend.serving.requests import HOOKS, NO_INFO, Arrays, EachRequest, Request, RequestInfo, Respond
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.specs import ModelSpec, Tensor, format_shape
@@ -53,6 +54,10 @@ class GEModel:
 
             def postprocess(self, outputs, request):
                 return {"LABEL": top1(outputs["logits"])}
+
+    ``request.context`` carries what ``preprocess`` leaves for ``postprocess`` of the same request.
+    ``preprocess_batch``/``postprocess_batch`` take the place of a side's per-request hook where
+    its work is done once per batch (numpy over all the images, one BLS call).
 
     Subclasses may declare their own config parameters in ``extra_parameters``; their parsed
     values are in ``self.settings.extra``.
@@ -170,6 +175,7 @@ class GEModel:
         """Turn one request's input tensors into the engine's inputs. Default: unchanged.
 
         Raise ``InputError`` to refuse the request with a clear message (Triton INVALID_ARG).
+        What ``postprocess`` needs to know of this request goes in ``request.context``.
         """
         return inputs
 
@@ -179,6 +185,24 @@ class GEModel:
         Default: unchanged. May run on a slot's worker thread: keep it thread-safe.
         """
         return outputs
+
+    def preprocess_batch(
+        self, inputs: list[dict[str, np.ndarray]], requests: list[RequestInfo]
+    ) -> Sequence[Mapping[str, np.ndarray] | Exception]:
+        """The requests of one ``execute`` at once: each one's input tensors -> its engine inputs,
+        or the exception that refuses it alone (``InputError``: the client's fault), one per
+        request, in order. Raising fails them all. Default: ``preprocess`` on each request."""
+        return EachRequest(self.preprocess)(inputs, requests)  # type: ignore[return-value]
+
+    def postprocess_batch(
+        self, outputs: list[dict[str, np.ndarray]], requests: list[RequestInfo]
+    ) -> Sequence[Mapping[str, np.ndarray] | Exception]:
+        """The requests one engine batch answers (a request split between batches comes with its
+        last), at once: each one's rows of the engine's outputs -> its response tensors, or the
+        exception that fails it alone, one per request, in order. Raising fails them all. Runs on
+        a slot's worker thread, beside other batches' calls: keep it thread-safe. Default:
+        ``postprocess`` on each request."""
+        return EachRequest(self.postprocess)(outputs, requests)  # type: ignore[return-value]
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -257,7 +281,7 @@ class GEModel:
             self.engine.spec, settings.inputs, settings.outputs, batching=settings.batching, layout=settings.layout
         )
         self._check_io(spec)
-        hooked = self._hooked("preprocess") or self._hooked("postprocess")
+        hooked = bool(self._hooks())
         self._reads_sequence = hooked or settings.sequence_batching or bool(settings.sequence_state)
         self._reads_requested = hooked or len(settings.outputs) > 1
         self._reads_parameters = hooked or self.engine.request_settings is not RequestSettings.NONE
@@ -276,8 +300,7 @@ class GEModel:
             max_batch_size=settings.max_batch_size,
             outputs=declared_outputs(settings.config),
             # the default hooks change nothing: the runner skips them (and the dict copies they get)
-            preprocess=self.preprocess if self._hooked("preprocess") else None,
-            postprocess=self.postprocess if self._hooked("postprocess") else None,
+            **self._hooks(),
             layout=settings.layout,
             sequences=self._sequence_states(),
             reject_nonfinite=settings.reject_nonfinite,
@@ -324,14 +347,24 @@ class GEModel:
 
     @classmethod
     def _overridden(cls) -> frozenset[str]:
-        """The hooks this class replaces."""
+        """The sides of the model (``preprocess``: the engine's inputs, ``postprocess``: the
+        answers) a hook of this class makes, per request or per batch."""
         return frozenset(
-            hook for hook in ("preprocess", "postprocess") if getattr(cls, hook) is not getattr(GEModel, hook)
+            side
+            for side, names in HOOKS.items()
+            if any(getattr(cls, name) is not getattr(GEModel, name) for name in names)
         )
 
-    def _hooked(self, hook: str) -> bool:
-        """``hook`` does something: overridden by the class, or set on this instance."""
-        return hook in self._overridden() or hook in vars(self)
+    def _hooks(self) -> dict[str, Any]:
+        """The runner's hooks: per side, the batch hook where the class (or this instance) sets
+        one, else the per-request hook where it sets that; none where the defaults change nothing."""
+        hooks: dict[str, Any] = {}
+        for each, batch in HOOKS.values():
+            for name in (batch, each):
+                if getattr(type(self), name) is not getattr(GEModel, name) or name in vars(self):
+                    hooks[name] = getattr(self, name)
+                    break
+        return hooks
 
     def _check_io(self, spec: ModelSpec) -> None:
         """Without hooks, the config must describe the model's own tensors (state tensors are

@@ -47,7 +47,7 @@ def reference_model(onnx_file: Path, *, preprocess: Hook | None = None, postproc
                 Layout(),
                 batching=max_batch_size > 0,
                 max_batch_size=max_batch_size,
-                preprocess=preprocess,
+                hooked=preprocess is not None,
                 sequences=None,
                 reject_nonfinite=False,
                 utf8_strings=True,
@@ -68,7 +68,8 @@ def reference_model(onnx_file: Path, *, preprocess: Hook | None = None, postproc
             info = RequestInfo(request.request_id(), 0, 0, {}, tuple(request.requested_output_names()))
             inputs = {t.name(): t.as_numpy() for t in request.inputs()}
             try:
-                prepared = _hook("preprocess", self.validator.prepare, inputs, info)
+                made = None if preprocess is None else _hook("preprocess", preprocess, dict(inputs), info)
+                prepared = _hook("preprocess", self.validator.prepare, inputs, info, made)
                 rows = [
                     self._run({n: prepared[n][row : row + 1] for n in self.input_names}) for row in range(prepared.rows)
                 ]

@@ -1,7 +1,8 @@
 """The one request path against a deliberately simple reference executor
 (tests/support/reference_path.py: each request alone, each row alone, on ONNX Runtime called
 directly): random lists of good and bad requests of several signatures, batching on and off,
-batch gears on acl-sim, two execution slots, hooks; answers bitwise, errors by message and code."""
+batch gears on acl-sim, two execution slots, hooks per request and per batch; answers bitwise,
+errors by message and code."""
 
 from __future__ import annotations
 
@@ -46,6 +47,27 @@ class Hooked(GEModel):
         return doubled_sum(outputs, request)
 
 
+class BatchHooked(GEModel):
+    """Hooked's work over each batch: a request refused (or crashed on) has its error in its own
+    place, and the sums of an engine batch are doubled in one numpy pass."""
+
+    def preprocess_batch(self, inputs, requests):
+        results = []
+        for arrays, request in zip(inputs, requests):
+            try:
+                results.append(refuse_large(arrays, request))
+            except Exception as exc:
+                results.append(exc)
+        return results
+
+    def postprocess_batch(self, outputs, requests):
+        doubled = np.concatenate([each["sum"] for each in outputs]) * 2
+        bounds = np.cumsum([0] + [len(each["sum"]) for each in outputs])
+        return [
+            {"sum": doubled[start:end], "count": each["count"]} for each, start, end in zip(outputs, bounds, bounds[1:])
+        ]
+
+
 #: model kind -> (source, generate options, config parameters, GEModel class, reference hooks)
 KINDS = {
     "pair_batching_two_slots": ("pair", {"max_batch_size": 8}, {"streams": "2"}, Plain, {}),
@@ -56,6 +78,13 @@ KINDS = {
         {"max_batch_size": 8},
         {},
         Hooked,
+        {"preprocess": refuse_large, "postprocess": doubled_sum},
+    ),
+    "pair_batch_hooked": (
+        "pair",
+        {"max_batch_size": 8},
+        {"streams": "2"},
+        BatchHooked,
         {"preprocess": refuse_large, "postprocess": doubled_sum},
     ),
 }
