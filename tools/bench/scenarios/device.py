@@ -53,6 +53,7 @@ from tools.bench.repos import (
     config_folder,
     config_named,
     describe,
+    identity_folder,
     relu_model,
     written_config,
 )
@@ -138,6 +139,8 @@ def build(workdir: Path, args) -> tuple[Path, list[Case]]:
         for label, instances, devices in (("a_i1", 1, 1), ("a_i2_one", 2, 1), ("a_i2_two", 2, 2)):
             add(small, Config(label, "return", 1, instances), args.scaling_ms, devices)
     if "b" in parts:
+        identity_folder(repo)  # the host's floor: the Python backend answering without an engine
+        cases.append(Case("identity", "identity", 0.0, levels=("one",)))
         for d in args.device_ms:
             add(small, Config("default"), d, levels=("one", "top"))
             add(large, Config("default_large"), d, levels=("one", "top"))
@@ -158,7 +161,7 @@ def run(bench: Bench) -> Report:
     args = bench.args
     analyzer = perf_analyzer_binary(args.perf_analyzer)
     repo, cases = build(bench.workdir, args)
-    written = {c.label: written_config(repo / c.name) for c in cases}
+    written = {c.label: written_config(repo / c.name) for c in cases if c.label != "identity"}
     points: dict[tuple[str, int], list[dict]] = collections.defaultdict(list)
     groups: dict[float, list[Case]] = collections.defaultdict(list)
     for case in cases:
@@ -290,7 +293,7 @@ def scaling(cases: list[Case], points, args) -> list[Ratio]:
 def grid_tables(cases: list[Case], points, args, written) -> list[Table]:
     rows = []
     for case in cases:
-        if "one" not in case.levels:
+        if "top" not in case.levels or "one" not in case.levels:
             continue
         one, top = points[(case.name, "one")], points[(case.name, "top")]
         rows.append(
@@ -321,11 +324,21 @@ def grid_tables(cases: list[Case], points, args, written) -> list[Table]:
         "stubs CPU us/req",
         "avg batch",
     )
-    return [Table("(b) configurations on one device: medians (range) over the rounds", header, rows)]
+    floor = [p["p50_ms"] for p in points[("identity", "one")]]
+    title = (
+        "(b) configurations on one device: medians (range) over the rounds; the identity model.py (no engine: the "
+        f"host path's floor) answered c=1 with p50 {_spread(floor)} ms"
+    )
+    return [Table(title, header, rows)]
 
 
 def default_ratios(cases: list[Case], points, args) -> list[Ratio]:
-    ratios = []
+    ratios = [
+        Ratio(
+            "(b) identity model.py p50 at c=1 (ms): the host path's floor",
+            [p["p50_ms"] for p in points[("identity", "one")]],
+        )
+    ]
     for case in cases:
         if case.label not in ("default", "default_large"):
             continue
