@@ -99,7 +99,8 @@ class ResponseMode(Choice):
 #: inside ``execute``), and kill + reload cycles in sender mode aborted tritonserver
 #: (``boost::interprocess::lock_exception``); answers returned from ``execute`` end with "Stub
 #: process ... is not healthy" within seconds (docs/reliability.md). NPU engines get their
-#: overlap from several instances instead (``repository/generate.py``: DEFAULT_NPU_INSTANCES).
+#: overlap with the host from two instances instead (``repository/generate.py``: DEFAULT_NPU_INSTANCES;
+#: measured on the shared device, sender mode served no more: BENCHMARKS.md "Why the defaults").
 DEFAULT_RESPONSE_MODE = ResponseMode.RETURN
 
 
