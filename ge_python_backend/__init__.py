@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ge_python_backend.errors import ConfigError, EngineError, GEError, InputError, OmFormatError
 from ge_python_backend.params import Parameter
 from ge_python_backend.serving.requests import RequestInfo
-from ge_python_backend.specs import BatchSupport, ModelSpec, ShapeGear, TensorSpec
+from ge_python_backend.specs import BatchSupport, ModelSpec, ShapeGear, Tensor, TensorSpec
 from ge_python_backend.version import __version__
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ __all__ = [
     "Parameter",
     "RequestInfo",
     "ShapeGear",
+    "Tensor",
     "TensorSpec",
     "__version__",
     *sorted(name for name in _LAZY if name not in ("GEModel", "ModelHarness")),

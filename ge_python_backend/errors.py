@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 
 class GEError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -34,3 +36,18 @@ class EngineError(GEError):
 
 class OmFormatError(GEError):
     """A file is not a readable CANN offline model (.om)."""
+
+
+_Error = TypeVar("_Error", bound=BaseException)
+
+
+def detached(error: _Error) -> _Error:
+    """``error`` without its traceback and the exceptions it was raised from or while handling,
+    for an error kept or handed on after its handler: a traceback holds every frame it passed and
+    each frame its caller's, so an error that keeps one keeps that whole call alive (in the request
+    path: every request of an ``execute``, with its tensors) for as long as the error lives. Log
+    it first: the log is where its traceback belongs."""
+    error.__traceback__ = None
+    error.__context__ = None
+    error.__cause__ = None
+    return error

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -301,3 +301,26 @@ def batch_support_from_shapes(inputs: tuple[TensorSpec, ...], outputs: tuple[Ten
     if len(first_axes) == 1 and -1 not in first_axes:
         return BatchSupport("static", (first_axes.pop(),))
     return BatchSupport("none")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor a model's clients send or get, as its config declares it: ``dtype`` a Triton
+    data type (``FP32``, ``INT64``, ``BYTES`` for strings; ``TYPE_FP32`` spellings too), ``dims``
+    without the batch axis when the model batches (-1 for a variable size)."""
+
+    name: str
+    dtype: str
+    dims: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        dtype = self.dtype.removeprefix("TYPE_")
+        dtype = "BYTES" if dtype == "STRING" else dtype
+        if dtype not in NUMPY_DTYPES:
+            raise ValueError(f"tensor {self.name!r}: data type {self.dtype!r}; accepted: {', '.join(NUMPY_DTYPES)}")
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "dims", tuple(int(d) for d in self.dims))
+
+    def config_entry(self) -> dict[str, Any]:
+        """Its entry in Triton's JSON form of a model config."""
+        return {"name": self.name, "data_type": config_type(self.dtype), "dims": list(self.dims)}

@@ -71,7 +71,7 @@ fi
 mounted=()
 cleanup() {
     local index
-    for ((index = ${#mounted[@]} - 1; index >= 0; index--)); do umount -R "${mounted[index]}" 2>/dev/null || true; done
+    for ((index = ${#mounted[@]} - 1; index >= 0; index--)); do umount -R -l "${mounted[index]}" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 bind() {  # SOURCE TARGET [ro]

@@ -100,6 +100,29 @@ class ConfigFacts:
 
 
 @dataclass(frozen=True)
+class Spelling:
+    """How messages name the flags: atc-cmd's options (``--input-shape "x:..."``), or, where the
+    flags come from a parameter (``where``, e.g. "parameter 'atc_flags'"), ATC's own there
+    (``--input_shape=x:... in parameter 'atc_flags'``): a fix must be written where it goes."""
+
+    where: str = ""
+
+    def flag(self, name: str) -> str:
+        """ATC flag ``name`` (``input_shape``) as the user writes it here."""
+        return f"--{name}" if self.where else "--" + name.replace("_", "-")
+
+    def give(self, name: str, value: str) -> str:
+        """How to give flag ``name`` the value ``value``, as a fix says it."""
+        if self.where:
+            return f"--{name}={value} in {self.where}"
+        return f'--{name.replace("_", "-")} "{value}"'
+
+
+#: atc-cmd's own options
+ATC_CMD = Spelling()
+
+
+@dataclass(frozen=True)
 class AtcRequest:
     model: Path
     soc_version: str
@@ -116,6 +139,8 @@ class AtcRequest:
     insert_op_conf: Path | None = None
     #: further ATC flags, ``--name=value`` each, checked by ``parse_atc_flags``; emitted after the derived ones
     extra_flags: tuple[str, ...] = ()
+    #: how messages name the flags (where the user gave them)
+    spelling: Spelling = ATC_CMD
 
 
 @dataclass(frozen=True)
@@ -131,17 +156,18 @@ class AtcCommand:
 _LIST_FLAGS = ("--input_shape", "--dynamic_batch_size", "--dynamic_dims")
 
 
-def parse_input_shape(text: str) -> dict[str, tuple[int, ...]]:
-    """atc-cmd's ``--input-shape``: ATC's syntax in the given order, without shape ranges."""
-    shapes = atcflags.parse_input_shape(
-        text, "--input-shape", ranges_refused="atc-cmd emits fixed sizes, -1 batch axes and --dynamic-dims gears only"
-    )
+def parse_input_shape(text: str, spelling: Spelling = ATC_CMD) -> dict[str, tuple[int, ...]]:
+    """atc-cmd's ``--input-shape`` (or ATC's ``--input_shape`` given in ``spelling.where``): ATC's
+    syntax in the given order, without shape ranges."""
+    flag = f"{spelling.where}: --input_shape" if spelling.where else "--input-shape"
+    refused = f"the ATC command here takes fixed sizes, -1 batch axes and {spelling.flag('dynamic_dims')} gears only"
+    shapes = atcflags.parse_input_shape(text, flag, ranges_refused=refused)
     return {name: tuple(d for d in dims if isinstance(d, int)) for name, dims in shapes.items()}
 
 
-def parse_dynamic_dims(text: str) -> tuple[tuple[int, ...], ...]:
+def parse_dynamic_dims(text: str, spelling: Spelling = ATC_CMD) -> tuple[tuple[int, ...], ...]:
     """ATC's ``--dynamic_dims``: ``"1,20;2,40"`` -> ((1, 20), (2, 40)) (gears by ``;``, values by ``,``)."""
-    return atcflags.parse_gear_list(text, "--dynamic-dims")
+    return atcflags.parse_gear_list(text, f"{spelling.where}: --dynamic_dims" if spelling.where else "--dynamic-dims")
 
 
 #: ATC flags the command derives itself, and where they come from instead
@@ -164,7 +190,8 @@ def apply_atc_flags(request: AtcRequest, text: str, base_dir: Path, where: str) 
     ``--precision_mode(_v2)``) go into their fields, every other flag ATC defines is passed
     through; paths are taken relative to ``base_dir``. ConfigError naming ``where`` and the flag
     for what ATC does not define, what the builder derives, or a bad value."""
-    changes: dict[str, Any] = {}
+    spelling = Spelling(where)
+    changes: dict[str, Any] = {"spelling": spelling}
     extra: list[str] = []
     precision_given = False
     for name, value in atcflags.split_atc_flags(text, where):
@@ -174,9 +201,9 @@ def apply_atc_flags(request: AtcRequest, text: str, base_dir: Path, where: str) 
         if name in atcflags.PATH_FLAGS and value:
             value = str(Path(base_dir) / value)
         if name == "input_shape":
-            changes["input_shapes"] = parse_input_shape(value)
+            changes["input_shapes"] = parse_input_shape(value, spelling)
         elif name == "dynamic_dims":
-            changes["dynamic_dims"] = parse_dynamic_dims(value)
+            changes["dynamic_dims"] = parse_dynamic_dims(value, spelling)
         elif name == "input_format":
             changes["input_format"] = value
         elif name == "insert_op_conf":
@@ -302,11 +329,13 @@ def _input_shapes(
         if tensor.name in from_config:
             shape = _merge(tensor, shape, from_config[tensor.name], _source(config))
         if tensor.name in request.input_shapes:
-            shape = _merge(tensor, shape, tuple(request.input_shapes[tensor.name]), "--input-shape")
-        shapes[tensor.name] = _batch_axis(tensor.name, shape, gears, notes)
+            shape = _merge(
+                tensor, shape, tuple(request.input_shapes[tensor.name]), request.spelling.flag("input_shape")
+            )
+        shapes[tensor.name] = _batch_axis(tensor.name, shape, gears, notes, request.spelling)
         rest = [axis for axis, size in enumerate(shapes[tensor.name]) if size < 0 and axis > 0]
         if rest:
-            raise ConfigError(_unsized(tensor.name, shapes[tensor.name], rest, bool(gears)))
+            raise ConfigError(_unsized(tensor.name, shapes[tensor.name], rest, bool(gears), request.spelling))
     if len(gears) > 1 and all(shape[0] != -1 for shape in shapes.values()):
         listed = ", ".join(f"{n} {format_shape(s)}" for n, s in shapes.items())
         raise ConfigError(
@@ -321,10 +350,13 @@ def _check_names(request: AtcRequest, inputs: Sequence[TensorSpec]) -> None:
     names = [t.name for t in inputs]
     unknown = [n for n in request.input_shapes if n not in names]
     if unknown:
-        raise ConfigError(f"--input-shape names {unknown[0]!r}, which is not a model input; the model takes {names}")
+        raise ConfigError(
+            f"{request.spelling.flag('input_shape')} names {unknown[0]!r}, which is not a model input; the model "
+            f"takes {names}"
+        )
 
 
-def _unsized(name: str, shape: tuple[int, ...], axes: list[int], batch_gears: bool) -> str:
+def _unsized(name: str, shape: tuple[int, ...], axes: list[int], batch_gears: bool, spelling: Spelling) -> str:
     """What to do about axes without a size: a shape with a placeholder on each of them (never the
     shape that failed), or --dynamic-dims gears of them."""
     which = f"axis {axes[0]} has" if len(axes) == 1 else f"axes {', '.join(map(str, axes))} have"
@@ -332,13 +364,15 @@ def _unsized(name: str, shape: tuple[int, ...], axes: list[int], batch_gears: bo
     gears = ", instead of batch gears," if batch_gears else ""
     return (
         f"input {name!r} is {format_shape(shape)}: {which} no size, and ATC compiles only the batch axis as "
-        f'batch gears. Give a size (each <size> a number) with --input-shape "{name}:{fixed}", or{gears} compile '
-        f'the -1 axes as gears with --dynamic-dims "v,v,...;v,v,..." (one value per -1 axis of --input-shape, '
-        "in its order; at least two gears)"
+        f"batch gears. Give a size (each <size> a number) with {spelling.give('input_shape', f'{name}:{fixed}')}, "
+        f"or{gears} compile the -1 axes as gears with {spelling.give('dynamic_dims', 'v,v,...;v,v,...')} (one value "
+        f"per -1 axis of {spelling.flag('input_shape')}, in its order; at least two gears)"
     )
 
 
-def _batch_axis(name: str, shape: tuple[int, ...], gears: tuple[int, ...], notes: list[str]) -> tuple[int, ...]:
+def _batch_axis(
+    name: str, shape: tuple[int, ...], gears: tuple[int, ...], notes: list[str], spelling: Spelling
+) -> tuple[int, ...]:
     if not shape:
         raise ConfigError(  # option_utils.cc:317-322 (E10012)
             f"input {name!r} is a scalar; ATC refuses --dynamic_batch_size with a scalar input"
@@ -360,10 +394,15 @@ def _batch_axis(name: str, shape: tuple[int, ...], gears: tuple[int, ...], notes
             )
         return shape
     if shape[0] == -1:
+        fixed = f"a fixed size with {spelling.give('input_shape', f'{name}:1,...')}"
+        if spelling.where:
+            raise ConfigError(
+                f"input {name!r} has a dynamic batch axis ({format_shape(shape)}): set max_batch_size in the config "
+                f"(the batch gears follow it), or give {fixed}"
+            )
         raise ConfigError(
             f"input {name!r} has a dynamic batch axis ({format_shape(shape)}): give --batch-gears "
-            f"(e.g. 1,2,4,8), --config with max_batch_size, or a fixed size with --input-shape "
-            f"{name}:1,... (compiling at load: max_batch_size in the config, or --input_shape in atc_flags)"
+            f"(e.g. 1,2,4,8), --config with max_batch_size, or {fixed}"
         )
     return shape
 
@@ -371,7 +410,9 @@ def _batch_axis(name: str, shape: tuple[int, ...], gears: tuple[int, ...], notes
 def _input_format(request: AtcRequest, shapes: Mapping[str, tuple[int, ...]]) -> str:
     if request.input_format:
         if request.input_format not in INPUT_FORMATS:
-            raise ConfigError(f"--input-format {request.input_format!r}: accepted {', '.join(INPUT_FORMATS)}")
+            raise ConfigError(
+                f"{request.spelling.flag('input_format')} {request.input_format!r}: accepted {', '.join(INPUT_FORMATS)}"
+            )
         return request.input_format
     ranks = {len(shape) for shape in shapes.values()}
     return {frozenset({4}): "NCHW", frozenset({5}): "NCDHW"}.get(frozenset(ranks), "ND")
@@ -475,12 +516,14 @@ def _dims_command(
             "--dynamic_batch_size); put the batch axis into the dims gears as a -1 of --input-shape"
         )
     if aipp:
+        sp = request.spelling
         raise ConfigError(
-            "--dynamic-dims cannot be combined with --insert-op-conf: ATC refuses --dynamic_dims with AIPP "
+            f"{sp.flag('dynamic_dims')} cannot be combined with {sp.flag('insert_op_conf')}: ATC refuses "
+            "--dynamic_dims with AIPP "
             "(--dynamic_dims.md; multi_batch_options.cc)"
         )
     shapes = _dims_shapes(request, inputs, config, notes)
-    _check_dims(request.dynamic_dims, shapes)
+    _check_dims(request.dynamic_dims, shapes, request.spelling)
     for gear in request.dynamic_dims:
         values = iter(gear)
         expanded = ", ".join(
@@ -499,6 +542,7 @@ def _dims_shapes(
 ) -> dict[str, tuple[int, ...]]:
     """The inputs named in --input-shape, in its order, with the model's and the config's sizes merged in."""
     _check_names(request, inputs)
+    sp = request.spelling
     from_config = _config_shapes(config, inputs)
     merged: dict[str, tuple[int, ...]] = {}
     for tensor in inputs:
@@ -510,50 +554,52 @@ def _dims_shapes(
             fixed = [a for a, (have, want) in enumerate(zip(shape, given)) if want == -1 and have != -1]
             if len(given) == len(shape) and fixed:
                 raise ConfigError(
-                    f"--input-shape gives input {tensor.name!r} -1 on axis {fixed[0]}, which the model fixes at "
-                    f"{shape[fixed[0]]} ({format_shape(shape)}); only an axis without a size can be a "
-                    "--dynamic-dims axis"
+                    f"{sp.flag('input_shape')} gives input {tensor.name!r} -1 on axis {fixed[0]}, which the model "
+                    f"fixes at {shape[fixed[0]]} ({format_shape(shape)}); only an axis without a size can be a "
+                    f"{sp.flag('dynamic_dims')} axis"
                 )
-            shape = _merge(tensor, shape, tuple(given), "--input-shape")
+            shape = _merge(tensor, shape, tuple(given), sp.flag("input_shape"))
         merged[tensor.name] = shape
     unnamed = [t.name for t in inputs if t.name not in request.input_shapes and -1 in merged[t.name]]
     if unnamed:
         name = unnamed[0]
         raise ConfigError(
-            f"input {name!r} is {format_shape(merged[name])}: with --dynamic-dims every input with -1 axes must be "
-            f"named in --input-shape (ATC: 'All dynamic nodes must be set in --input_shape'); add "
+            f"input {name!r} is {format_shape(merged[name])}: with {sp.flag('dynamic_dims')} every input with -1 "
+            f"axes must be named in {sp.flag('input_shape')} (ATC: 'All dynamic nodes must be set in --input_shape'); "
+            "add "
             f'"{name}:..." with a size or -1 on each axis, at the place in the order you want'
         )
     static = [t.name for t in inputs if t.name not in request.input_shapes]
     if static:
         notes.append(
-            f"inputs {', '.join(static)} are not in --input-shape: ATC keeps their model shapes and they take "
-            "no part in the dims gears"
+            f"inputs {', '.join(static)} are not in {sp.flag('input_shape')}: ATC keeps their model shapes and "
+            "they take no part in the dims gears"
         )
     return {name: merged[name] for name in request.input_shapes}
 
 
-def _check_dims(gears: tuple[tuple[int, ...], ...], shapes: Mapping[str, tuple[int, ...]]) -> None:
+def _check_dims(gears: tuple[tuple[int, ...], ...], shapes: Mapping[str, tuple[int, ...]], spelling: Spelling) -> None:
     """ATC's checks of --dynamic_dims (multi_batch_options.cc:477-500, 613-655)."""
     listed = ";".join(",".join(map(str, g)) for g in gears)
+    dims, shape = spelling.flag("dynamic_dims"), spelling.flag("input_shape")
     per_input = {name: shape.count(-1) for name, shape in shapes.items() if -1 in shape}
     slots = sum(per_input.values())
     if not slots:
-        raise ConfigError(f"--dynamic-dims {listed}: --input-shape has no -1 axis; mark the axes the gears set with -1")
+        raise ConfigError(f"{dims} {listed}: {shape} has no -1 axis; mark the axes the gears set with -1")
     if not MIN_DIMS_GEARS <= len(gears) <= MAX_GEARS:
-        raise ConfigError(f"--dynamic-dims {listed}: {len(gears)} gear(s); ATC takes {MIN_DIMS_GEARS} to {MAX_GEARS}")
+        raise ConfigError(f"{dims} {listed}: {len(gears)} gear(s); ATC takes {MIN_DIMS_GEARS} to {MAX_GEARS}")
     layout = ", ".join(f"{name} {count}" for name, count in per_input.items())
     for gear in gears:
         if len(gear) != slots:
             raise ConfigError(
-                f"--dynamic-dims gear {','.join(map(str, gear))} has {len(gear)} value(s); --input-shape has {slots} "
+                f"{dims} gear {','.join(map(str, gear))} has {len(gear)} value(s); {shape} has {slots} "
                 f"-1 axes ({layout}, in that order), and each gear gives one value per -1 axis"
             )
         if any(v < 1 for v in gear):
-            raise ConfigError(f"--dynamic-dims gear {','.join(map(str, gear))}: every value must be >= 1")
+            raise ConfigError(f"{dims} gear {','.join(map(str, gear))}: every value must be >= 1")
     repeated = [g for i, g in enumerate(gears) if g in gears[:i]]
     if repeated:
-        raise ConfigError(f"--dynamic-dims {listed}: gear {','.join(map(str, repeated[0]))} is given twice")
+        raise ConfigError(f"{dims} {listed}: gear {','.join(map(str, repeated[0]))} is given twice")
 
 
 # ----- AIPP
@@ -567,7 +613,9 @@ def _aipp_configs(request: AtcRequest, inputs: Sequence[TensorSpec]) -> dict[str
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--insert-op-conf {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise ConfigError(
+            f"{request.spelling.flag('insert_op_conf')} {path}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     found = {}
     for config in parse_aipp_config(text, str(path)):
         if config.related_input_rank >= len(inputs):
@@ -588,20 +636,23 @@ def _aipp_arguments(
     """``--insert_op_conf`` after checking each config against its NCHW input (AippConfig.problems)."""
     if not aipp:
         return []
+    sp = request.spelling
     if "--input_format=NCHW" not in arguments:
         raise ConfigError(
-            "--insert-op-conf: ATC applies AIPP to a 4-D NCHW (or NHWC) input, and the --input_format here is not "
-            "NCHW; give --input-format NCHW"
+            f"{sp.flag('insert_op_conf')}: ATC applies AIPP to a 4-D NCHW (or NHWC) input, and the --input_format "
+            f"here is not NCHW; give {sp.give('input_format', 'NCHW')}"
         )
     for name, config in aipp.items():
         shape = shapes.get(name, ())
         if len(shape) != 4:
-            raise ConfigError(f"--insert-op-conf: input {name!r} is {format_shape(shape)}; AIPP needs a 4-D input")
+            raise ConfigError(
+                f"{sp.flag('insert_op_conf')}: input {name!r} is {format_shape(shape)}; AIPP needs a 4-D input"
+            )
         if config.aipp_mode is AippMode.STATIC:
             n, c, h, w = shape
             problems = config.problems((n, c, h, w))
             if problems:
-                raise ConfigError(f"--insert-op-conf: the AIPP of input {name!r}: " + "; ".join(problems))
+                raise ConfigError(f"{sp.flag('insert_op_conf')}: the AIPP of input {name!r}: " + "; ".join(problems))
     return [f"--insert_op_conf={request.insert_op_conf}"]
 
 
@@ -629,7 +680,9 @@ def compiled_spec(source: ModelSpec, request: AtcRequest) -> ModelSpec:
     for tensor in inputs:
         shape = tensor.shape
         if tensor.name in request.input_shapes:
-            shape = _merge(tensor, shape, tuple(request.input_shapes[tensor.name]), "--input-shape")
+            shape = _merge(
+                tensor, shape, tuple(request.input_shapes[tensor.name]), request.spelling.flag("input_shape")
+            )
         declared = from_config.get(tensor.name, ())
         if len(declared) == len(shape):  # the config's sizes fill the open axes; a contradiction is compare_io's
             shape = tuple(want if have == -1 else have for have, want in zip(shape, declared))
@@ -645,7 +698,7 @@ def compiled_spec(source: ModelSpec, request: AtcRequest) -> ModelSpec:
         outputs = tuple(replace(t, shape=fixed(t.shape)) for t in outputs)
     layout = request.input_format or ("NCHW" if {len(s) for s in shapes.values()} == {4} else "ND")
     compiled = tuple(
-        _aipp_image(tensor, shapes[tensor.name], layout, aipp[tensor.name])
+        _aipp_image(tensor, shapes[tensor.name], layout, aipp[tensor.name], request.spelling)
         if tensor.name in aipp
         else replace(tensor, shape=shapes[tensor.name], dim_names=(), ranges=())
         for tensor in inputs
@@ -668,7 +721,7 @@ def _compiled_gears(
     e.g. with a scalar input, has none: ATC refuses batch gears there)."""
     if request.dynamic_dims:
         order = [name for name in request.input_shapes if name in shapes]
-        _check_dims(request.dynamic_dims, {name: shapes[name] for name in order})
+        _check_dims(request.dynamic_dims, {name: shapes[name] for name in order}, request.spelling)
         dims_gears = []
         for gear in request.dynamic_dims:
             values = iter(gear)
@@ -693,10 +746,14 @@ def _fixed_batch(shapes: list[tuple[int, ...]]) -> BatchSupport:
     return BatchSupport("static", (firsts.pop(),)) if len(firsts) == 1 and -1 not in firsts else BatchSupport("none")
 
 
-def _aipp_image(tensor: TensorSpec, shape: tuple[int, ...], layout: str, config: AippConfig) -> TensorSpec:
+def _aipp_image(
+    tensor: TensorSpec, shape: tuple[int, ...], layout: str, config: AippConfig, spelling: Spelling
+) -> TensorSpec:
     """The UINT8 NHWC image input ATC puts in front of a 4-D network input with AIPP."""
     if len(shape) != 4:
-        raise ConfigError(f"--insert-op-conf: input {tensor.name!r} is {format_shape(shape)}; AIPP needs a 4-D input")
+        raise ConfigError(
+            f"{spelling.flag('insert_op_conf')}: input {tensor.name!r} is {format_shape(shape)}; AIPP needs a 4-D input"
+        )
     n, _, h, w = shape if layout != "NHWC" else (shape[0], shape[3], shape[1], shape[2])
     if config.aipp_mode is AippMode.DYNAMIC:
         dims: tuple[int, ...] = (n, -1, -1, -1)

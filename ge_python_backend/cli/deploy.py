@@ -121,7 +121,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     server.add_argument("--http-port", metavar="PORT", type=int, default=8000)
     server.add_argument("--grpc-port", metavar="PORT", type=int, default=8001)
     server.add_argument("--metrics-port", metavar="PORT", type=int, default=8002)
-    server.add_argument("--model-control-mode", metavar="MODE", default="none", help="none (default) or explicit")
+    server.add_argument(
+        "--model-control-mode",
+        metavar="MODE",
+        default="explicit",
+        help="explicit (default: the repository's models loaded at start, and serve reloads one that breaks) or "
+        "none (no in-pod recovery: a broken model fails the liveness probe and the container restarts)",
+    )
     access = parser.add_argument_group("access (docs/security.md)")
     access.add_argument(
         "--restricted-apis",

@@ -136,6 +136,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="largest shapes of the tensors of a shape-range .om without an upper bound (parameter acl_max_shapes); "
         "tensors unbounded only on the batch axis get max_batch_size there without it",
     )
+    parser.add_argument(
+        "--providers",
+        default="",
+        metavar="NAME,NAME,...",
+        help="engine onnxruntime: its execution providers in priority order (parameter onnxruntime_providers), "
+        "e.g. CUDAExecutionProvider,CPUExecutionProvider; a GPU provider (CUDA, TensorRT, ROCm) makes the "
+        "instances KIND_GPU, each on the GPU Triton places it on",
+    )
     parser.add_argument("--list-templates", action="store_true", help="list templates and exit")
 
 
@@ -173,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
         unbatched_inputs=args.unbatched_inputs,
         shapes=dict(args.shapes),
         max_shapes=args.max_shapes,
+        providers=args.providers,
     )
     result = generate(args.model, args.output, options)
     for folder in result.folders or (result.model_dir,):

@@ -26,6 +26,7 @@ from ge_python_backend.ops.access import (
 from ge_python_backend.ops.server import TritonServer, arguments_in_force
 from ge_python_backend.ops.supervised import SupervisedServer
 from ge_python_backend.ops.supervisor import RecoveryPolicy
+from ge_python_backend.triton.npu_ge import OUTPUT_DIR_ENV
 
 #: tritonserver's --model-control-mode values
 MODEL_CONTROL_MODES = ("none", "poll", "explicit")
@@ -176,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
             log_echo=sys.stdout if echo else None,
             stop_with_parent=True,
             front_metrics=True,
+            # tritonserver runs in serve's temporary folder: outputs of GE backend folders go where serve started
+            env={OUTPUT_DIR_ENV: os.environ.get(OUTPUT_DIR_ENV) or os.getcwd()},
         )
         policy = RecoveryPolicy(attempts=args.recovery_attempts, hang_s=args.hang_timeout)
         served = SupervisedServer(server, policy, recover=args.recovery == "on")
@@ -183,9 +186,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"starting tritonserver on {args.repository} (log: {where})", flush=True)
         served.start()
         _print_ready(served)
-        process = server.process
-        assert process is not None  # set by a start() that returned; cleared only by stop()
-        code = process.wait()
+        code = served.wait()  # restarts a tritonserver that dies, within the recovery policy
         print(f"tritonserver exited with code {code}: {server.failures()}", flush=True)
         return 1
     except Stopped as stop:

@@ -7,6 +7,7 @@ memory the slot owns and a steady load allocates nothing for inputs.
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
@@ -79,8 +80,27 @@ _ORT_TYPES = {
     "tensor(bfloat16)": "BF16",
 }
 
-#: Providers that take a device_id provider option.
-_DEVICE_PROVIDERS = {"CANNExecutionProvider", "CUDAExecutionProvider", "ROCMExecutionProvider"}
+#: Providers that take a device_id provider option (ONNX Runtime's provider options).
+_DEVICE_PROVIDERS = frozenset(
+    {"CANNExecutionProvider", "CUDAExecutionProvider", "ROCMExecutionProvider", "TensorrtExecutionProvider"}
+)
+#: Providers that run on a GPU: their instances are instance_group KIND_GPU, and each runs on the GPU
+#: Triton places it on (``model_instance_device_id``)
+GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "ROCMExecutionProvider", "TensorrtExecutionProvider"})
+#: the PyPI package whose onnxruntime has a provider (the package ``onnxruntime`` has the CPU's only)
+PROVIDER_PACKAGES = {
+    "CUDAExecutionProvider": "onnxruntime-gpu",
+    "TensorrtExecutionProvider": "onnxruntime-gpu",
+    "ROCMExecutionProvider": "onnxruntime-rocm",
+    "CANNExecutionProvider": "onnxruntime-cann",
+}
+
+
+def provider_options(requested: tuple[str, ...], device_id: int) -> list[tuple[str, dict[str, str]]]:
+    """The providers a session is created with: a device provider runs on ``device_id`` (the GPU
+    Triton placed a KIND_GPU instance on, else the instance's id from device_ids)."""
+    return [(p, {"device_id": str(device_id)}) if p in _DEVICE_PROVIDERS else (p, {}) for p in requested]
+
 
 #: ONNX Runtime's log severity "error" (0 verbose, 1 info, 2 warning, 3 error, 4 fatal).
 _ORT_LOG_ERROR = 3
@@ -172,7 +192,7 @@ def load_session(
             f"parameter 'onnxruntime_providers' names {', '.join(missing)}, which this onnxruntime build "
             f"does not have; available: {', '.join(sorted(available))}"
         )
-    providers = [(p, {"device_id": str(device_id)}) if p in _DEVICE_PROVIDERS else (p, {}) for p in requested]
+    providers = provider_options(tuple(requested), device_id)
     session_options = ort.SessionOptions()
     if quiet:
         session_options.log_severity_level = _ORT_LOG_ERROR
@@ -322,6 +342,41 @@ class OnnxRuntimeDriver(EngineDriver):
 
     def open(self, load: EngineLoad) -> OnnxRuntimeEngine:
         return OnnxRuntimeEngine(load.model_path, device_id=load.device_id, slots=load.slots, options=load.options)
+
+    def offline_warnings(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
+        """Providers the onnxruntime here lacks: the load refuses them unless the stub's Python
+        environment (ge-triton serve's, or the python3 first on tritonserver's PATH) has the package."""
+        requested = options.get("onnxruntime_providers", ())
+        ort = _import_onnxruntime()
+        available = ort.get_available_providers()
+        return [
+            f"parameter 'onnxruntime_providers' names {name}, which the onnxruntime {ort.__version__} of this Python "
+            f"lacks (it has {', '.join(available)}): the load fails unless the Python environment of the server's "
+            f"stub has {PROVIDER_PACKAGES.get(name, 'an onnxruntime build with it')}"
+            + (
+                f" (pip install {PROVIDER_PACKAGES[name]}, in place of onnxruntime)"
+                if name in PROVIDER_PACKAGES
+                else ""
+            )
+            for name in requested
+            if name not in available
+        ]
+
+    def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
+        """``onnxruntime_providers`` from ``--providers``, each a provider ONNX Runtime defines."""
+        text = given.get("onnxruntime_providers", "")
+        if not text:
+            return {}
+        known = _import_onnxruntime().get_all_providers()
+        for name in text.split(","):
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"; did you mean {close[0]}?" if close else f"; ONNX Runtime's: {', '.join(known)}"
+                raise ConfigError(f"--providers {text}: {name!r} is not an ONNX Runtime execution provider{hint}")
+        return {"onnxruntime_providers": text}
+
+    def on_gpu(self, options: Mapping[str, Any]) -> bool:
+        return any(name in GPU_PROVIDERS for name in options.get("onnxruntime_providers", ()))
 
 
 DRIVER = OnnxRuntimeDriver()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ge_python_backend.ascend.om.header import MAGIC as OM_MAGIC
 from ge_python_backend.ascend.resources import ModelResources
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.params import Choice, Parameter, parse_bool
+from ge_python_backend.params import Parameter, parse_bool
 
 if TYPE_CHECKING:
     from ge_python_backend.engines.base import CompileTarget, Engine
@@ -84,26 +84,6 @@ OM = ModelFormat("om", "CANN .om", "ge_python_backend.engines.offline:read_cann_
 ONNX = ModelFormat("onnx", "ONNX model", "ge_python_backend.engines.offline:read_onnx", suffix=".onnx")
 
 
-class ResponseMode(Choice):
-    """How GEModel answers: through response senders (batches overlap) or returned from execute."""
-
-    AUTO = "auto"
-    SENDER = "sender"
-    RETURN = "return"
-
-
-#: What ``response_mode: auto`` means, for every engine unless its EngineInfo says otherwise.
-#: ``return``: in Triton 24.10 a request whose answer waits in a response sender is never
-#: answered once the stub process dies (python_backend r24.10 has no code path that fails
-#: pending senders: ``python_be.cc`` ``RespondErrorToAllRequests`` serves only requests still
-#: inside ``execute``), and kill + reload cycles in sender mode aborted tritonserver
-#: (``boost::interprocess::lock_exception``); answers returned from ``execute`` end with "Stub
-#: process ... is not healthy" within seconds (docs/reliability.md). NPU engines get their
-#: overlap with the host from two instances instead (``repository/generate.py``: DEFAULT_NPU_INSTANCES;
-#: measured on the shared device, sender mode served no more: BENCHMARKS.md "Why the defaults").
-DEFAULT_RESPONSE_MODE = ResponseMode.RETURN
-
-
 @dataclass(frozen=True)
 class EngineLoad:
     """What an engine opens: ``model_path`` with ``slots`` execution contexts on ``device_id``;
@@ -144,10 +124,20 @@ class EngineDriver(ABC):
         found without opening it (``check``)."""
         return []
 
+    def offline_warnings(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
+        """What may fail the load of ``spec`` with ``options`` where the server's environment differs
+        from this one's (``check`` warns)."""
+        return []
+
     def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
         """The parameters a generated config needs to load ``spec`` with ``max_batch_size``
         (``given``: what the user asked for), for ``generate``."""
         return {}
+
+    def on_gpu(self, options: Mapping[str, Any]) -> bool:
+        """Whether ``options`` run the model on a GPU Triton places (instance_group KIND_GPU: the
+        instance runs on the GPU Triton names in ``initialize``)."""
+        return False
 
 
 @dataclass(frozen=True)
@@ -162,8 +152,6 @@ class EngineInfo:
     #: drives an NPU (or stands in for one): instance groups must be KIND_CPU, device ids are NPU ids
     npu: bool
     summary: str
-    #: what ``response_mode: auto`` resolves to for this engine
-    response_mode: ResponseMode = DEFAULT_RESPONSE_MODE
     #: "module:function" returning the pyACL module an acl-family engine drives
     pyacl: str = ""
     #: parameters of this engine besides those of ``module``
@@ -195,6 +183,11 @@ class EngineInfo:
         parameters a config sets, of which the engine's own are checked), found without opening it."""
         own = {p.name for p in self.own_parameters()}
         return self.driver().offline_problems({k: v for k, v in options.items() if k in own}, version_dir, spec)
+
+    def offline_warnings(self, options: Mapping[str, Any], version_dir: Path, spec: ModelSpec) -> list[str]:
+        """``EngineDriver.offline_warnings`` on this engine's own parameters of ``options``."""
+        own = {p.name for p in self.own_parameters()}
+        return self.driver().offline_warnings({k: v for k, v in options.items() if k in own}, version_dir, spec)
 
     def generated_parameters(self, spec: ModelSpec, max_batch_size: int, given: Mapping[str, str]) -> dict[str, str]:
         """The parameters of this engine a generated config needs (``EngineDriver.generated_parameters``)."""

@@ -209,22 +209,26 @@ def _best_per_image(found: Candidates, limit: int) -> np.ndarray:
 
 def nms(found: Candidates, iou_threshold: float) -> Candidates:
     """Greedy NMS over the whole batch: a box is dropped when a better-scoring box of the same
-    image and class overlaps it with IoU above ``iou_threshold``. The survivors, best first."""
-    order = np.argsort(-found.scores, kind="stable")
+    image and class overlaps it with IoU above ``iou_threshold``. The survivors, best first.
+
+    Boxes are sorted once by (image, class) and score; each group is suppressed on its own, so the
+    work grows with the boxes of a class in an image, not with the whole batch's."""
+    group = found.image * (int(found.classes.max(initial=0)) + 1) + found.classes
+    order = np.lexsort((-found.scores, group))
     boxes = found.boxes[order].astype(np.float64)
-    group = found.image[order] * (int(found.classes.max(initial=0)) + 1) + found.classes[order]
     areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    alive = np.ones(order.size, bool)
-    kept = []
-    for i in range(order.size):
-        if not alive[i]:
-            continue
-        kept.append(i)
-        rest = np.flatnonzero(alive[i + 1 :]) + i + 1
-        rest = rest[group[rest] == group[i]]
-        if rest.size:
-            alive[rest[_iou(boxes[i], areas[i], boxes[rest], areas[rest]) > iou_threshold]] = False
-    return found.take(order[np.asarray(kept, np.int64)])
+    starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
+    ends = np.r_[starts[1:], order.size]
+    kept: list[int] = []
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        alive = np.arange(start, end)
+        while alive.size:
+            best, alive = alive[0], alive[1:]
+            kept.append(best)
+            if alive.size:
+                alive = alive[_iou(boxes[best], areas[best], boxes[alive], areas[alive]) <= iou_threshold]
+    survivors = order[np.asarray(kept, np.int64)]
+    return found.take(survivors[np.argsort(-found.scores[survivors], kind="stable")])
 
 
 def _iou(box: np.ndarray, area: float, others: np.ndarray, areas: np.ndarray) -> np.ndarray:

@@ -4,8 +4,9 @@ serve runs tritonserver with its metrics endpoint on a loopback port of its own 
 metrics port itself, so one scrape target gives both tritonserver's series and serve's:
 
 - ``GET /metrics``: tritonserver's metrics page (``nv_*`` and GEModel's ``ge_*`` series), then the
-  supervisor's series (``ge_model_recoveries_total`` ...). 503 when tritonserver's page does not
-  answer (the scrape fails, as it would against tritonserver itself).
+  supervisor's series (``ge_model_recoveries_total`` ...). When tritonserver's page does not
+  answer (serve is restarting it), a comment line that says so and the supervisor's series: they
+  are what tells that story.
 - ``GET /health/ready``, ``GET /health/live``: 200 ``ready`` / ``live``, or 503 with one reason per
   line (``Supervisor.verdict``): what a Kubernetes httpGet probe reads (the kubelet keeps the body
   in the pod's events).
@@ -67,14 +68,15 @@ class Front:
         self._thread.join()
 
     def metrics(self) -> tuple[int, bytes]:
+        """The metrics page: tritonserver's, then the supervisor's series."""
         own = generate_latest(self.supervisor.registry)
         if self.triton_metrics is None:
             return 200, own
         try:
             with urllib.request.urlopen(self.triton_metrics, timeout=UPSTREAM_TIMEOUT_S) as response:
                 upstream = response.read()
-        except (urllib.error.URLError, OSError) as exc:
-            return 503, f"tritonserver's metrics ({self.triton_metrics}) did not answer: {exc}\n".encode()
+        except (urllib.error.URLError, OSError) as exc:  # e.g. while serve restarts it: serve's own series still count
+            return 200, f"# tritonserver's metrics ({self.triton_metrics}) did not answer: {exc}\n".encode() + own
         if upstream and not upstream.endswith(b"\n"):
             upstream += b"\n"
         return 200, upstream + own
@@ -94,7 +96,7 @@ class Front:
                 content_type = "text/plain; charset=utf-8"
                 if path == "/metrics":
                     status, body = front.metrics()
-                    content_type = CONTENT_TYPE_PLAIN_0_0_4 if status == 200 else content_type
+                    content_type = CONTENT_TYPE_PLAIN_0_0_4
                 elif path == "/health/ready":
                     status, body = front.health("ready")
                 elif path == "/health/live":

@@ -28,7 +28,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from ge_python_backend.ops.access import OPERATOR_APIS, Api
-from ge_python_backend.ops.server import TritonServer, error_text
+from ge_python_backend.ops.server import TritonServer, error_text, last_words
 from ge_python_backend.repository.config import mc, read_config_file
 
 #: What the load API answers when the config already failed at the repository poll.
@@ -104,7 +104,7 @@ def _load_one(server: TritonServer, repository: Path, model: str, timeout: float
         if status == 0:
             code = _exit_code(server)
             if code is not None:
-                last = _last_words(server.log_text()[log_start:])
+                last = last_words(server.log_text()[log_start:])
                 message = f"tritonserver itself died while loading it (exit code {code}){': ' + last if last else ''}"
             else:
                 message = f"the load did not finish within {timeout:.0f} s ({message})"
@@ -126,11 +126,6 @@ def _exit_code(server: TritonServer, grace: float = 10.0) -> int | None:
         return server.process.wait(grace)
     except subprocess.TimeoutExpired:
         return None
-
-
-def _last_words(log: str) -> str:
-    """What a dying tritonserver printed: the uncaught exception ("terminate called ...", "what(): ...")."""
-    return " ".join(line.strip() for line in log.splitlines() if "terminate called" in line or "what():" in line)
 
 
 def _served_config(server: TritonServer, model: str) -> dict[str, Any]:

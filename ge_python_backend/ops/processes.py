@@ -49,14 +49,29 @@ def _stat_fields(pid: int | str, proc: Path) -> list[str] | None:
     return text.rsplit(")", 1)[1].split()
 
 
-def parent_of(pid: int, proc: Path = PROC) -> int | None:
+def running(pid: int, proc: Path = PROC) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended)."""
     fields = _stat_fields(pid, proc)
-    return int(fields[1]) if fields else None
+    return fields is not None and fields[0] != "Z"
 
 
-def start_time(pid: int, proc: Path = PROC) -> int | None:
-    fields = _stat_fields(pid, proc)
-    return int(fields[19]) if fields else None
+def reap_adopted(keep: int | None, proc: Path = PROC) -> list[int]:
+    """Reap this process's ended children except ``keep`` (whose status its owner waits for); the
+    pids reaped. For a process that is PID 1 (serve in a container): the kernel hands it every
+    orphan, e.g. the lifeline of a stub that died, and nothing else would reap them."""
+    me = os.getpid()
+    reaped = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == keep:
+            continue
+        fields = _stat_fields(entry.name, proc)
+        if fields is not None and fields[0] == "Z" and int(fields[1]) == me:
+            try:
+                if os.waitpid(int(entry.name), os.WNOHANG)[0]:
+                    reaped.append(int(entry.name))
+            except ChildProcessError:
+                continue
+    return reaped
 
 
 def stubs_of(server_pid: int, proc: Path = PROC) -> list[Stub]:

@@ -137,11 +137,11 @@ def prepare_backends(install: TritonInstall, workspace: Path) -> Path:
 def python_based_backends(install: TritonInstall) -> list[str]:
     """The backends served by the Python backend's library in a ``prepare_backends`` folder.
 
-    Each gets its own ``shm-region-prefix-name`` per server: before python_backend r24.05 (commit
+    Each gets its own ``shm-region-prefix-name`` per server: before python_backend r24.04 (commit
     4d42111) a stub's region in /dev/shm is ``<prefix><n>``, n counting the server's instances from
     1 (r24.02 ``src/stub_launcher.cc:81-86``), so two tritonservers 24.02 on one host with the
     default prefix open each other's regions (a stub that cannot initialize its region, a double
-    free, a load that never ends). From r24.05 the region names end in a random UUID instead."""
+    free, a load that never ends). From r24.04 the region names end in a random UUID instead."""
     names = ["python", GE_BACKEND_NAME]
     if not (install.backends / NPU_GE_BACKEND_NAME).exists():
         names.append(NPU_GE_BACKEND_NAME)
@@ -314,12 +314,19 @@ class TritonServer:
             )
         self.exit_on_error = _true(last("exit-on-error", str(exit_on_error)))
         given = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
+        chosen = {port for port in given.values() if port is not None}
+        for option in given:  # free ports, distinct: two binds in a row may be given the same one
+            while given[option] is None:
+                port = free_port(address)
+                if port not in chosen:
+                    given[option] = port
+                    chosen.add(port)
         self.endpoints = tuple(
             Endpoint(
                 name,
                 option,
                 last(f"{option}-address", address),
-                int(last(f"{option}-port", str(given[option] or free_port(address)))),
+                int(last(f"{option}-port", str(given[option]))),
                 _true(last(f"allow-{option}", "true")),
             )
             for name, option in (("HTTP", "http"), ("gRPC", "grpc"), ("metrics", "metrics"))
@@ -453,10 +460,22 @@ class TritonServer:
                 f"repository that holds it ({self.model_repository.parent})"
             )
         self.check_ports()
+        return self._launch("wb")
+
+    def restart(self) -> TritonServer:
+        """Start again after tritonserver ended by itself: the same command line and ports (the
+        caller's endpoint on the metrics port stays), its log goes on in the same file."""
+        self.stop(timeout=0)
+        self._ready = False
+        return self._launch("ab")
+
+    def _launch(self, log_mode: Literal["wb", "ab"]) -> TritonServer:
+        #: where this run's lines start in the log file
+        self.log_offset = self.log_path.stat().st_size if log_mode == "ab" and self.log_path.exists() else 0
         install = self.install or find_tritonserver()
         backends = prepare_backends(install, self.workspace)
         try:
-            with self.log_path.open("wb") as log:
+            with self.log_path.open(log_mode) as log:
                 self.process = subprocess.Popen(
                     self.command(install, backends),
                     stdout=log if self.log_echo is None else subprocess.PIPE,
@@ -638,6 +657,11 @@ class TritonServer:
         except OSError:
             return ""
 
+    def last_words(self) -> str:
+        """What this run of tritonserver said as it died: the uncaught exception ("terminate called
+        ...", "what(): ...") or the signal it caught ("Signal (11) received.")."""
+        return last_words(self.log_text()[getattr(self, "log_offset", 0) :])
+
     def log_records(self) -> list[LogRecord]:
         """The messages of the server's log (``log_records``)."""
         return log_records(self.log_text())
@@ -698,6 +722,15 @@ def error_text(body: str) -> str:
     except (json.JSONDecodeError, AttributeError):
         text = body
     return text.split("\n\nAt:\n")[0].strip().rstrip(";").strip()
+
+
+def last_words(log: str) -> str:
+    """The lines of a dying tritonserver's log that say why (see ``TritonServer.last_words``)."""
+    return " ".join(
+        line.strip()
+        for line in log.splitlines()
+        if "terminate called" in line or "what():" in line or line.startswith("Signal (")
+    )
 
 
 def _connect_host(host: str) -> str:

@@ -7,9 +7,18 @@ serve`` runs, and what the tests and the soak run the same way.
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+import time
+
 from ge_python_backend.ops.front import Front
+from ge_python_backend.ops.processes import reap_adopted, running
 from ge_python_backend.ops.server import ServerError, TritonServer
 from ge_python_backend.ops.supervisor import RecoveryPolicy, Supervisor
+from ge_python_backend.triton.lifeline import LIFELINE_GRACE
+
+LOG = logging.getLogger(__name__)
 
 
 class SupervisedServer:
@@ -21,8 +30,13 @@ class SupervisedServer:
         if not server.front_metrics:
             raise ServerError("a supervised tritonserver needs front_metrics=True: serve answers its metrics port")
         self.server = server
-        self.supervisor = Supervisor(server, policy or RecoveryPolicy(), recovery_off=self._recovery_off(recover))
+        self.policy = policy or RecoveryPolicy()
+        self.supervisor = Supervisor(server, self.policy, recovery_off=self._recovery_off(recover))
         self.front: Front | None = None
+        self.recover = recover
+        self._stopping = False
+        #: times tritonserver was started again after it died
+        self.restarts = 0
 
     def _recovery_off(self, recover: bool) -> str:
         """Why the supervisor may not reload models ("" when it may)."""
@@ -47,13 +61,79 @@ class SupervisedServer:
                 self.front = Front(
                     endpoint.host, endpoint.port, self.supervisor, self.server.triton_metrics_url, self.server.health
                 ).start()
+            if os.getpid() == 1:  # a container's first process: orphans (a dead stub's lifeline) come here
+                threading.Thread(target=self._reap, name="ge-reaper", daemon=True).start()
         except BaseException:
             self.stop()
             raise
         return self
 
+    def wait(self) -> int:
+        """Serve until tritonserver ends for good; its exit code.
+
+        A tritonserver that dies by itself (a crash, an OOM kill: on Triton 24.02 a dead stub's
+        restart inside ``execute`` aborts it, python_be.cc:2433-2453) is started again with the
+        same command line and ports, once its stubs are gone (their lifelines remove their
+        shared memory). The policy's backoff and limit apply as to a model: after ``attempts``
+        restarts in a row, each within ``settle_s`` of the last, it is left dead."""
+        streak, restarted_at = 0, None
+        while True:
+            process = self.server.process
+            code = process.wait() if process is not None else 1
+            why = _death(code, self.server.last_words())
+            if self._stopping or not self.recover:
+                return code
+            now = time.monotonic()
+            streak = streak + 1 if restarted_at is not None and now - restarted_at < self.policy.settle_s else 0
+            if streak >= self.policy.attempts:
+                LOG.error(
+                    "supervisor: %s; it died %d times in a row, each within %g s of its restart: left so",
+                    why,
+                    streak + 1,
+                    self.policy.settle_s,
+                )
+                return code
+            served = self.supervisor.server_died(why)
+            delay = self.policy.backoff(streak)
+            LOG.warning(
+                "supervisor: %s; restarting it%s (restart %d of %d in a row)",
+                why,
+                f" in {delay:g} s" if delay else "",
+                streak + 1,
+                self.policy.attempts,
+            )
+            time.sleep(delay)
+            self._wait_for_stubs()
+            restarted_at = time.monotonic()
+            try:
+                self.server.restart()
+            except ServerError as exc:
+                LOG.error("supervisor: tritonserver did not start again: %s", exc)
+                continue
+            self.restarts += 1
+            self.supervisor.server_restarted(served)
+            LOG.warning(
+                "supervisor: tritonserver serves again, %.1f s after it died; models back: %s",
+                time.monotonic() - now,
+                ", ".join(sorted(served & self.supervisor.serving())) or "none",
+            )
+
+    def _reap(self) -> None:
+        while not self._stopping:
+            process = self.server.process
+            reap_adopted(keep=process.pid if process is not None else None)
+            time.sleep(1.0)
+
+    def _wait_for_stubs(self) -> None:
+        """Until the dead server's stubs are gone (each exits, or its lifeline ends it)."""
+        pids = {stub.pid for stub in self.supervisor.last_stubs()}
+        deadline = time.monotonic() + LIFELINE_GRACE + 2.0
+        while time.monotonic() < deadline and any(running(pid) for pid in pids):
+            time.sleep(0.1)
+
     def stop(self) -> None:
         """Supervisor, endpoint, then tritonserver (its workspace stays)."""
+        self._stopping = True
         self.supervisor.stop()
         if self.front is not None:
             self.front.stop()
@@ -72,3 +152,9 @@ class SupervisedServer:
             self.stop()
         else:
             self.close()
+
+
+def _death(code: int, last_words: str) -> str:
+    """How tritonserver died, in words."""
+    how = f"tritonserver died of signal {-code}" if code < 0 else f"tritonserver exited with code {code}"
+    return f"{how} ({last_words})" if last_words else how

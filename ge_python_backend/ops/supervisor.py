@@ -71,6 +71,7 @@ class Cause(Choice):
     STUB_DIED = "stub_died"  # its stub process ended without finalizing (killed, OOM, a native crash)
     STUB_HUNG = "stub_hung"  # its stub's heartbeat stopped while the process lives (killed first)
     ENGINE_FAILED = "engine_failed"  # GEModel's engine failed fatally (the device was lost)
+    SERVER_DIED = "server_died"  # tritonserver itself died (serve restarted it, every model with it)
 
 
 #: name -> (kind, help text, label names): the supervisor's own series, on serve's metrics endpoint
@@ -100,6 +101,7 @@ _CAUSE_TEXT = {
     Cause.STUB_DIED: "its dead stub",
     Cause.STUB_HUNG: "its hung stub",
     Cause.ENGINE_FAILED: "its failed engine",
+    Cause.SERVER_DIED: "tritonserver's death",
 }
 
 
@@ -120,8 +122,6 @@ class RecoveryPolicy:
     max_backoff_s: float = 30.0
     #: seconds a reload may take (a model that compiles at load takes minutes)
     load_timeout_s: float = 600.0
-    #: reload at all (False: report only; tritonserver refuses reloads outside explicit mode)
-    recover: bool = True
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -315,6 +315,8 @@ class Supervisor:
         self._reloads = 0  # every reload's note differs: the same config would not reload
         self._ready: Set[str] = frozenset()
         self.last_look = 0.0  # wall clock
+        #: why tritonserver is being restarted ("" while it runs)
+        self.server_down = ""
 
     def _metric(self, kind: Any, name: str) -> Any:
         _, text, labels = SUPERVISOR_METRICS[name]
@@ -339,7 +341,7 @@ class Supervisor:
     def _run(self) -> None:
         while not self._stop.wait(self.policy.interval_s):
             if not self.server.running():
-                return
+                continue  # serve restarts it (SupervisedServer.wait); nothing to look at meanwhile
             try:
                 self.look()
             except Exception:  # never let one bad look end the supervision
@@ -423,6 +425,38 @@ class Supervisor:
         worker = threading.Thread(target=work, name=f"ge-recover-{model}", daemon=True)
         self._workers[model] = worker
         worker.start()
+
+    # -- tritonserver itself --------------------------------------------------------------------
+
+    def serving(self) -> set[str]:
+        """The models READY at the last look."""
+        with self._lock:
+            return set(self._ready)
+
+    def last_stubs(self) -> list[Stub]:
+        """The stubs the last look found."""
+        with self._lock:
+            return list(self._stubs)
+
+    def server_died(self, why: str) -> set[str]:
+        """tritonserver died (``why``) and is being restarted: the models it served."""
+        with self._lock:
+            self.server_down = why
+            return set(self._ready)
+
+    def server_restarted(self, served: Set[str]) -> None:
+        """tritonserver runs again: forget the old stubs, look, count a recovery for each model of
+        ``served`` that is READY again."""
+        with self._lock:
+            self._stubs = []
+            for record in self.records.values():
+                record.retiring, record.pending = set(), None
+            self.server_down = ""
+        self.look()
+        for model in sorted(served & self._ready):
+            self._recoveries.labels(model=model, cause=Cause.SERVER_DIED.value).inc()
+            with self._lock:
+                self.records[model].recoveries += 1
 
     # -- recovering a model ---------------------------------------------------------------------
 
@@ -557,11 +591,14 @@ class Supervisor:
         Ready: tritonserver is ready and every model it serves is healthy. Live: tritonserver is
         live and no model is beyond recovery (a restart of the whole server is what is left)."""
         reasons = []
-        if server_status != 200:
+        if self.server_down:
+            if check == "ready":
+                reasons.append(f"tritonserver is being restarted: {self.server_down}")
+        elif server_status != 200:
             reasons.append(f"tritonserver's /v2/health/{check} answers {server_status or 'nothing'}")
         status = self.status()
         age = time.time() - status["last_look"]
-        if age > STALE_S:
+        if age > STALE_S and not self.server_down:
             reasons.append(f"the supervisor has not looked at tritonserver for {age:.0f} s")
         for model, state in status["models"].items():
             if state["unrecoverable"]:

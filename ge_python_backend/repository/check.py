@@ -596,6 +596,8 @@ class _ModelCheck:
             options = self._settings(config, parameters.extras or (), version_dir.name).engine_options
             for message in info.offline_problems(options, version_dir, spec):
                 self.error(self.config_path, message)
+            for message in info.offline_warnings(options, version_dir, spec):
+                self.warning(self.config_path, message)
         if parameters.readable and "ImageClassifier" in code.imported:
             self._check_classifier(config, parameters.extras or (), version_dir, spec)
         return info

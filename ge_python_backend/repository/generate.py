@@ -50,7 +50,7 @@ from ge_python_backend.triton.settings import CORE_PARAMETERS
 #: Instances (instance_group count) of a model on an NPU engine (acl, acl-sim) unless --instances
 #: says otherwise; 1 for the others. One NPU's AI Cores serve every instance on it (fidelity.md rows
 #: 150-152), so instances add no device throughput: they overlap the host's work with the device's.
-#: Answers are returned from execute (the registry's DEFAULT_RESPONSE_MODE), so one instance leaves
+#: Answers are returned from execute, so one instance leaves
 #: the device idle while the host forms, gathers and answers its batch; with two, one batch runs
 #: while the other instance does its host work. Measured on the simulator's shared device (python -m
 #: tools.bench device; BENCHMARKS.md "Why the defaults"): at 8 and 20 ms per batch of 8, 2 instances
@@ -113,6 +113,8 @@ class GenerateOptions:
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     #: --max-shapes: the largest shapes of unbounded shape-range tensors (the acl engines' acl_max_shapes)
     max_shapes: str = ""
+    #: --providers: engine onnxruntime's execution providers (onnxruntime_providers)
+    providers: str = ""
 
     def __post_init__(self) -> None:
         for flag, value, low in (
@@ -336,17 +338,15 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
     _add_scheduling(config, options, preferred)
     if options.version_policy:
         parse_version_policy(options.version_policy, config)
-    group = config.instance_group.add()
-    group.kind = mc.ModelInstanceGroup.KIND_CPU
-    group.count = options.instance_count or default_instances(engine_name, model)
+    engine_own = _engine_parameters(engine_name, model, spec, derived.max_batch_size, options)
     parameters = {"engine": engine_name, "streams": str(options.streams)}
-    parameters["device_ids"] = ",".join(str(d) for d in options.device_ids)
+    parameters |= _instance_group(config, engine_name, model, engine_own, options, notes)
     if options.states:
         parameters["sequence_state"] = ",".join(f"{p.input}={p.output}" for p in options.states)
         parameters["sequence_state_batch_axis"] = str(options.state_batch_axis)
     if options.unbatched_inputs:
         parameters["unbatched_inputs"] = ",".join(options.unbatched_inputs)
-    parameters.update(_engine_parameters(engine_name, model, spec, derived.max_batch_size, options))
+    parameters.update(engine_own)
     if options.streams > 1:
         notes.append(
             f"streams {options.streams}: answers are returned from execute, so the slots run only the batches of one "
@@ -439,10 +439,42 @@ def _engine_parameters(
     shape range, ``EngineInfo.generated_parameters``), from the flags that give them."""
     info = model.engine if engine_name == AUTO else engine_info(engine_name)
     given = {"acl_max_shapes": options.max_shapes} if options.max_shapes else {}
+    if options.providers:
+        given["onnxruntime_providers"] = options.providers
     parameters_needed = info.generated_parameters(spec, max_batch_size, given)
     if options.max_shapes and "acl_max_shapes" not in parameters_needed:
         raise ConfigError(f"--max-shapes applies to the acl engines; engine {info.name} does not take it")
+    if options.providers and "onnxruntime_providers" not in parameters_needed:
+        raise ConfigError(f"--providers applies to engine onnxruntime; engine {info.name} does not take it")
     return parameters_needed
+
+
+def _instance_group(
+    config: Any,
+    engine_name: str,
+    model: ModelFile,
+    engine_own: Mapping[str, str],
+    options: GenerateOptions,
+    notes: list[str],
+) -> dict[str, str]:
+    """Add the instance group: KIND_CPU on the NPUs of --device-ids (the parameter returned), or
+    KIND_GPU where the engine's generated parameters run the model on a GPU Triton places
+    (``EngineDriver.on_gpu``: ONNX Runtime's GPU providers)."""
+    info = model.engine if engine_name == AUTO else engine_info(engine_name)
+    own = {p.name: p for p in info.own_parameters()}
+    on_gpu = info.driver().on_gpu({k: own[k].read(v) for k, v in engine_own.items() if k in own})
+    group = config.instance_group.add()
+    group.kind = mc.ModelInstanceGroup.KIND_GPU if on_gpu else mc.ModelInstanceGroup.KIND_CPU
+    group.count = options.instance_count or default_instances(engine_name, model)
+    if not on_gpu:
+        return {"device_ids": ",".join(str(d) for d in options.device_ids)}
+    if options.device_ids != GenerateOptions.device_ids:
+        raise ConfigError(
+            "--device-ids places NPU instances; GPU instances (--providers) go where Triton places them "
+            "(instance_group gpus)"
+        )
+    notes.append("a GPU provider: the instances are KIND_GPU, each running on the GPU Triton places it on")
+    return {}
 
 
 def default_instances(engine_name: str, model: ModelFile) -> int:

@@ -76,7 +76,9 @@ class Profile:
 
     def describe(self) -> str:
         shapes = ", ".join(f"{n} {format_shape(s)}" for n, s in self.shapes.items())
-        if self.batch_sizes is not None:
+        if self.batch_sizes == ():
+            batches = "no batch axis, each request as it is"
+        elif self.batch_sizes is not None:
             batches = "batch " + "/".join(str(b) for b in self.batch_sizes)
         else:
             batches = "any batch" if self.limit is None else f"batch 1..{self.limit}"

@@ -23,11 +23,13 @@ REPEAT_LOG_INTERVAL = 60.0
 class Phase(Choice):
     """Where a batch's time goes."""
 
+    PREPROCESS = "preprocess"  # the preprocess hook, per request
     GATHER = "gather"
     HOST_TO_DEVICE = "host_to_device"
     EXECUTE = "execute"
     DEVICE_TO_HOST = "device_to_host"
     SCATTER = "scatter"
+    POSTPROCESS = "postprocess"  # the postprocess hook, per request
 
 
 class FailureKind(Choice):

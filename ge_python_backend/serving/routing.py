@@ -37,6 +37,8 @@ LOG = logging.getLogger(__name__)
 
 #: Seconds a member that answered "unavailable" is left alone before a readiness probe.
 DEFAULT_BACKOFF_S = 1.0
+#: How long ``close`` waits for the watch thread (woken at once; a readiness probe may hold it)
+WATCH_STOP_S = 2.0
 
 
 class SkipCause(Choice):
@@ -152,19 +154,6 @@ class Router:
         self._workers = ThreadPoolExecutor(max_workers=sum(m.limit for m in members), thread_name_prefix="ge-router")
         self._watch = threading.Thread(target=self._watch_loop, name="ge-router-watch", daemon=True)
         self._watch.start()
-
-    @property
-    def members(self) -> tuple[MemberLimit, ...]:
-        return tuple(s.limit for s in self._members)
-
-    def waiting(self) -> int:
-        """Requests waiting for a member to free."""
-        with self._lock:
-            return len(self._pending)
-
-    def rows_in_flight(self) -> dict[str, int]:
-        with self._lock:
-            return {s.limit.name: s.rows for s in self._members}
 
     # -- submitting ---------------------------------------------------------------------------
 
@@ -386,13 +375,14 @@ class Router:
 
     # -- closing ------------------------------------------------------------------------------
 
-    def close(self, timeout: float | None = None) -> None:
-        """Refuse what waits, let the requests at members finish (at most ``timeout`` s), stop the threads."""
+    def close(self) -> None:
+        """Refuse what waits and stop the threads; requests at members finish on their own threads
+        (without waiting for them here: a member that never answers must not hold an unload)."""
         with self._lock:
             self._closed = True
             pending, self._pending = list(self._pending), deque()
             self._wake.notify_all()
         self._observer.waiting(0)
         self._refuse_all([(job, RefusalCause.UNLOADING, "the router is unloading") for job in pending if not job.done])
-        self._watch.join(timeout)
-        self._workers.shutdown(wait=timeout is None or timeout > 0, cancel_futures=False)
+        self._watch.join(WATCH_STOP_S)
+        self._workers.shutdown(wait=False)

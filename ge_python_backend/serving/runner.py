@@ -32,13 +32,14 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
 from ge_python_backend.engines.base import Engine, RequestSettings, Slot
-from ge_python_backend.errors import ContractError, EngineError, GEError, InputError
+from ge_python_backend.errors import ContractError, EngineError, GEError, InputError, detached
 from ge_python_backend.serving.axes import Layout
 from ge_python_backend.serving.batching import (
     Chunk,
@@ -51,7 +52,7 @@ from ge_python_backend.serving.batching import (
 )
 from ge_python_backend.serving.observers import FailureKind, Observer, Observers, Phase
 from ge_python_backend.serving.outputs import DeclaredTensor, OutputContract
-from ge_python_backend.serving.requests import Arrays, Hook, Request, hook_location
+from ge_python_backend.serving.requests import Arrays, Hook, Request, RequestInfo, hook_location
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.serving.validation import Prepared, Validator
 from ge_python_backend.specs import ModelSpec, numpy_dtype, shape_fits
@@ -92,15 +93,15 @@ class Runner:
         self._spec = self._layout.batch_first_spec(model)
         self._whole = self._layout.whole_outputs(model)
         self._batching = batching
-        self._postprocess = postprocess
         self._sequences = sequences
         self._observer = Observers(observers)
+        self._postprocess = None if postprocess is None else _HookClock(postprocess, Phase.POSTPROCESS, self._observer)
         self._validator = Validator(
             model,
             self._layout,
             batching=batching,
             max_batch_size=max_batch_size,
-            preprocess=preprocess,
+            preprocess=None if preprocess is None else _HookClock(preprocess, Phase.PREPROCESS, self._observer),
             sequences=sequences,
             reject_nonfinite=reject_nonfinite,
             utf8_strings=engine.utf8_strings,
@@ -336,7 +337,8 @@ class Runner:
             self._observer.batch(chunk.rows, chunk.padding)
             started = time.perf_counter()
             batch.answer(outputs)
-            self._observer.phase(Phase.SCATTER, time.perf_counter() - started)
+            hooks = 0.0 if self._postprocess is None else self._postprocess.take()  # its own phase
+            self._observer.phase(Phase.SCATTER, time.perf_counter() - started - hooks)
         except Exception as exc:  # a bug here must still answer every request of the batch
             LOG.exception("internal error around a batch on slot %d", slot.index)
             batch.fail(GEError(f"internal error: {type(exc).__name__}: {exc}"), FailureKind.INTERNAL)
@@ -453,7 +455,7 @@ class _Group:
         try:
             self.profile: Profile | InputError = choose_profile(profiles, shapes)
         except InputError as exc:
-            self.profile = exc
+            self.profile = detached(exc)  # remembered: it must not keep the call that met it alive
         self.plans: dict[tuple[int, ...], list[Chunk] | InputError] = {}
 
     def plan(self, rows: tuple[int, ...]) -> list[Chunk] | InputError:
@@ -465,7 +467,7 @@ class _Group:
             try:
                 found = plan_group(range(len(rows)), rows, self.shapes, self.profile)
             except InputError as exc:  # rows the profile cannot take (an exact-batch model)
-                found = exc
+                found = detached(exc)  # remembered: it must not keep the call that met it alive
             if len(self.plans) >= _PLANS_REMEMBERED:
                 self.plans.clear()
             self.plans[rows] = found
@@ -532,8 +534,11 @@ class _Call:
             self._done.release()
 
     def fail(self, index: int, error: GEError, kind: FailureKind) -> None:
+        """Answer request ``index`` with ``error`` (logged already where it had to be), detached from
+        the frames that raised it: whoever keeps the answer must not keep this call alive with it."""
         if not self._claim(index):
             return
+        detached(error)
         request = self.requests[index]
         if self._sequences is not None:
             self._sequences.forget(request.info.correlation_id, str(error))
@@ -711,3 +716,27 @@ def _waves(requests: Sequence[Request]) -> list[list[Request]]:
 def _value_key(value: np.ndarray) -> tuple | bytes:
     """A hashable key equal for equal values (object arrays compare their elements, not pointers)."""
     return tuple(value.ravel().tolist()) if value.dtype == np.dtype(object) else value.tobytes()
+
+
+class _HookClock:
+    """A hook that reports each call's time (returned or raised) as its phase, and keeps the
+    time per thread so the phase around it (scatter, around postprocess) can leave it out."""
+
+    def __init__(self, hook: Hook, phase: Phase, observer: Observers) -> None:
+        self._hook, self._phase, self._report = hook, phase, observer.phase
+        self._spent = threading.local()
+
+    def __call__(self, arrays: dict[str, np.ndarray], info: RequestInfo) -> Mapping[str, Any]:
+        started = time.perf_counter()
+        try:
+            return self._hook(arrays, info)
+        finally:
+            seconds = time.perf_counter() - started
+            self._spent.seconds = getattr(self._spent, "seconds", 0.0) + seconds
+            self._report(self._phase, seconds)
+
+    def take(self) -> float:
+        """The seconds this thread spent in the hook since the last take."""
+        seconds = getattr(self._spent, "seconds", 0.0)
+        self._spent.seconds = 0.0
+        return seconds

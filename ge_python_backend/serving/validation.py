@@ -2,7 +2,7 @@
 
 What a request's engine inputs' names, data types and shapes decide is checked once per distinct
 *key* (each model input's data type and shape, or its absence) and remembered as a ``Signature``
-(or as the ``TensorMismatch`` that refuses it): present, data type, shape honouring -1 and the
+(or as the message of the ``TensorMismatch`` that refuses it): present, data type, shape honouring -1 and the
 model's shape ranges, not empty, rows agreeing between inputs and within ``max_batch_size``. A
 request whose key was seen before costs one dictionary lookup. What depends on values is done per
 request, and only where the model needs it (``Signature.per_request``): finite values when
@@ -121,7 +121,10 @@ class Validator:
         self._utf8_strings = utf8_strings
         self._axes = {tensor.name: layout.axis(tensor.name) for tensor in self._inputs}
         self._client_shapes = {tensor.name: self._client_shape(tensor) for tensor in self._inputs}
-        self._signatures: dict[Key, Signature | TensorMismatch] = {}
+        #: a refused key keeps its message, never the exception: a raised exception's traceback holds the
+        #: frames up to its handler, and each frame its caller's, so a remembered one would keep the whole
+        #: call that raised it (every request of that execute, their tensors) alive until the key comes again
+        self._signatures: dict[Key, Signature | str] = {}
 
     def prepare(self, inputs: Mapping[str, np.ndarray], info: RequestInfo) -> Prepared:
         """The request's engine inputs; InputError naming the tensor when the client's is wrong,
@@ -172,13 +175,13 @@ class Validator:
             try:
                 found = self._checked(values)
             except TensorMismatch as exc:
-                found = exc
+                found = str(exc)
             if len(self._signatures) >= _KEYS_REMEMBERED:
                 self._signatures.clear()
             self._signatures[key] = found
         if type(found) is Signature:
             return found
-        raise found.with_traceback(None)  # type: ignore[union-attr]  # one instance for every request of the key
+        raise TensorMismatch(found)
 
     def _checked(self, values: list[Any]) -> Signature:
         """The signature of ``values`` (one per model input, None when absent): every check that

@@ -30,12 +30,14 @@ ATC's own codes:
 
 What else sim-compile refuses (gears, shapes, AIPP) comes as E19999 with the simulator's
 message: ATC refuses the same things with codes of its own per check. Tuning flags are
-accepted and change nothing the simulation computes.
+accepted and change nothing the simulation computes. With ``DUMP_GE_GRAPH`` set it writes a graph
+dump where ATC writes its dumps (``DUMP_GRAPH_PATH``; ``_dump_graph``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 from collections.abc import Sequence
@@ -254,10 +256,28 @@ def compile_with(flags: dict[str, str]) -> Path:
         )
     except ConfigError as exc:
         raise AtcFailure("E19999", f"{exc} (acl-sim)") from None
+    _dump_graph(model, flags.get("device_id") or "0")
     if any(t.ranges for t in spec.inputs):  # the op-tiling .so's go into the file: named for their OS and CPU
         host = f"_{flags.get('host_env_os') or 'linux'}_{flags.get('host_env_cpu') or platform.machine()}"
         output = output.rename(Path(flags["output"] + host + ".om"))
     return output
+
+
+def _dump_graph(model: Path, device_id: str) -> None:
+    """With ``DUMP_GE_GRAPH`` set, write the parsed graph where ATC writes its graph dumps:
+    ``$DUMP_GRAPH_PATH/pid_<pid>_deviceid_<id>/`` (created if missing), else the working directory
+    (GE docs/zh/user_guides/env_vars/DUMP_GRAPH_PATH.md:5-18). ATC writes a file per compile stage
+    and format (``DUMP_GRAPH_LEVEL``, ``DUMP_GRAPH_FORMAT``); the simulator one text file,
+    ``ge_sim_<model>.txt``, so that where the dump goes is what is simulated."""
+    if not os.environ.get("DUMP_GE_GRAPH"):
+        return
+    import onnx
+
+    root = os.environ.get("DUMP_GRAPH_PATH")
+    folder = Path(root) / f"pid_{os.getpid()}_deviceid_{device_id}" if root else Path.cwd()
+    folder.mkdir(parents=True, exist_ok=True)
+    graph = onnx.load(str(model), load_external_data=False).graph
+    (folder / f"ge_sim_{model.stem}.txt").write_text(onnx.helper.printable_graph(graph) + "\n", encoding="utf-8")
 
 
 def usage() -> str:

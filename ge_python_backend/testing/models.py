@@ -325,12 +325,21 @@ def custom_operator(path: Path) -> Path:
     return path
 
 
-def yolo(path: Path, head: str, classes: int = 3, size: int = 64, stride: int = 8, batch: int | str = "batch") -> Path:
+def yolo(
+    path: Path,
+    head: str,
+    classes: int = 3,
+    size: int = 64,
+    stride: int = 8,
+    batch: int | str = "batch",
+    score_bias: float = 0.0,
+) -> Path:
     """A small detector with a real YOLO head layout: ``images`` FP32 [batch, 3, size, size] (RGB
     in [0, 1]) -> ``output0`` v5 [batch, cells, 5 + classes] (cx, cy, w, h, objectness, class
     scores) or v8 [batch, 4 + classes, cells] (cx, cy, w, h, class scores), one anchor per
     ``stride`` x ``stride`` cell. Centres sit in their cell (grid + sigmoid, times the stride), sizes
-    are up to six cells: neighbouring boxes overlap, so NMS has work to do."""
+    are up to six cells: neighbouring boxes overlap, so NMS has work to do. ``score_bias`` is added
+    to the class (and objectness) logits: negative, few anchors score high, as in a real image."""
     _, TensorProto, helper, numpy_helper = _onnx()
     rng = np.random.default_rng(11 if head == "v5" else 12)
     cells = (size // stride) ** 2
@@ -363,7 +372,12 @@ def yolo(path: Path, head: str, classes: int = 3, size: int = 64, stride: int = 
         [helper.make_tensor_value_info("output0", TensorProto.FLOAT, out_shape)],
         [
             numpy_helper.from_array(weights, "K"),
-            numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32) * 0.5, "B"),
+            numpy_helper.from_array(
+                (rng.standard_normal(channels) * 0.5 + np.r_[np.zeros(4), np.full(channels - 4, score_bias)]).astype(
+                    np.float32
+                ),
+                "B",
+            ),
             numpy_helper.from_array(np.array([0, channels, cells], np.int64), "flat"),
             numpy_helper.from_array(offset, "grid"),
             numpy_helper.from_array(scale, "scale"),

@@ -11,7 +11,7 @@ to r26.07, and the C++ module exports none), so each API is checked by itself:
   sender in the default mode (#364)"). r24.02 raises TritonModelException ("'get_response_sender'
   function must be called only when the model is using the decoupled transaction policy",
   ``src/infer_request.cc:416-426``); r24.06 and later return the sender (r24.10 ``:405-408``).
-  ``response_sender_supported`` probes it; GEModel then answers from ``execute`` instead.
+  ``response_sender_supported`` probes it for the router (GEModel always answers from ``execute``).
 
 The probe builds a BLS request object and asks for its sender; it never executes the request nor
 sends on the sender. Building a request is allowed in ``initialize`` (only ``exec`` is not,

@@ -26,6 +26,18 @@ Two guards, so that neither a held GIL nor a held mutex can keep a stub alive:
   stub ``LIFELINE_GRACE`` seconds to exit by itself, then kills it with SIGKILL. It needs neither
   the GIL nor any lock of the stub, so it also ends a stub whose threads are all stuck. It exits
   as soon as the stub does, and the stub ends it on ``finalize``.
+
+The lifeline also removes the stub's shared-memory region (``/dev/shm/<name>``, the stub's third
+argument) when the stub ends without finalizing, which nothing else does: tritonserver unlinks a
+region when it destroys the model instance, and never destroys the instance of a stub that died
+(24.10 keeps it) nor, when tritonserver itself died, anything. Measured before: 16 MiB
+(``shm-default-byte-size``) of /dev/shm, which is memory, left for good per killed stub and per
+stub of a killed server. It removes a region when the server is gone, or when the stub died under
+a live server and the region's name is a UUID (python_backend r24.05 and later, #351): one no
+server creates again. Python backend r24.02 names regions with a counter and, after a stub died,
+starts its replacement on the same name from ``execute`` (python_be.cc:2433-2453), so there only
+a dead server's regions go; a server started later counts from 1 again, and a region left under
+its name makes its stub fail ("Unable to initialize shared memory key").
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -53,6 +66,11 @@ LIFELINE_GRACE = RELEASE_TIMEOUT + 1.0
 #: how often the lifeline checks the stub and its server
 LIFELINE_POLL = 0.5
 STUB_EXECUTABLE = "triton_python_backend_stub"
+SHM_DIR = Path("/dev/shm")
+#: a stub's region: a file name in /dev/shm (the backend's prefix, e.g. triton_python_backend_shm_region_,
+#: or what --backend-config=python,shm-region-prefix-name sets, then a counter or a UUID)
+_REGION = re.compile(r"\w[\w.-]*")
+_UUID_REGION = re.compile(r".*[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 #: set once the server this process was started under is gone: nothing may be sent to it any more
 server_gone = threading.Event()
@@ -121,14 +139,29 @@ class ServerWatch:
             self._release()
 
 
-def start_lifeline(grace: float = LIFELINE_GRACE, poll: float = LIFELINE_POLL) -> subprocess.Popen | None:
+def own_region() -> str:
+    """This stub's shared-memory region (its third argument); "" outside a stub."""
+    if not in_stub():
+        return ""
+    try:
+        argv = Path("/proc/self/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return ""
+    return os.fsdecode(argv[2]) if len(argv) > 2 else ""
+
+
+def start_lifeline(
+    grace: float = LIFELINE_GRACE, poll: float = LIFELINE_POLL, region: str | None = None
+) -> subprocess.Popen | None:
     """Start this process's lifeline (see the module docstring); None, with a warning, when no
-    Python interpreter is found to run it."""
+    Python interpreter is found to run it. ``region``: the shared-memory region it removes when
+    the stub ends without finalizing (default: this stub's own)."""
     python = sys.executable or shutil.which("python3")
     if not python:
         LOG.warning("no Python interpreter to run the lifeline; if tritonserver dies, the stub may outlive it")
         return None
-    command = [python, "-I", "-S", __file__, str(os.getpid()), str(_server_pid), str(grace), str(poll)]
+    region = own_region() if region is None else region
+    command = [python, "-I", "-S", __file__, str(os.getpid()), str(_server_pid), str(grace), str(poll), region or "-"]
     try:
         return subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True
@@ -155,29 +188,47 @@ def parent_of(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
-def lifeline(stub: int, server: int, grace: float, poll: float) -> None:
+def lifeline(stub: int, server: int, grace: float, poll: float, region: str = "") -> None:
     """The lifeline's loop, in a child of ``stub``: return when the stub is gone; kill it when it
-    outlives ``server`` by ``grace`` seconds.
+    outlives ``server`` by ``grace`` seconds; remove its shared-memory ``region`` when it ended
+    without finalizing (a finalize ends the lifeline first), as the module docstring says.
 
     The stub is alive exactly while it is this process's parent (a dead process's children are
     reparented at once), so the kill never reaches a process that reused its pid; with a pidfd
     (Linux 5.3) it could not even in between."""
     handle = _pidfd(stub)  # opened before the check below, so it is the stub's if that passes
-    if os.getppid() != stub:
-        return
-    while parent_of(stub) == server:
+    while os.getppid() == stub and parent_of(stub) == server:
         time.sleep(poll)
-        if os.getppid() != stub:
-            return
+    if os.getppid() != stub:  # the stub is gone: it died, or exited once its server was gone
+        if _UUID_REGION.fullmatch(region) or not _running(server):
+            remove_region(region)
+        return
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and os.getppid() == stub:
         time.sleep(min(poll, 0.1))
-        if os.getppid() != stub:
-            return
-    if handle is not None:
-        signal.pidfd_send_signal(handle, signal.SIGKILL)
-    elif os.getppid() == stub:
-        os.kill(stub, signal.SIGKILL)
+    if os.getppid() == stub:
+        if handle is not None:
+            signal.pidfd_send_signal(handle, signal.SIGKILL)
+        else:
+            os.kill(stub, signal.SIGKILL)
+        while os.getppid() == stub:  # until the kernel has ended it
+            time.sleep(0.01)
+    remove_region(region)
+
+
+def remove_region(region: str, folder: Path = SHM_DIR) -> None:
+    """Unlink a stub's region by its name (a plain file name in ``folder``, nothing else)."""
+    if _REGION.fullmatch(region):
+        with contextlib.suppress(OSError):
+            (folder / region).unlink()
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _pidfd(pid: int) -> int | None:
@@ -192,4 +243,4 @@ if __name__ == "__main__":
     # with its stub.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    lifeline(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]))
+    lifeline(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5].strip("-"))

@@ -3,11 +3,8 @@
 It reads each request's tensors once, and what the request path needs of it (its id, sequence
 fields, parameters and requested outputs only where a hook, sequence state, the engine or several
 outputs read them), and hands the requests to the ``Runner`` (which validates, batches, runs the
-engine and answers each request). Answers are returned from ``execute`` in one reply, or, with
-parameter ``response_mode: sender``, go through each request's response sender, so ``execute``
-returns as soon as the batch is on a free execution slot (overlap, at a risk in Triton 24.10: see
-``engines.registry.DEFAULT_RESPONSE_MODE``). Subclasses override ``preprocess`` and
-``postprocess``.
+engine and answers each request). Answers are returned from ``execute`` in one reply; batches of
+several executes overlap across instances. Subclasses override ``preprocess`` and ``postprocess``.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from ge_python_backend.ascend.atc import ConfigFacts
-from ge_python_backend.engines import Engine, ResponseMode, engine_info, open_engine, resolve_auto
+from ge_python_backend.engines import Engine, engine_info, open_engine, resolve_auto
 from ge_python_backend.engines.base import RequestSettings
 from ge_python_backend.engines.compile import compile_for
 from ge_python_backend.engines.registry import AUTO, COMPILE_SOURCES
@@ -37,7 +34,7 @@ from ge_python_backend.serving.observers import FailureKind, Observer
 from ge_python_backend.serving.requests import NO_INFO, Arrays, Request, RequestInfo, Respond
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.serving.sequences import SequenceStates
-from ge_python_backend.specs import ModelSpec, format_shape
+from ge_python_backend.specs import ModelSpec, Tensor, format_shape
 from ge_python_backend.triton import capabilities, lifeline, logbridge
 from ge_python_backend.triton.metrics import TritonMetrics
 from ge_python_backend.triton.settings import ModelSettings, auto_complete, declared_outputs, read_settings
@@ -63,6 +60,11 @@ class GEModel:
 
     #: Config parameters a subclass accepts besides the built-in ones.
     extra_parameters: tuple[Parameter, ...] = ()
+    #: The tensors clients send, for a subclass whose ``preprocess`` makes the engine's inputs, and
+    #: the tensors they get, for one whose ``postprocess`` makes the answers: auto-complete writes
+    #: them into a config that declares none (as PyTriton's ``inputs=``/``outputs=``).
+    inputs: tuple[Tensor, ...] = ()
+    outputs: tuple[Tensor, ...] = ()
 
     settings: ModelSettings
     engine: Engine
@@ -85,6 +87,7 @@ class GEModel:
         try:
             cls.adapt_config(config, version_dir)
             filled = auto_complete(config, version_dir, cls.extra_parameters, cls._overridden())
+            filled += cls._declared_io(config)  # after: declared inputs alone would mean max_batch_size 0
         except GEError as exc:  # what the user must fix: the message says what
             raise pb_utils.TritonModelException(f"model {name!r}: auto-complete: {exc}") from None
         except Exception as exc:  # a bug: one line for the load error, the stub logs the traceback
@@ -118,35 +121,24 @@ class GEModel:
         self.log_info(
             f"{self.settings.instance_name}: {self.engine.describe()}, device {self.settings.device_id}, "
             f"max_batch_size {self.settings.max_batch_size}; answers "
-            + ("through response senders" if self._answer_through_sender else "returned from execute")
+            + "returned from execute"
             + "; runs "
             + "; ".join(p.describe() for p in self.runner.profiles)
         )
 
     def execute(self, requests: list) -> list:
-        """Hand the requests to the runner and answer each one.
-
-        Response mode "sender": answers go through each request's response sender, so this returns
-        as soon as the batch is handed to a free slot and the next batch forms meanwhile (what an
-        NPU, or S > 1 slots, turn into overlap). Mode "return": wait and return the answers, one
-        IPC message for the whole batch (cheapest when the engine computes on the server's own
-        CPU cores, where there is nothing to overlap).
-        """
-        sender = self._answer_through_sender
+        """Hand the requests to the runner and return their answers, one IPC message for the whole
+        batch (response senders were measured to serve no more on a shared NPU and lose requests when a
+        stub dies: docs/reliability.md)."""
         responses: list = [None] * len(requests)
         readable = []
         for index, request in enumerate(requests):
-            respond = (
-                _through_sender(request.get_response_sender(), request)
-                if sender
-                else partial(_respond_into, responses, index, request)
-            )
-            item = self._request(request, respond)
+            item = self._request(request, partial(_respond_into, responses, index, request))
             if item is not None:
                 readable.append(item)
         if self.settings.log_verbosity >= 1:
             pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: {len(requests)} request(s)")
-        self.runner.submit(readable, wait=not sender)
+        self.runner.submit(readable, wait=True)
         return responses
 
     def is_ready(self) -> bool:
@@ -265,18 +257,6 @@ class GEModel:
             self.engine.spec, settings.inputs, settings.outputs, batching=settings.batching, layout=settings.layout
         )
         self._check_io(spec)
-        mode = settings.response_mode
-        if mode is ResponseMode.AUTO:
-            mode = engine_info(self.engine.name).response_mode
-        if mode is ResponseMode.SENDER and not capabilities.response_sender_supported(pb_utils):
-            self.log_warn(
-                f"{settings.instance_name}: response_mode sender needs Triton 24.06 or later (python_backend "
-                f"{capabilities.SENDER_SINCE}: response senders in non-decoupled models); this one has none, so "
-                f"answers are returned from execute. Lost: overlap, execute waits for its batches "
-                f"({settings.slots} slot(s) run only the batches of one execute at a time)"
-            )
-            mode = ResponseMode.RETURN
-        self._answer_through_sender = mode is ResponseMode.SENDER
         hooked = self._hooked("preprocess") or self._hooked("postprocess")
         self._reads_sequence = hooked or settings.sequence_batching or bool(settings.sequence_state)
         self._reads_requested = hooked or len(settings.outputs) > 1
@@ -331,6 +311,18 @@ class GEModel:
         return SequenceStates(settings.sequence_state, initial, settings.sequence_idle_timeout)
 
     @classmethod
+    def _declared_io(cls, config: dict[str, Any]) -> list[str]:
+        """The class's ``inputs``/``outputs`` written into ``config`` (Triton's JSON form) where
+        it has none and the hook that makes that side is overridden; one line each."""
+        filled = []
+        overridden = cls._overridden()
+        for side, hook, tensors in (("input", "preprocess", cls.inputs), ("output", "postprocess", cls.outputs)):
+            if tensors and hook in overridden and not config.get(side):
+                config[side] = [tensor.config_entry() for tensor in tensors]
+                filled.append(f"{side}s {', '.join(t.name for t in tensors)} as the class declares them")
+        return filled
+
+    @classmethod
     def _overridden(cls) -> frozenset[str]:
         """The hooks this class replaces."""
         return frozenset(
@@ -346,6 +338,19 @@ class GEModel:
         the model's business, not the client's), and a batching config must fit where the model
         keeps each tensor's batch."""
         settings = self.settings
+        overridden = self._overridden()
+        for side, hook, declared in (
+            ("input", "preprocess", settings.inputs),
+            ("output", "postprocess", settings.outputs),
+        ):
+            if hook in overridden and not declared:
+                raise ConfigError(
+                    f"{type(self).__name__} overrides {hook}, so the config must declare the {side}s clients "
+                    f"{'send' if side == 'input' else 'get'}, and it declares none: add them to config.pbtxt "
+                    f'({side} {{ name: "..." data_type: TYPE_... dims: [...] }}), or declare them on the class '
+                    f'({side}s = (Tensor("NAME", "FP32", (dims,)),), from ge_python_backend import Tensor) for '
+                    "auto-complete to write"
+                )
         states = frozenset(name for pair in settings.sequence_state for name in (pair.input, pair.output))
         problems = compare_io(
             spec,
@@ -354,7 +359,7 @@ class GEModel:
             batching=settings.batching,
             layout=settings.layout,
             states=states,
-            overrides=self._overridden(),
+            overrides=overridden,
         )
         problems += layout_problems(spec, settings.layout, max_batch_size=settings.max_batch_size)
         if problems:
@@ -364,13 +369,17 @@ class GEModel:
         """What the request path and the hooks know of a request. Fields nobody reads are not
         fetched from Triton (the hot path): correlation ID and flags serve sequences and hooks, the
         requested outputs a model with several outputs or hooks, the parameters hooks and an
-        engine with settings per request (a plain model's requests share ``NO_INFO``)."""
+        engine with settings per request (a plain model's requests share ``NO_INFO``, and so do
+        those without parameters to an engine that reads only them)."""
         parameters = request.parameters() if self._reads_parameters else ""
+        empty = not parameters or parameters == "{}"
+        if empty and not (self._reads_sequence or self._reads_requested):
+            return NO_INFO
         return RequestInfo(
             request.request_id(),
             request.correlation_id() if self._reads_sequence else 0,
             request.flags() if self._reads_sequence else 0,
-            json.loads(parameters) if parameters and parameters != "{}" else {},
+            {} if empty else json.loads(parameters),
             tuple(request.requested_output_names()) if self._reads_requested else (),
         )
 
@@ -473,11 +482,3 @@ def _respond_into(responses: list, index: int, request: Any, outputs: Arrays | N
         responses[index] = pb_utils.InferenceResponse([tensor(n, a) for n, a in outputs.items()])  # type: ignore[union-attr]
     else:
         responses[index] = _error_response(error, request)
-
-
-def _through_sender(sender: Any, request: Any) -> Respond:
-    def respond(outputs: Arrays | None, error: GEError | None) -> None:
-        if lifeline.server_alive():  # a send to a dead server would wait for it forever
-            sender.send(_response(outputs, error, request), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-
-    return respond

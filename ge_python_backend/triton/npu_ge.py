@@ -44,6 +44,16 @@ GE_OPTION_DEFAULTS = {
 }
 #: GE's graph dump, as their dump_graph "1" sets it (model_state.cpp:66-91); ATC reads the same variables
 DUMP_GRAPH_ENV = {"DUMP_GE_GRAPH": "2", "DUMP_GRAPH_LEVEL": "2", "PRINT_MODEL": "1"}
+#: the folder their outputs relative to the server's working directory go to (dump_graph's
+#: ./dump_graph, profiling "true"'s ./profiling): ``ge-triton serve`` sets it to the folder it was
+#: started in, since tritonserver's working directory is serve's temporary folder, removed at exit
+OUTPUT_DIR_ENV = "GE_TRITON_OUTPUT_DIR"
+
+
+def output_dir() -> Path:
+    """Where the GE backend's ./dump_graph and ./profiling go: ``$GE_TRITON_OUTPUT_DIR``, else the
+    server's working directory (theirs: the working directory, model_state.cpp:66-118)."""
+    return Path(os.environ.get(OUTPUT_DIR_ENV) or Path.cwd()).absolute()
 
 
 @dataclass
@@ -92,6 +102,11 @@ def _ge_option(key: str, value: str, into: Translation) -> None:
 
 def _instance_exec_blocks(key: str, value: str, into: Translation) -> None:
     # their graph sessions (streams) per instance (model_instance_state.cpp:307-316): our streams
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(
+            f"parameter {key!r} has value {value!r}; the GE backend takes an integer >= 1 (graph sessions per "
+            "instance, here execution slots: parameter streams)"
+        )
     into.parameters["streams"] = value
     into.notes.append(f"{key}={value} -> streams {value} (execution slots per instance)")
 
@@ -111,7 +126,7 @@ def _static_model(key: str, value: str, into: Translation) -> None:
 
 def _dump_graph(key: str, value: str, into: Translation) -> None:
     if _on(key, value):
-        into.env |= DUMP_GRAPH_ENV | {"DUMP_GRAPH_PATH": str(Path.cwd() / "dump_graph")}
+        into.env |= DUMP_GRAPH_ENV | {"DUMP_GRAPH_PATH": str(output_dir() / "dump_graph")}
         into.notes.append(f"{key}=1 -> ATC dumps GE graphs to {into.env['DUMP_GRAPH_PATH']}")
 
 
@@ -131,10 +146,12 @@ def _profiling(key: str, value: str, into: Translation) -> None:
     if value not in ("true", "dynamic"):
         raise ConfigError(f"parameter {key!r} has value {value!r}; the GE backend takes true or dynamic")
     into.env["PROFILING_MODE"] = value
+    where = ""
     if value == "true":
-        options = {"output": str(Path.cwd() / "profiling"), "training_trace": "on", "task_trace": "on"}
+        options = {"output": str(output_dir() / "profiling"), "training_trace": "on", "task_trace": "on"}
         into.env["PROFILING_OPTIONS"] = "{" + ", ".join(f'"{k}":"{v}"' for k, v in options.items()) + "}"
-    into.notes.append(f"{key}={value} -> PROFILING_MODE={value} for CANN")
+        where = f", results in {options['output']}"
+    into.notes.append(f"{key}={value} -> PROFILING_MODE={value} for CANN{where}")
 
 
 #: the GE backend's own parameters (model_state.cpp:123-125, 404-437) that are not ours
@@ -169,18 +186,27 @@ def translate(parameters: Mapping[str, str], backend_config: Mapping[str, str], 
     done = Translation()
     ours = _ours()
     ge_keys = {k: v for k, v in backend_config.items() if k not in PYTHON_BACKEND_KEYS}
-    for key, value in {**ge_keys, **parameters}.items():
-        if key in HANDLERS:
-            HANDLERS[key](key, value, done)
-        elif key in ours:
-            done.parameters[key] = value
-        elif key.startswith(("ge.", *GE_SCOPES)):
-            _ge_option(key, value, done)
-        else:
-            raise ConfigError(
-                f"unknown parameter {key!r} (value {value!r}): neither one of the GE backend's (device_ids, "
-                f"{', '.join(HANDLERS)}, ge.* options) nor one of ours"
-            )
+    merged = _slots({**ge_keys, **parameters}, parameters, done)
+    for key, value in merged.items():
+        came = (
+            ""
+            if key in parameters
+            else f" (from --backend-config={BACKEND_NAME},{key}=... on tritonserver's command line)"
+        )
+        try:
+            if key in HANDLERS:
+                HANDLERS[key](key, value, done)
+            elif key in ours:
+                done.parameters[key] = value
+            elif key.startswith(("ge.", *GE_SCOPES)):
+                _ge_option(key, value, done)
+            else:
+                raise ConfigError(
+                    f"unknown parameter {key!r} (value {value!r}): neither one of the GE backend's (device_ids, "
+                    f"{', '.join(HANDLERS)}, ge.* options) nor one of ours"
+                )
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}{came}") from None
     if done.atc_flags:
         given = done.parameters.get("atc_flags", "")
         done.parameters["atc_flags"] = " ".join([given, *map(shlex.quote, done.atc_flags)]).strip()
@@ -201,6 +227,33 @@ def folder_parameters(backend: str, parameters: Mapping[str, str], version_dir: 
     if backend != BACKEND_NAME:
         return dict(parameters)
     return translate(parameters, {}, version_dir).parameters
+
+
+def _slots(merged: dict[str, str], parameters: Mapping[str, str], into: Translation) -> dict[str, str]:
+    """``merged`` without the one of instance_exec_blocks and streams that does not decide the
+    execution slots per instance: both set them, so the model's own wins over a --backend-config
+    key, and two different values in the model config are refused."""
+    blocks, streams = merged.get("instance_exec_blocks"), merged.get("streams")
+    if blocks is None or streams is None or blocks == streams:
+        return merged
+    if "instance_exec_blocks" in parameters and "streams" in parameters:
+        raise ConfigError(
+            f"parameters 'instance_exec_blocks' ({blocks}) and 'streams' ({streams}) both set the execution slots "
+            "per instance; give one"
+        )
+    loser, winner = (
+        ("streams", "instance_exec_blocks")
+        if "instance_exec_blocks" in parameters
+        else (
+            "instance_exec_blocks",
+            "streams",
+        )
+    )
+    into.notes.append(
+        f"{loser}={merged[loser]} from --backend-config gives way to the model's {winner}={merged[winner]}: "
+        f"streams {merged[winner]} (execution slots per instance)"
+    )
+    return {k: v for k, v in merged.items() if k != loser}
 
 
 def _first_model_file(version_dir: Path) -> str:

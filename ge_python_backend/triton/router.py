@@ -44,7 +44,6 @@ from typing import Any
 
 import triton_python_backend_utils as pb_utils
 
-from ge_python_backend.engines.registry import ResponseMode
 from ge_python_backend.errors import ConfigError, GEError
 from ge_python_backend.serving.bls_errors import ERROR_CODE_PARAMETER, asks_for_code, read_member_error, tag_error
 from ge_python_backend.serving.routing import Job, Router
@@ -52,6 +51,7 @@ from ge_python_backend.triton import capabilities, lifeline, logbridge
 from ge_python_backend.triton.metrics import RouterMetrics
 from ge_python_backend.triton.router_settings import (
     DEFAULT_BLS_THREADS,
+    ResponseMode,
     RouterSettings,
     bls_threads,
     return_mode_instances,
@@ -181,6 +181,14 @@ class RouterModel:
         """Forward ``request`` to ``member``: None once it is answered, or why the member was unavailable."""
         try:
             parameters = json.loads(request.parameters() or "{}")
+            unsent = next((k for k, v in parameters.items() if not isinstance(v, (bool, int, str))), None)
+            if unsent is not None:  # pb_utils.InferenceRequest refuses other types (pb_stub.cc:1638-1645)
+                message = (
+                    f"request parameter {unsent!r} is {parameters[unsent]!r}: the router forwards bool, integer and "
+                    "string parameters only (what BLS carries)"
+                )
+                answer(self._error(f"router {self.settings.name!r}: {message}", "INVALID_ARG", tag))
+                return None
             parameters[ERROR_CODE_PARAMETER] = True
             forwarded = pb_utils.InferenceRequest(
                 model_name=member,
@@ -223,12 +231,10 @@ class RouterModel:
         return pb_utils.InferenceResponse(error=pb_utils.TritonError(text, value))
 
     def _release(self) -> None:
-        if getattr(self, "_router", None) is not None:
-            assert self._router is not None
-            self._router.close(timeout=lifeline.RELEASE_TIMEOUT)
+        if self._router is not None:
+            self._router.close()
             self._router = None
-        if getattr(self, "_metrics", None) is not None:
-            assert self._metrics is not None
+        if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ge_python_backend.engines.registry import ResponseMode
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.modelconfig.files import config_dict, read_config_file
 from ge_python_backend.modelconfig.members import (
@@ -21,7 +20,15 @@ from ge_python_backend.modelconfig.members import (
     parse_limits,
     router_io,
 )
-from ge_python_backend.params import Parameter, parse_bool, parse_enum, parse_float, parse_list, parse_parameters
+from ge_python_backend.params import (
+    Choice,
+    Parameter,
+    parse_bool,
+    parse_enum,
+    parse_float,
+    parse_list,
+    parse_parameters,
+)
 from ge_python_backend.serving.routing import MemberLimit
 from ge_python_backend.triton.settings import TRITON_PARAMETERS
 
@@ -29,6 +36,15 @@ from ge_python_backend.triton.settings import TRITON_PARAMETERS
 #: (r24.02 ``src/python_be.cc:2113``, r24.10 ``:1981``)
 DEFAULT_BLS_THREADS = 32
 _POOL_FLAG = "thread-pool-size="
+
+
+class ResponseMode(Choice):
+    """How the router answers: through response senders (execute returns at once) or returned from execute."""
+
+    AUTO = "auto"
+    SENDER = "sender"
+    RETURN = "return"
+
 
 ROUTER_PARAMETERS = (
     Parameter(

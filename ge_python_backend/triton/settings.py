@@ -18,7 +18,6 @@ import numpy as np
 
 from ge_python_backend.ascend.atc import ConfigFacts
 from ge_python_backend.engines import (
-    ResponseMode,
     auto_candidates,
     detect_format,
     engine_choices,
@@ -35,7 +34,6 @@ from ge_python_backend.params import (
     Parameter,
     parse_bool,
     parse_choice,
-    parse_enum,
     parse_float,
     parse_int,
     parse_list,
@@ -52,6 +50,21 @@ from ge_python_backend.specs import ModelSpec, TensorSpec, api_type
 RELOAD_PARAMETER = "ge_triton_reload"
 #: Parameters read by Triton's Python backend itself, or set by serve; accepted and left alone.
 TRITON_PARAMETERS = ("EXECUTION_ENV_PATH", "FORCE_CPU_ONLY_INPUT_TENSORS", RELOAD_PARAMETER)
+
+
+def parse_response_mode(raw: str) -> str:
+    """``return`` (``auto`` is the same); ``sender`` is refused, saying what to use instead."""
+    if raw in ("return", "auto"):
+        return "return"
+    if raw == "sender":
+        raise ValueError(
+            "response senders were removed: on a shared NPU they served no more than answers returned from "
+            "execute, and requests waiting in a sender are lost when a stub dies; remove the parameter (return is "
+            "the default) and give the model several instances (instance_group count, as ge-triton generate "
+            "writes for NPU engines) for batches in flight at once"
+        )
+    raise ValueError("")
+
 
 CORE_PARAMETERS = (
     Parameter(
@@ -91,13 +104,12 @@ CORE_PARAMETERS = (
     ),
     Parameter(
         "response_mode",
-        parse_enum(ResponseMode),
-        ResponseMode.AUTO,
-        "auto, sender or return",
-        "return: answers returned from execute (one IPC message per batch); sender: answered through response "
-        "senders, execute returns once the batch is on a slot (the batches of one instance overlap), an opt-in: in "
-        "Triton 24.10 requests pending in senders are never answered if the stub process dies, and before 24.06 it "
-        "falls back to return; auto: the engine's default, return for every built-in engine",
+        parse_response_mode,
+        "return",
+        "return or auto (the same)",
+        "answers are returned from execute, one IPC message per batch; the batches of several executes overlap "
+        "across instances (instance_group count). sender is refused: it showed no measured advantage on a shared "
+        "NPU and leaves requests unanswered when a stub dies",
     ),
     Parameter(
         "reject_nonfinite",
@@ -178,11 +190,11 @@ class ModelSettings:
     outputs: tuple[TensorSpec, ...]
     engine: str
     model_file: str
+    #: the NPU (device_ids, round-robin by instance) or, for a KIND_GPU instance, the GPU Triton placed it on
     device_id: int
     slots: int
     #: instances of this model on ``device_id`` (this one included): what the device limits are checked for
     instances_on_device: int
-    response_mode: ResponseMode
     reject_nonfinite: bool
     log_verbosity: int
     metrics: bool
@@ -291,6 +303,14 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
     name = args.get("model_instance_name", config.get("name", ""))
     index = instance_index(name, config.get("instance_group") or ())
     device_ids = values["device_ids"] or (values["device_id"] or 0,)
+    device_id = instance_device(device_ids, index)
+    if args.get("model_instance_kind") == "GPU":  # Triton placed this instance on a GPU: the engine runs there
+        if values["device_id"] is not None or values["device_ids"] is not None:
+            raise ConfigError(
+                "instance_group KIND_GPU: Triton places each instance on a GPU of instance_group gpus; parameters "
+                "'device_id' and 'device_ids' place NPU instances (KIND_CPU): remove them"
+            )
+        device_id = int(args.get("model_instance_device_id") or 0)
     engine_names = {p.name for p in engine_declared}
     model_dir = Path(args.get("model_repository", "."))
     version = args.get("model_version", "1")
@@ -321,10 +341,9 @@ def read_settings(args: Mapping[str, str], extra_parameters: Iterable[Parameter]
         outputs=_io_specs(config.get("output", ()), "output"),
         engine=values["engine"],
         model_file=values["model_file"],
-        device_id=instance_device(device_ids, index),
+        device_id=device_id,
         slots=values["streams"],
         instances_on_device=_instances_on(device_ids, index, config),
-        response_mode=values["response_mode"],
         reject_nonfinite=values["reject_nonfinite"],
         log_verbosity=values["log_verbosity"],
         metrics=values["metrics"],

@@ -11,6 +11,7 @@ the model's value and the config's. One server for the module, explicit model co
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -23,6 +24,7 @@ from ge_python_backend.repository.config import mc
 from ge_python_backend.repository.generate import GenerateOptions, generate
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import models
+from tests.models.hooked_classifier import MEAN, STD
 from tests.support import corpus
 from tests.support.clients import infer_many, url
 
@@ -67,6 +69,17 @@ CONTRADICTIONS = {
 }
 
 
+MODELS = Path(__file__).resolve().parents[1] / "models"
+#: what a hooked subclass adds to load from a two-line config: the tensors its hooks take and give
+DECLARATIONS = """
+
+from ge_python_backend import Tensor
+
+TritonPythonModel.inputs = (Tensor("IMAGE", "BYTES", (1,)),)
+TritonPythonModel.outputs = (Tensor("LABELS", "BYTES", (3,)), Tensor("SCORES", "FP32", (3,)))
+"""
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("autocomplete")
@@ -86,6 +99,13 @@ def built(tmp_path_factory):
         (repo / name / "config.pbtxt").write_text(f'name: "{name}"\nbackend: "{backend}"{extra}\n')
     for source in REFERENCES:
         generate(sources[source], repo, GenerateOptions(name=f"ref_{source}"))
+    sources["classifier"] = models.image_classifier(root / "classifier.onnx", size=8, channels=(4, 8), classes=10)
+    hooked = (MODELS / "hooked_classifier.py").read_text()
+    for name, code in (("hooked_declared", hooked + DECLARATIONS), ("hooked_bare", hooked)):
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "1" / "model.onnx").write_bytes(sources["classifier"].read_bytes())
+        (repo / name / "1" / "model.py").write_text(code)
+        (repo / name / "config.pbtxt").write_text(f'name: "{name}"\nbackend: "python"\n')
     return repo, sources
 
 
@@ -95,6 +115,7 @@ def loaded(built):
     repo = built[0]
     with TritonServer(repo, model_control_mode="explicit", exit_on_error=False) as running:
         names = list(TWO_LINE) + list(DECLARED) + list(CONTRADICTIONS) + [f"ref_{source}" for source in REFERENCES]
+        names += ["hooked_declared", "hooked_bare"]
         yield running, {r.model: r for r in load_models(repo, names, server=running, unload=False)}
 
 
@@ -178,3 +199,29 @@ def server(loaded):
 @pytest.fixture(scope="module")
 def results(loaded):
     return loaded[1]
+
+
+def test_a_hooked_model_with_a_two_line_config_serves_the_tensors_its_class_declares(server, results, built):
+    assert results["hooked_declared"].loaded, results["hooked_declared"].message
+    config = completed_fields(served_config(server, "hooked_declared"))
+    assert [(e["name"], e["data_type"], e["dims"]) for e in config["input"]] == [("IMAGE", "TYPE_STRING", ["1"])]
+    assert [(e["name"], e["dims"]) for e in config["output"]] == [("LABELS", ["3"]), ("SCORES", ["3"])]
+    assert config["max_batch_size"] > 0, "the engine's side is still completed from the model"
+    image = np.random.default_rng(8).integers(0, 256, 192, dtype=np.uint8)
+    ((outputs, error),) = infer_many(
+        "grpc", url(server, "grpc"), "hooked_declared", [{"IMAGE": np.array([[image.tobytes()]], dtype=np.object_)}]
+    )
+    assert error is None, error
+    pixels = (image.reshape(1, 8, 8, 3).transpose(0, 3, 1, 2).astype(np.float32) / 255.0 - MEAN) / STD
+    (logits,) = ort.InferenceSession(str(built[1]["classifier"])).run(None, {"image": pixels})
+    best = np.argsort(-logits, axis=1, kind="stable")[0, :3]
+    assert outputs["LABELS"][0].tolist() == [f"class_{i}".encode() for i in best]
+
+
+def test_a_hooked_model_whose_config_declares_no_tensors_is_refused_naming_what_to_add(results):
+    result = results["hooked_bare"]
+    assert not result.loaded
+    assert (
+        "TritonPythonModel overrides preprocess, so the config must declare the inputs clients send" in result.message
+    )
+    assert 'inputs = (Tensor("NAME", "FP32", (dims,)),)' in result.message

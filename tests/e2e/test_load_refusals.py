@@ -17,7 +17,7 @@ from ge_python_backend.ops.loadcheck import load_models
 from ge_python_backend.repository.check import check_repository
 from tests.support import refusals
 
-pytestmark = [pytest.mark.e2e, pytest.mark.contract]
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

@@ -432,7 +432,7 @@ def _eventually(server, name: str, expected: float, **labels: str) -> float:
     return value
 
 
-BATCH_LINE = re.compile(rf"{METRICS_MODEL}_0_0: ran a batch of (\d+) row\(s\) \+ (\d+) padding$")
+BATCH_LINE = re.compile(rf"{METRICS_MODEL}_0_0: ran a batch of (\d+) row\(s\) \+ (\d+) padding\b")
 
 
 def _batch_lines(server) -> list[tuple[int, int]]:

@@ -6,6 +6,7 @@ again under load, and refusing a stateful member at load."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -174,6 +175,11 @@ def test_unloading_and_reloading_a_member_under_load_loses_no_request(server, bu
 
 
 def test_a_router_over_a_stateful_member_does_not_load(server):
+    if not under_test().response_senders:
+        # tritonserver 2.43 may die when a Python model's load fails while other stubs serve (the same
+        # refusal comes from RouterSettings.read, proven in-process in tests/unit/test_router.py);
+        # the platforms helper saw it here in the full 24.02 lane (notes/platforms.md, 11:40)
+        pytest.skip("a failing load may take tritonserver 2.43 down with it: refused in-process instead")
     status, body = _post(server, "/v2/repository/models/stateful_router/load")
     assert status == 400
     message = json.loads(body)["error"]
@@ -189,3 +195,15 @@ def test_the_load_says_how_the_router_answers(server):
         assert "npu (up to 2 rows in flight), cpu (up to 4 rows in flight)" in line
         assert "answers returned from execute (no response senders before Triton 24.06)" in line
     assert "give the router" not in server.log_text()
+
+
+def test_ge_triton_bench_shows_how_the_router_split_the_load(server, capsys):
+    from ge_python_backend.cli import main as ge_triton
+
+    arguments = ["bench", "router", "-u", server.grpc_address, "--metrics-url", server.metrics_url]
+    code = ge_triton([*arguments, "--concurrency", "32", "--duration", "2", "--warmup", "0.5", "--no-progress"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    shown = {m: re.search(rf"ge_router_requests_total{{member={m},pid=\d+}}: \+(\d+)", printed) for m in ("npu", "cpu")}
+    assert all(shown.values()), printed
+    assert "ge_router_in_flight{member=npu" in printed and "ge_router_skips_total{cause=at_limit,member=npu" in printed

@@ -76,7 +76,7 @@ def repo(tmp_path_factory):
 class Serve:
     """``ge-triton serve REPO`` on free ports, its output read line by line."""
 
-    def __init__(self, repo: Path, *args: str) -> None:
+    def __init__(self, repo: Path, *args: str, cwd: Path | None = None) -> None:
         self.ports = [free_port() for _ in range(3)]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "ge_python_backend", "serve", str(repo)]
@@ -86,6 +86,7 @@ class Serve:
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            cwd=cwd,
         )
         self.lines: list[str] = []
         self.workspace = Path(re.search(r"\(log: (.+)/tritonserver\.log\)", self.readline()).group(1))
@@ -297,6 +298,41 @@ def test_load_model_without_explicit_mode_is_refused_before_tritonserver_starts(
         result.stderr
     )
     assert "Traceback" not in result.stderr
+
+
+NPU_GE_DUMPS = """name: "dumps"
+backend: "npu_ge"
+max_batch_size: 8
+parameters [
+ {key: "dump_graph" value {string_value: "1"}},
+ {key: "profiling" value {string_value: "true"}},
+ {key: "engine" value {string_value: "acl-sim"}},
+ {key: "atc_cache_dir" value {string_value: "%s"}}
+]
+"""
+
+
+def test_a_ge_backend_folders_graph_dump_and_profiling_go_where_serve_was_started_and_outlive_it(tmp_path):
+    """Their dump_graph and profiling write to ./dump_graph and ./profiling of the server's working
+    directory, which under serve is its temporary folder, removed at exit: they go to the folder
+    serve was started in instead, and the load's log says where."""
+    repo, work = tmp_path / "repo", tmp_path / "work"
+    models.linear(repo / "dumps" / "1" / "linear.onnx")
+    (repo / "dumps" / "config.pbtxt").write_text(NPU_GE_DUMPS % (tmp_path / "cache"))
+    work.mkdir()
+    serve = Serve(repo, cwd=work)
+    try:
+        text = serve.until("Ctrl-C stops the server")
+        assert "model  ready   dumps (version 1)" in text, text
+        log = _read(serve.workspace / "tritonserver.log")
+        serve.end(signal.SIGINT)
+    finally:
+        serve.kill()
+    assert not serve.workspace.exists()
+    assert f"dump_graph=1 -> ATC dumps GE graphs to {work / 'dump_graph'}" in log
+    assert f"profiling=true -> PROFILING_MODE=true for CANN, results in {work / 'profiling'}" in log
+    (dumped,) = (work / "dump_graph").glob("pid_*_deviceid_0/ge_sim_linear.txt")  # the simulator's ATC wrote it
+    assert "MatMul" in dumped.read_text()
 
 
 def test_sigterm_during_the_startup_wait_stops_everything_at_once(tmp_path):

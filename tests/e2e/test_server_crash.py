@@ -1,10 +1,9 @@
-"""tritonserver killed with SIGKILL: every process it started (the models' stubs and their
-lifelines) exits within seconds, idle and with requests in flight, for every engine and response
-mode (``ge_python_backend/triton/lifeline.py`` says why a stub could outlive its server).
+"""tritonserver killed with SIGKILL: every process it started (the models' stubs and their lifelines)
+exits within seconds, idle and with requests in flight, for every engine, one slot or several
+(``ge_python_backend/triton/lifeline.py`` says why a stub could outlive its server).
 
-One tritonserver per case serves all the models; the case kills it once and watches the processes
-of its process group, found through /proc before the kill. In the 24.02 lane (tritonserver 2.43:
-``tests/support/versions.py``) answers are returned from execute whatever ``response_mode`` says.
+One tritonserver per case serves all the models; the case kills it once and watches the processes of
+its process group, found through /proc before the kill.
 """
 
 from __future__ import annotations
@@ -27,12 +26,12 @@ from tests.support.versions import under_test
 pytestmark = [pytest.mark.e2e, pytest.mark.contract]
 #: every process of the killed server must be gone within this long
 EXIT_WITHIN_S = 8.0
-#: (model, parameters, generate options): both engines, both response modes
+#: (model, parameters, generate options): both engines, one slot and two
 MODELS = (
     ("ort_return", {}, {}),
-    ("ort_sender", {"response_mode": "sender"}, {"streams": 2}),
+    ("ort_two_slots", {}, {"streams": 2}),
     ("sim_return", {"acl_sim_device_ms": "5"}, {}),
-    ("sim_sender", {"response_mode": "sender", "acl_sim_device_ms": "5"}, {"streams": 2, "instance_count": 1}),
+    ("sim_two_slots", {"acl_sim_device_ms": "5"}, {"streams": 2, "instance_count": 1}),
 )
 CLIENTS_PER_MODEL = 3
 

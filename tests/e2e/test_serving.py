@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import time
+import urllib.request
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -90,6 +94,30 @@ def test_subclass_hooks_serve_label_strings(server, sources, protocol):
         np.testing.assert_allclose(outputs["SCORES"], scores, atol=1e-5)
     error = results[-1][1]
     assert error is not None and "IMAGE[0] has 12 bytes; expected 192 (8x8 RGB)" in error.message()
+
+
+def _phase_us(metrics_text: str, model: str, phase: str) -> float:
+    """The summed ge_phase_duration_us of ``model``'s instances for ``phase``."""
+    pattern = re.compile(r"^ge_phase_duration_us\{([^}]*)\} ([0-9.e+]+)$", re.MULTILINE)
+    return sum(
+        float(value)
+        for labels, value in pattern.findall(metrics_text)
+        if f'model="{model}"' in labels and f'phase="{phase}"' in labels
+    )
+
+
+def test_the_hooks_time_is_reported_as_their_phases(server):
+    """ge_phase_duration_us counts the preprocess and postprocess hooks (phases preprocess and
+    postprocess) beside the batch's own phases, so the phases add up to the model's compute time."""
+    before = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+    rng = np.random.default_rng(3)
+    requests = [{"IMAGE": np.array([[rng.integers(0, 256, 192, dtype=np.uint8).tobytes()]], dtype=np.object_)}] * 20
+    assert all(error is None for _, error in infer_many("grpc", url(server, "grpc"), "hooked", requests))
+    time.sleep(1.5)  # GEModel flushes its metrics at most once a second
+    after = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+    for phase in ("preprocess", "postprocess"):
+        assert _phase_us(after, "hooked", phase) > _phase_us(before, "hooked", phase), phase
+    assert _phase_us(after, "linear", "preprocess") == 0, "a model without hooks has no hook phases"
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

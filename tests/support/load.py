@@ -100,9 +100,12 @@ class Load:
                 outcome = "ok" if right else "wrong"
             except InferenceServerException as exc:
                 outcome = f"error: {exc.message()}"
-            except Exception as exc:  # the client's own timeout: a request never answered
-                self.records.append((sent, time.monotonic(), f"no answer: {type(exc).__name__}"))
+            except TimeoutError:  # the client's own deadline: a request never answered
+                self.records.append((sent, time.monotonic(), "no answer: TimeoutError"))
                 return
+            except Exception as exc:  # the server closed or refused the connection (it died): answered, with an error
+                outcome = f"error: connection: {type(exc).__name__}"
+                time.sleep(0.05)
             self.records.append((sent, time.monotonic(), outcome))
 
     def count(self, outcome: str) -> int:

@@ -166,6 +166,13 @@ def test_profiles_without_batching_and_without_a_batch_axis():
     )
     (profile,) = profiles_for(spec, False, 0)
     assert profile.batch_sizes == ()
+    assert profile.describe() == "no batch axis, each request as it is; x [5,2]"  # was "batch ; x [5,2]"
+    gears = tuple(ShapeGear({"image": (1, 3, s, s)}, f"dims 1,{s},{s}") for s in (8, 16))
+    dims = profiles_for(_spec(BatchSupport("none"), gears=gears, kind="dims"), False, 0)
+    assert [p.describe() for p in dims] == [
+        "dims 1,8,8: no batch axis, each request as it is; image [1,3,8,8]",
+        "dims 1,16,16: no batch axis, each request as it is; image [1,3,16,16]",
+    ]
     (chunk,) = plan_group([0], {0: 1}, {"x": (5, 2)}, profile)
     assert not chunk.batch_axis and chunk.shapes["x"] == (5, 2) and chunk.padding == 0
     y = np.arange(3.0)

@@ -21,7 +21,7 @@ from tools.bench.scenarios import ab, images, serving
         ("default", "acl-sim", None, None, None, (), "default_d0"),
         ("null", "null", None, None, None, (), "null_d0"),
         ("return_s1_i2", "acl-sim", "return", 1, 2, (), "return_s1_i2_d0"),
-        ("null_sender_s2_i1", "null", "sender", 2, 1, (), "null_sender_s2_i1_d0"),
+        ("null_return_s2_i1", "null", "return", 2, 1, (), "null_return_s2_i1_d0"),
         (
             "default+reject_nonfinite=true",
             "acl-sim",

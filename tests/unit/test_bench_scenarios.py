@@ -64,3 +64,18 @@ def test_code_must_be_a_checkout(tmp_path):
 def test_markdown_cells_cannot_break_the_table():
     table = runner.Table("t", ("a", "b"), [["x|y", "1"]])
     assert table.markdown().splitlines()[2] == "| x\\|y | 1 |"
+
+
+def test_the_router_scenarios_folders_pass_check(tmp_path):
+    """Its routers' members agree (the NPU copy's stand-in has the classifier's inputs and outputs),
+    and the BLS baseline is a folder tritonserver loads."""
+    from ge_python_backend.repository.check import check_repository
+    from ge_python_backend.repository.config import read_config_file
+    from tools.bench.scenarios import router
+
+    repo = router.build_repository(tmp_path, row_ms=2.5, same_model=False)
+    assert check_repository(repo).errors == ()
+    npu, cpu = (read_config_file(repo / name / "config.pbtxt") for name in ("npu", "cpu"))
+    assert list(npu.input) == list(cpu.input) and list(npu.output) == list(cpu.output)
+    assert npu.parameters["acl_sim_row_ms"].string_value == "2.5"
+    assert read_config_file(repo / router.BLS_BASELINE / "config.pbtxt").parameters["member"].string_value == "tiny"

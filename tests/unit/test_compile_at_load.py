@@ -474,3 +474,26 @@ def test_files_the_parameters_name_stay_in_the_version_folder_when_the_model_is_
     assert done.returncode == 0, done.stderr[-2000:]
     (expected, _) = ort.InferenceSession(str(linear)).run(None, {"x": np.ones((3, 4), np.float32)})
     np.testing.assert_allclose(np.load(tmp_path / "logits.npy"), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        ("", "with --input_shape=x:-1,3,<size>,<size> in parameter 'atc_flags', or, instead of batch gears, compile"),
+        ("", "with --dynamic_dims=v,v,...;v,v,... in parameter 'atc_flags' (one value per -1 axis of --input_shape"),
+        ("--input_shape=z:1,3,8,8", "--input_shape names 'z', which is not a model input"),
+        ("--input_shape=x:-1,3,8,8 --dynamic_dims=1,2;3,4", "--dynamic_dims gear 1,2 has 2 value(s); --input_shape"),
+        ("--insert_op_conf=missing.cfg", "--insert_op_conf "),
+        ("--input_shape=x:1~4,3,8,8", "parameter 'atc_flags': --input_shape of 'x': '1~4,3,8,8' is a shape range"),
+    ],
+)
+def test_a_refused_load_names_the_fix_as_atc_flags_spells_it(tmp_path, flags, says):
+    """The load and check say what to write in atc_flags (ATC's --input_shape=...), not atc-cmd's
+    --input-shape "...", which a model folder has no place for."""
+    source = models.image_conv(tmp_path / "model.onnx", batch="N", height="H", width="W")
+    job = CompileJob(source, ConfigFacts("the model config", 4), TARGET, ("atc",), atc_flags=flags)
+    with pytest.raises(ConfigError) as caught:
+        compile_at_load.command_for(job, "out")
+    message = str(caught.value)
+    assert says in message, message
+    assert "--input-shape" not in message and "--dynamic-dims" not in message and "--insert-op-conf" not in message

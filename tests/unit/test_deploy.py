@@ -232,10 +232,15 @@ def check_consistency(kinds: dict[str, list[dict]]) -> None:
     ports = {p["name"]: p["containerPort"] for p in server["ports"]}
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert server[probe]["httpGet"]["port"] in ports
-    assert server["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert server["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert server["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    # serve's own health on its metrics port: tritonserver's health and the models' (ops/front.py)
+    assert {server[probe]["httpGet"]["port"] for probe in ("startupProbe", "livenessProbe", "readinessProbe")} == {
+        "metrics"
+    }
+    assert server["startupProbe"]["httpGet"]["path"] == "/health/live"
+    assert server["livenessProbe"]["httpGet"]["path"] == "/health/live"
+    assert server["readinessProbe"]["httpGet"]["path"] == "/health/ready"
     args = server["args"]
+    assert args[:2] == ["ge-triton", "serve"]
     assert f"--http-port={ports['http']}" in args and f"--grpc-port={ports['grpc']}" in args
     assert f"--metrics-port={ports['metrics']}" in args
     if "Deployment" in kinds:
@@ -463,14 +468,17 @@ def test_startup_budget_and_shared_memory_come_from_the_model_copies(repos, tmp_
     assert server["startupProbe"]["failureThreshold"] == math.ceil((60 + 45 * 5) / 10)
     shm = next(v for v in spec["volumes"] if v["name"] == "dshm")["emptyDir"]
     assert shm["medium"] == "Memory" and shm["sizeLimit"] == "256Mi"
-    assert "--backend-config=python,shm-default-byte-size=16777216" in server["args"]
+    assert "--server-arg=--backend-config=python,shm-default-byte-size=16777216" in server["args"]
 
 
-def test_explicit_control_mode_loads_each_model(repos, tmp_path, capsys):
-    spec = pod_spec(deployed(repos, tmp_path, capsys, "sim", "--model-control-mode", "explicit"))
-    args = spec["containers"][0]["args"]
+def test_explicit_control_mode_by_default_loads_each_model_and_lets_serve_reload_it(repos, tmp_path, capsys):
+    args = pod_spec(deployed(repos, tmp_path, capsys, "sim"))["containers"][0]["args"]
     assert "--model-control-mode=explicit" in args
     assert {a for a in args if a.startswith("--load-model=")} == {"--load-model=linear", "--load-model=linear_sim"}
+    args = pod_spec(deployed(repos, tmp_path / "none", capsys, "sim", "--model-control-mode", "none"))["containers"][0][
+        "args"
+    ]
+    assert "--model-control-mode=none" in args and not [a for a in args if a.startswith("--load-model")]
 
 
 def test_non_root_with_npus_uses_the_device_group(repos, tmp_path, capsys):
@@ -495,9 +503,11 @@ def test_operator_apis_and_http_inference_are_restricted_with_the_key_from_a_sec
     assert code == 0
     server = pod_spec(by_kind(read_documents(out)))["containers"][0]
     key, groups = f"$({API_KEY_ENV})", ",".join(OPERATOR_APIS)
-    assert f"--http-restricted-api={groups}:{API_KEY_HEADER}={key}" in server["args"]
-    assert f"--grpc-restricted-protocol={groups}:{API_KEY_HEADER}={key}" in server["args"]
-    assert f"--http-restricted-api=inference:{HTTP_INFERENCE_OFF_HEADER}={key}" in server["args"]
+    assert f"--server-arg=--http-restricted-api={groups}:{API_KEY_HEADER}={key}" in server["args"]
+    assert f"--server-arg=--grpc-restricted-protocol={groups}:{API_KEY_HEADER}={key}" in server["args"]
+    assert f"--server-arg=--http-restricted-api=inference:{HTTP_INFERENCE_OFF_HEADER}={key}" in server["args"]
+    # serve adds no restriction of its own: it reads these back for its own repository calls
+    assert {"--restricted-apis=none", "--http-inference=on"} <= set(server["args"])
     (variable,) = [e for e in server["env"] if e["name"] == API_KEY_ENV]
     assert variable["valueFrom"]["secretKeyRef"] == {"name": "clf-api-key", "key": "key"}
     assert "kubectl create secret generic -n default clf-api-key" in (out / "README.md").read_text()
@@ -510,7 +520,7 @@ def test_opening_the_apis_is_explicit_and_warned_about(repos, tmp_path, capsys):
     code, _, err = run_deploy([str(repos["cpu"]), "-o", str(out), "--image", IMAGE, *opened], capsys)
     assert code == 0
     server = pod_spec(by_kind(read_documents(out)))["containers"][0]
-    assert not [a for a in server["args"] if "restricted" in a]
+    assert not [a for a in server["args"] if a.startswith(("--server-arg=--http-restricted", "--server-arg=--grpc-re"))]
     assert API_KEY_ENV not in {e["name"] for e in server["env"]}
     assert "model-repository API open (--restricted-apis): any client that reaches a pod can load models" in err
     assert "--http-inference on: tritonserver 2.51 aborts on one small HTTP JSON request" in err
@@ -524,7 +534,7 @@ def test_kserve_and_keda_target_the_predictor(repos, tmp_path, capsys):
     assert 'pod=~"clf-predictor-.*"' in trigger["metadata"]["query"]
     assert kinds["InferenceService"][0]["spec"]["predictor"]["model"]["storageUri"] == "pvc://clf-models"
     runtime = kinds["ServingRuntime"][0]["spec"]["containers"][0]
-    assert "--model-repository=/mnt/models" in runtime["args"] and "--http-port=8080" in runtime["args"]
+    assert runtime["args"][2] == "/mnt/models" and "--http-port=8080" in runtime["args"]
     assert kinds["PodMonitor"][0]["spec"]["selector"]["matchLabels"] == {"serving.kserve.io/inferenceservice": "clf"}
 
 

@@ -550,16 +550,6 @@ def test_inspect_shows_a_shape_ranges_bound_and_ranges_in_text_and_json(tmp_path
     assert report["inputs"][0]["ranges"] == [[1, 8], [4, 4]]
 
 
-def test_deploy_docs_say_return_is_the_default_response_mode():
-    """Finding: docs/deploy.md called sender mode the default for NPU engines; it is return for every one."""
-    from ge_python_backend.engines import ResponseMode, registered
-
-    assert {info.response_mode for info in registered().values()} == {ResponseMode.RETURN}
-    deploy = (Path(__file__).parents[2] / "docs" / "deploy.md").read_text(encoding="utf-8")
-    assert "the default for NPU engines" not in deploy
-    assert "`return` is the default" in deploy
-
-
 # -- check reports the cause only (defect 9) -------------------------------------------------------
 
 

@@ -238,3 +238,12 @@ def test_instances_of_several_instance_groups_take_device_ids_in_turn():
     names = ["m_0_0", "m_1_0", "m_1_1"]
     seen = [read_settings({"model_config": json.dumps(config), "model_instance_name": n}) for n in names]
     assert [(s.instance_index, s.device_id, s.instances_on_device) for s in seen] == [(0, 4, 2), (1, 5, 1), (2, 4, 2)]
+
+
+def test_a_declared_tensor_is_written_as_triton_declares_it():
+    from ge_python_backend import Tensor
+
+    assert Tensor("IMAGE", "BYTES", [1]).config_entry() == {"name": "IMAGE", "data_type": "TYPE_STRING", "dims": [1]}
+    assert Tensor("x", "TYPE_FP16", (-1, 4)).dtype == "FP16"
+    with pytest.raises(ValueError, match="tensor 'x': data type 'FLOAT'; accepted: BOOL"):
+        Tensor("x", "FLOAT", (4,))

@@ -11,7 +11,10 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from pathlib import Path
+
+import pytest
 
 from ge_python_backend.triton import lifeline
 from ge_python_backend.triton.lifeline import ServerWatch
@@ -24,9 +27,12 @@ STUB = textwrap.dedent(
     from ge_python_backend.triton import lifeline
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    process = lifeline.start_lifeline(grace=0.5, poll=0.05)
+    process = lifeline.start_lifeline(grace=0.5, poll=0.05, region=sys.argv[2])
     print(f"{__import__('os').getpid()} {process.pid}", flush=True)
     if sys.argv[1] == "exit":
+        sys.exit(0)
+    if sys.argv[1] == "finalize":
+        lifeline.stop_lifeline(process)
         sys.exit(0)
     lock = threading.Lock()
     lock.acquire()
@@ -34,7 +40,7 @@ STUB = textwrap.dedent(
     """
 )
 SERVER = (
-    "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]]); time.sleep(60)"
+    "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', sys.argv[1], *sys.argv[2:]]); time.sleep(60)"
 )
 
 
@@ -52,10 +58,10 @@ def wait_gone(pids: list[int], timeout: float) -> list[int]:
     return [p for p in pids if alive(p)]
 
 
-def start(mode: str) -> tuple[subprocess.Popen, int, int]:
+def start(mode: str, region: str = "-") -> tuple[subprocess.Popen, int, int]:
     env = dict(os.environ, PYTHONPATH=str(Path(lifeline.__file__).parents[2]))
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, STUB, mode], stdout=subprocess.PIPE, env=env, start_new_session=True
+        [sys.executable, "-c", SERVER, STUB, mode, region], stdout=subprocess.PIPE, env=env, start_new_session=True
     )
     assert server.stdout is not None
     stub, line = (int(v) for v in server.stdout.readline().split())
@@ -122,3 +128,87 @@ def test_a_release_that_hangs_does_not_keep_the_process_alive():
     assert exited.wait(2)
     assert 0.2 <= time.monotonic() - started < 1.5
     never.set()
+
+
+@pytest.fixture
+def region():
+    """A region file in /dev/shm named as python_backend r24.05+ names them (a UUID)."""
+    made = []
+
+    def make(name: str = "") -> Path:
+        path = lifeline.SHM_DIR / (name or f"triton_python_backend_shm_region_{uuid.uuid4()}")
+        path.write_bytes(b"\0" * 64)
+        made.append(path)
+        return path
+
+    yield make
+    for path in made:
+        path.unlink(missing_ok=True)
+
+
+def wait_until(check, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return check()
+
+
+def test_a_stub_that_dies_under_its_server_leaves_no_uuid_named_region(region):
+    path = region()
+    server, stub, line = start("hang", path.name)
+    try:
+        os.kill(stub, signal.SIGKILL)
+        assert wait_until(lambda: not path.exists()), "the dead stub's region stayed"
+        assert not wait_gone([line], 5.0) and server.poll() is None
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def test_a_counter_named_region_of_a_stub_that_died_under_its_server_stays_for_its_replacement(region):
+    path = region(f"triton_python_backend_shm_region_{os.getpid()}{time.monotonic_ns() % 1000}")
+    server, stub, line = start("hang", path.name)
+    try:
+        os.kill(stub, signal.SIGKILL)
+        assert not wait_gone([line], 5.0)
+        assert path.exists()  # Triton 24.02 restarts the stub on the same name from execute
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def test_the_regions_of_a_dead_servers_stubs_go_with_them_whatever_their_names(region):
+    path = region(f"triton_python_backend_shm_region_{os.getpid()}{time.monotonic_ns() % 1000}")
+    server, stub, line = start("hang", path.name)
+    try:
+        server.kill()
+        server.wait()
+        assert not wait_gone([stub, line], 5.0)
+        assert wait_until(lambda: not path.exists()), "the dead server's stub left its region"
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+
+
+def test_a_stub_that_finalizes_leaves_its_region_to_tritonserver(region):
+    path = region()
+    server, stub, line = start("finalize", path.name)
+    try:
+        assert not wait_gone([stub, line], 5.0)
+        time.sleep(0.2)
+        assert path.exists()
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def test_only_a_plain_file_name_in_the_shm_folder_is_removed(tmp_path):
+    (tmp_path / "shm").mkdir()
+    outside = tmp_path / "important"
+    outside.write_text("x")
+    for name in ("../important", "", ".", "..", "/important"):
+        lifeline.remove_region(name, tmp_path / "shm")
+    assert outside.exists()
+    named = tmp_path / "shm" / "ge_triton_1a2b_python_7"
+    named.write_text("x")
+    lifeline.remove_region(named.name, tmp_path / "shm")
+    assert not named.exists()

@@ -52,10 +52,12 @@ def test_batches_rows_padding_phases_and_failures_are_counted(tmp_path, onnx_dir
         assert values("ge_padding_rows", "metered") == {(): 3}
         phases = values("ge_phase_duration_us", "metered")
         assert set(phases) == {
-            (("phase", p),) for p in ("gather", "host_to_device", "execute", "device_to_host", "scatter")
+            (("phase", p),)
+            for p in ("preprocess", "gather", "host_to_device", "execute", "device_to_host", "scatter", "postprocess")
         }
         for phase in ("gather", "execute", "scatter"):
             assert phases[(("phase", phase),)] > 0, phase
+        assert phases[(("phase", "preprocess"),)] == phases[(("phase", "postprocess"),)] == 0, "no hooks, no time"
         failures = values("ge_request_failures", "metered")
         assert failures[(("kind", "input"),)] == 1 and failures[(("kind", "engine"),)] == 0
         assert values("ge_engine_healthy", "metered") == {(): 1}

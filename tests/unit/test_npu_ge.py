@@ -135,3 +135,40 @@ def test_check_reads_a_ge_backend_folder_as_the_load_translates_it(tmp_path):
     (model / "config.pbtxt").write_text(support_npu_ge.EXAMPLE_FIELDS.replace('"device_ids"', '"device_exec_blocks"'))
     (problem,) = check_repository(tmp_path / "repo", backends).problems
     assert "'device_exec_blocks' (graph sessions per device" in problem.message
+
+
+def test_the_slots_an_instance_gets_are_what_the_log_says(version):
+    """instance_exec_blocks and our streams both set the slots per instance: the model's own wins over
+    --backend-config and the note says what is in force; two values in the model config are refused."""
+    done = translate({"streams": "3"}, {"instance_exec_blocks": "2"}, version)
+    assert done.parameters["streams"] == "3"
+    assert "instance_exec_blocks=2 from --backend-config gives way to the model's streams=3: streams 3" in (
+        " | ".join(done.notes)
+    )
+    assert not any("-> streams 2" in note for note in done.notes)
+    flipped = translate({"instance_exec_blocks": "2"}, {"streams": "3"}, version)
+    assert flipped.parameters["streams"] == "2" and "-> streams 2" in " | ".join(flipped.notes)
+    with pytest.raises(ConfigError, match=r"'instance_exec_blocks' \(2\) and 'streams' \(3\) both set"):
+        translate({"instance_exec_blocks": "2", "streams": "3"}, {}, version)
+    assert translate({"instance_exec_blocks": "3", "streams": "3"}, {}, version).parameters["streams"] == "3"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_instance_exec_blocks_below_one_is_refused_naming_it(version, value):
+    with pytest.raises(ConfigError, match=f"parameter 'instance_exec_blocks' has value '{value}'; the GE backend"):
+        translate({"instance_exec_blocks": value}, {}, version)
+
+
+def test_a_refused_backend_config_key_says_it_came_from_the_command_line(version):
+    with pytest.raises(ConfigError) as caught:
+        translate({}, {"ge.colour": "blue"}, version)
+    assert "GE option 'ge.colour' has no ATC flag" in str(caught.value)
+    assert str(caught.value).endswith("(from --backend-config=npu_ge,ge.colour=... on tritonserver's command line)")
+    with pytest.raises(ConfigError) as unknown:
+        translate({}, {"colour": "blue"}, version)
+    assert "unknown parameter 'colour'" in str(unknown.value) and "from --backend-config=npu_ge,colour=" in str(
+        unknown.value
+    )
+    with pytest.raises(ConfigError) as own:
+        translate({"colour": "blue"}, {}, version)
+    assert "--backend-config" not in str(own.value)

@@ -1,5 +1,6 @@
-"""Which way GEModel answers (returned from execute, or through response senders), what generate
-writes for it, and the fallback on a Python backend without non-decoupled response senders (24.02)."""
+"""GEModel returns its answers from execute (response senders were removed: they served no more on
+a shared NPU, docs/reliability.md), what generate writes for the overlap instead (instances), and the
+probe of a Python backend's non-decoupled response senders (the router's)."""
 
 from __future__ import annotations
 
@@ -33,21 +34,32 @@ def folders(tmp_path, onnx_dir):
 
 
 def returned(model: ModelHarness, rows: int = 3) -> list:
-    """What execute returns for two requests (None entries: answered through senders)."""
+    """What execute returns for two requests."""
     requests = [pb.InferenceRequest([pb.Tensor("x", np.ones((rows, 4), np.float32))]) for _ in range(2)]
     entries = model.model.execute(requests)
-    for request, entry in zip(requests, entries):
-        response = entry if entry is not None else (request.sender.done.wait(30), request.sender.response)[1]
-        assert not response.has_error(), response.error().message()
+    for entry in entries:
+        assert entry is not None and not entry.has_error(), entry
     return entries
 
 
+@pytest.mark.parametrize("mode", [None, "auto", "return"])
 @pytest.mark.parametrize("kind", ["onnx", "om"])
-def test_auto_returns_answers_from_execute_for_every_engine_and_any_streams(folders, kind):
+def test_answers_are_returned_from_execute_for_every_engine_and_any_streams(folders, kind, mode):
+    if mode is not None:
+        set_parameters(folders[kind] / "config.pbtxt", response_mode=mode)
     pb.Logger.lines.clear()
     with ModelHarness(TritonPythonModel, folders[kind]) as model:
-        assert all(entry is not None for entry in returned(model))
+        returned(model)
     assert any("answers returned from execute" in line for _, line in pb.Logger.lines)
+
+
+def test_sender_mode_is_refused_saying_what_to_use_instead(folders):
+    set_parameters(folders["om"] / "config.pbtxt", response_mode="sender")
+    with pytest.raises(pb.TritonModelException) as failure, ModelHarness(TritonPythonModel, folders["om"]):
+        pass
+    message = str(failure.value)
+    assert "parameter 'response_mode' has value 'sender' (response senders were removed" in message
+    assert "remove the parameter (return is the default)" in message and "instance_group count" in message
 
 
 def test_generate_writes_two_instances_for_npu_engines_and_one_otherwise(folders, tmp_path, onnx_dir):
@@ -70,23 +82,6 @@ def test_a_model_with_real_weights_gets_the_same_two_instances(tmp_path):
     assert om.stat().st_size >= 1 << 20  # 2.6 MB of convolution and Gemm weights
     folder = repos.generated(tmp_path / "repo", om, "classifier")
     assert read_config_file(folder / "config.pbtxt").instance_group[0].count == DEFAULT_NPU_INSTANCES
-
-
-def test_sender_mode_answers_through_senders_where_the_stub_has_them(folders):
-    set_parameters(folders["om"] / "config.pbtxt", response_mode="sender")
-    with ModelHarness(TritonPythonModel, folders["om"]) as model:
-        assert returned(model) == [None, None]
-
-
-def test_without_senders_sender_mode_falls_back_to_returning_and_says_what_is_lost(folders, monkeypatch):
-    set_parameters(folders["om"] / "config.pbtxt", response_mode="sender")
-    monkeypatch.setenv(capabilities.NO_SENDER_ENV, "1")
-    pb.Logger.lines.clear()
-    with ModelHarness(TritonPythonModel, folders["om"]) as model:
-        assert all(entry is not None for entry in returned(model))
-    (warning,) = [line for level, line in pb.Logger.lines if level == "WARNING"]
-    assert "response_mode sender needs Triton 24.06 or later" in warning
-    assert "answers are returned from execute. Lost: overlap" in warning and "2 slot(s)" in warning
 
 
 def test_the_probe_reads_the_24_02_exception_as_no_senders(monkeypatch):

@@ -134,9 +134,9 @@ def router_series(name: str) -> Counter:
     return values
 
 
-def test_a_member_that_is_not_ready_is_skipped_and_counted(built):
-    repo, generated, _ = built
-    with members_served(repo, ("cpu",)) as calls, ModelHarness(Router, generated.model_dir) as router:
+def test_a_member_that_is_not_ready_is_skipped_and_counted(copy):
+    set_parameters(copy / "router" / "config.pbtxt", backoff_ms="60000")  # no readiness probe in between
+    with members_served(copy, ("cpu",)) as calls, ModelHarness(Router, copy / "router") as router:
         skips, answered = router_series("ge_router_skips_total"), router_series("ge_router_requests_total")
         first = router.infer(requests_of([1]))  # npu answers "not ready": retried on cpu
         second = router.infer(requests_of([3]))  # npu backs off: straight to cpu
@@ -168,7 +168,8 @@ def test_without_response_senders_answers_are_returned_from_execute(built, monke
         responses = router.infer(requests)
     for request, response in zip(requests, responses):
         (logits, _) = session.run(None, {"x": request.inputs()[0].as_numpy()})
-        np.testing.assert_allclose(response.output_tensors()[0].as_numpy(), logits, rtol=1e-5, atol=1e-5)
+        got = {t.name(): t.as_numpy() for t in response.output_tensors()}
+        np.testing.assert_allclose(got["logits"], logits, rtol=1e-5, atol=1e-5)
 
 
 def test_the_client_timeout_reaches_the_member(built):
@@ -319,3 +320,50 @@ def test_the_router_template_is_listed_and_its_model_py_reads_as_a_router(built)
     code = read_model_code(built[1].model_dir / "1" / "model.py")
     assert code.router and code.problem is None
     assert json.loads(triton_args(built[1].model_dir)["model_config"])["backend"] == "python"
+
+
+def test_a_member_out_of_service_answers_unavailable_and_the_request_is_served_by_the_next(built, copy):
+    """The NPU copy loses its device (a fatal code, GEModel answers UNAVAILABLE, tagged for the
+    router): the request that met it is answered by the CPU copy, and the NPU copy backs off."""
+    set_parameters(copy / "npu" / "config.pbtxt", acl_sim_faults="execute_async:1=507010")
+    set_parameters(copy / "router" / "config.pbtxt", backoff_ms="60000")  # no readiness probe in between
+    session = ort.InferenceSession(str(built[2]))
+    first_request, second_request = requests_of([2], seed=5), requests_of([2], seed=5)
+    with members_served(copy) as calls, ModelHarness(Router, copy / "router") as router:
+        (first,) = router.infer(first_request)
+        (second,) = router.infer(second_request)
+    for response in (first, second):
+        assert not response.has_error(), response.error().message()
+        logits, _ = session.run(None, {"x": first_request[0].inputs()[0].as_numpy()})
+        got = {t.name(): t.as_numpy() for t in response.output_tensors()}
+        np.testing.assert_allclose(got["logits"], logits, rtol=1e-5, atol=1e-5)
+    assert calls == {"npu": 1, "cpu": 2}  # the second request skipped the NPU copy, backing off
+
+
+def test_the_bls_thread_pool_is_read_from_the_servers_command_line():
+    """python_backend's thread-pool-size (BLS requests a model instance runs at once), 32 unless set."""
+    import subprocess
+    import sys
+
+    from ge_python_backend.triton.router_settings import DEFAULT_BLS_THREADS, bls_threads
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+    configured = subprocess.Popen([*sleeper, "--backend-config=python,thread-pool-size=77"])
+    plain = subprocess.Popen([*sleeper, "--backend-config=python,shm-default-byte-size=1048576"])
+    try:
+        assert bls_threads(configured.pid) == 77
+        assert bls_threads(plain.pid) == DEFAULT_BLS_THREADS == 32
+    finally:
+        for process in (configured, plain):
+            process.kill()
+            process.wait()
+
+
+def test_a_request_parameter_bls_cannot_carry_is_refused_as_the_clients_error(built):
+    repo, generated, _ = built
+    with members_served(repo) as calls, ModelHarness(Router, generated.model_dir) as router:
+        odd = pb.InferenceRequest([pb.Tensor("x", np.ones((1, 4), np.float32))], parameters={"scale": 1.5})
+        (response,) = router.infer([odd])
+    assert response.error().code() == pb.TritonError.INVALID_ARG
+    assert "request parameter 'scale' is 1.5: the router forwards bool, integer" in response.error().message()
+    assert not calls

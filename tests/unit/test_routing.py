@@ -133,7 +133,7 @@ def test_waiting_requests_go_first_in_first_out_to_the_first_member_that_frees(m
     router, recorder = make_router(members)
     router.submit([members.job(i) for i in range(5)])  # 0,1 -> npu; 2 -> cpu; 3, 4 wait
     members.wait_attempts(3)
-    assert router.waiting() == 2 == recorder.waiting_now
+    assert recorder.waiting_now == 2
     members.release(2)  # the cpu frees first
     members.wait_attempts(4)
     assert members.attempts[3] == (3, "cpu")
@@ -156,7 +156,7 @@ def test_an_unavailable_member_backs_off_and_the_request_goes_to_the_next(member
     assert members.attempts == [(0, "npu"), (0, "cpu")]
     members.down.clear()
     router.submit([members.job(1)])  # npu backs off: straight to the cpu's line (cpu is busy with 0)
-    wait_until(lambda: router.waiting() == 1, "request 1 waits for the cpu")
+    wait_until(lambda: recorder.waiting_now == 1, "request 1 waits for the cpu")
     assert recorder.skips[("npu", SkipCause.UNAVAILABLE)] == 1
     assert recorder.skips[("npu", SkipCause.BACKING_OFF)] == 1
     members.release(0)
@@ -233,14 +233,14 @@ def test_rows_count_against_the_limit(members):
 
 def test_a_probe_that_finds_the_member_not_ready_keeps_it_backing_off_and_refuses_who_waits_for_nothing(members):
     clock = [0.0]
-    router, _ = make_router(members, limits=(("npu", 1), ("cpu", 1)), backoff_s=1.0, clock=lambda: clock[0])
+    router, recorder = make_router(members, limits=(("npu", 1), ("cpu", 1)), backoff_s=1.0, clock=lambda: clock[0])
     members.down.add("npu")
     router.submit([members.job(0)])  # npu down -> cpu
     members.wait_attempts(2)
     members.ready_answer = False
     members.down.add("cpu")
     router.submit([members.job(1)])  # npu backing off, cpu busy: waits
-    wait_until(lambda: router.waiting() == 1, "waiting")
+    wait_until(lambda: recorder.waiting_now == 1, "waiting")
     clock[0] += 1.0
     with router._wake:
         router._wake.notify()
@@ -259,8 +259,10 @@ def test_closing_refuses_what_waits_and_lets_what_runs_finish(members):
     closer.start()
     wait_until(lambda: 1 in members.refused, "refusal of the waiting request")
     assert "unloading" in members.refused[1]
-    members.release(0)
     closer.join(WAIT)
+    assert not closer.is_alive()  # close does not wait for the request at the member
+    members.release(0)
+    wait_until(lambda: members.answers[0] == 1, "the request at the member finishes after close")
     assert members.answers == {0: 1, 1: 1}
     router.submit([members.job(2)])
     assert "unloading" in members.refused[2]

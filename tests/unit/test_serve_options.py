@@ -85,7 +85,7 @@ def _prefixes(server, install):
 
 
 def test_each_server_gives_each_python_based_backend_a_shm_prefix_of_its_own(tmp_path):
-    """Before Triton 24.05 the regions are numbered from 1 per server: two servers would share them."""
+    """Before Triton 24.04 the regions are numbered from 1 per server: two servers would share them."""
     install = TritonInstall(tmp_path / "bin" / "tritonserver", tmp_path / "backends", None)
     (tmp_path / "backends").mkdir()
     first, second = TritonServer(tmp_path), TritonServer(tmp_path)
@@ -121,6 +121,14 @@ def test_log_records_read_both_log_formats_alike(text):
         "[breaker_0_0] request 'r': preprocess returned list\n  the hook: File \"/m/model.py\", line 37",
     ]
     assert records[1] == LogRecord("E", "logbridge.py:41", records[1].message)
+
+
+def test_the_free_ports_a_server_takes_are_distinct(tmp_path, monkeypatch):
+    offered = iter([5000, 5000, 5001, 5000, 5002])
+    monkeypatch.setattr("ge_python_backend.ops.server.free_port", lambda host="": next(offered))
+    server = TritonServer(tmp_path)
+    assert (server.http_port, server.grpc_port, server.metrics_port) == (5000, 5001, 5002)
+    server.close()
 
 
 def test_without_http_there_is_nothing_to_check_readiness_with(tmp_path):

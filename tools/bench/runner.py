@@ -42,6 +42,8 @@ SCENARIOS: dict[str, str] = {
     "profile": "profile",
     "images": "images",
     "pipelines": "pipelines",
+    "layouts": "layouts",
+    "router": "router",
     "device": "device",
 }
 

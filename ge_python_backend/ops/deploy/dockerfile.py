@@ -44,7 +44,7 @@ def package_data() -> list[str]:
 
 ENTRYPOINT = """#!/bin/bash
 # Written by ge-triton deploy. Sets up CANN's environment when the image has CANN, then runs the
-# command (tritonserver ... from the pod's args).
+# command (ge-triton serve ... from the pod's args).
 for script in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh; do
     if [ -f "$script" ]; then
         # shellcheck disable=SC1090
@@ -124,7 +124,8 @@ RUN chmod 0755 /usr/local/bin/ge-triton-entrypoint \\
 WORKDIR /tmp
 EXPOSE {options.http_port} {options.grpc_port} {options.metrics_port}
 ENTRYPOINT ["/usr/local/bin/ge-triton-entrypoint"]
-CMD ["tritonserver", "--model-repository={MODELS_DIR}", "--backend-directory={BACKENDS_DIR}"]
+CMD ["ge-triton", "serve", "{MODELS_DIR}", "--address=0.0.0.0", "--log-file=-", \\
+     "--server-arg=--backend-directory={BACKENDS_DIR}"]
 """
 
 

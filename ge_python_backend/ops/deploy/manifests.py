@@ -6,8 +6,9 @@ Sources for the fields (see docs/deploy.md for the reasoning):
   node label ``accelerator=huawei-<type>`` and the ``huawei.com/<type>:NoSchedule`` toleration the
   plugin's own DaemonSet carries (MindCluster ``ascendplugin.yaml``); the driver mounts used
   without Ascend Docker Runtime (CANN container image README, ``docker run -v`` list).
-- tritonserver 2.51 flags (``tritonserver --help``) and its health endpoints ``/v2/health/live``
-  and ``/v2/health/ready`` (KServe v2 protocol; API group ``health``, never restricted here).
+- The server is ``ge-triton serve`` (ops/supervised.py): tritonserver 2.51 flags (``tritonserver
+  --help``) go through ``--server-arg``; the probes read serve's ``/health/live`` and
+  ``/health/ready`` on the metrics port (ops/front.py), which include tritonserver's own health.
 - Hardening (docs/security.md): every container drops ALL capabilities on a read-only root
   filesystem, without privilege escalation or a service-account token; writable emptyDirs where
   tritonserver and CANN write (``/tmp``: HOME and working directory; ``/dev/shm``; CANN's logs,
@@ -120,27 +121,35 @@ def scale_target(resolved: ResolvedDeployment) -> str:
 
 
 def server_args(resolved: ResolvedDeployment, models_dir: str, http_port: int, grpc_port: int) -> list[str]:
+    """``ge-triton serve`` (its supervisor heals the models, its endpoint on the metrics port has the
+    probes), with tritonserver's own flags through ``--server-arg``: among them the restrictions
+    with the Secret's key, which serve reads back for its own repository calls (so serve adds none
+    itself: ``--restricted-apis=none``, ``--http-inference=on``)."""
     options = resolved.options
     args = [
-        "tritonserver",
-        f"--model-repository={models_dir}",
+        "ge-triton",
+        "serve",
+        models_dir,
+        "--address=0.0.0.0",
+        f"--http-port={http_port}",
+        f"--grpc-port={grpc_port}",
+        f"--metrics-port={options.metrics_port}",
         f"--model-control-mode={options.model_control_mode}",
     ]
     if options.model_control_mode is ControlMode.EXPLICIT:
         args += [f"--load-model={name}" for name in resolved.model_names]
-    return args + [
+    args += ["--log-file=-", "--restricted-apis=none", "--http-inference=on"]
+    triton = [
         "--strict-readiness=true",
         "--exit-on-error=true",
         f"--exit-timeout-secs={EXIT_TIMEOUT_SECONDS}",
-        f"--http-port={http_port}",
-        f"--grpc-port={grpc_port}",
-        f"--metrics-port={options.metrics_port}",
         "--allow-metrics=true",
         f"--backend-directory={BACKENDS_DIR}",
         f"--backend-config=python,shm-default-byte-size={SHM_DEFAULT_BYTES}",
         f"--backend-config=python,shm-growth-byte-size={SHM_GROWTH_BYTES}",
         *server_restrictions(resolved),
     ]
+    return args + [f"--server-arg={arg}" for arg in triton]
 
 
 def server_restrictions(resolved: ResolvedDeployment) -> list[str]:
@@ -167,25 +176,27 @@ def resources(resolved: ResolvedDeployment) -> Object:
 
 
 def probes(resolved: ResolvedDeployment, port: str) -> Object:
-    """Startup budget for loading every model copy, then liveness and readiness."""
+    """serve's health endpoints on the metrics ``port``: a startup budget for loading every model
+    copy; liveness fails once a model is beyond in-process recovery (the container is restarted);
+    readiness fails while tritonserver is not ready or any model is broken or being recovered."""
     return {
         "startupProbe": {
-            "httpGet": {"path": "/v2/health/live", "port": port},
+            "httpGet": {"path": "/health/live", "port": port},
             "periodSeconds": PROBE_PERIOD_SECONDS,
             "timeoutSeconds": 5,
             "failureThreshold": resolved.startup_failure_threshold,
         },
         "livenessProbe": {
-            "httpGet": {"path": "/v2/health/live", "port": port},
+            "httpGet": {"path": "/health/live", "port": port},
             "periodSeconds": 10,
             "timeoutSeconds": 5,
             "failureThreshold": 3,
         },
         "readinessProbe": {
-            "httpGet": {"path": "/v2/health/ready", "port": port},
+            "httpGet": {"path": "/health/ready", "port": port},
             "periodSeconds": 5,
             "timeoutSeconds": 3,
-            "failureThreshold": 2,
+            "failureThreshold": 1,
         },
     }
 
@@ -298,7 +309,7 @@ def server_container(resolved: ResolvedDeployment, *, kserve: bool) -> Object:
             {"name": "metrics", "containerPort": options.metrics_port, "protocol": "TCP"},
         ],
         "resources": resources(resolved),
-        **probes(resolved, "http"),
+        **probes(resolved, "metrics"),
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_SECONDS)]}}},
         "securityContext": container_security(resolved, pod_level=not kserve),
         "volumeMounts": volume_mounts(resolved),

@@ -132,8 +132,8 @@ class PullPolicy(Choice):
 
 
 class ControlMode(Choice):
-    NONE = "none"  # load every model of the repository at start; no load/unload API
-    EXPLICIT = "explicit"  # load the models deploy found (--load-model each); the load API takes code: restricted
+    NONE = "none"  # load every model of the repository at start; no load/unload API, so no in-pod recovery
+    EXPLICIT = "explicit"  # load the models deploy found (--load-model each); serve reloads a broken one
 
 
 class DriverMounts(Choice):
@@ -245,7 +245,7 @@ class DeployOptions:
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
-    model_control_mode: ControlMode = ControlMode.NONE
+    model_control_mode: ControlMode = ControlMode.EXPLICIT
     #: API groups that need the operator key (ops.access); () opens them all
     restricted_apis: tuple[Api, ...] = OPERATOR_APIS
     #: HTTP inference (tritonserver 2.51 aborts on one small HTTP JSON request with a huge shape)

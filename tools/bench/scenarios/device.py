@@ -75,7 +75,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--grid",
         type=lambda s: [x for x in s.split(",") if x],
-        default=["return_s1_i1", "return_s1_i2", "return_s1_i3", "return_s1_i4", "sender_s2_i1"],
+        default=["return_s1_i1", "return_s1_i2", "return_s1_i3", "return_s1_i4", "return_s2_i2"],
         help="(b) configurations besides generate's: " + LABELS_HELP,
     )
     parser.add_argument("--scaling-ms", type=float, default=50.0, help="(a) device time per batch")

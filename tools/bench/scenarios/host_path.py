@@ -78,7 +78,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--window", type=float, default=2.5, help="seconds measured per point")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before each window")
     parser.add_argument("--device-ms", type=lambda s: [float(x) for x in s.split(",")], default=[1.0, 2.0, 4.0, 8.0])
-    parser.add_argument("--modes", type=lambda s: s.split(","), default=["return", "sender"])
+    parser.add_argument("--modes", type=lambda s: s.split(","), default=["return"])
     parser.add_argument("--streams", type=int_list, default=(1, 2, 4))
     parser.add_argument("--instances", type=int_list, default=(1, 2))
     parser.add_argument(

@@ -1,11 +1,11 @@
-"""Execution slots (streams) on the pyACL simulator's shared device: S = 1, 2, 4.
+"""Batches in flight on the pyACL simulator's shared device: S = 1, 2, 4.
 
 A small CNN (image_classifier, FP32 3x32x32) is compiled into a simulated .om with batch gears
-1,2,4,8 (``ge-triton sim-compile``) and served by the acl-sim engine with ``streams`` S = 1, 2
-and 4, one instance on device 0, answers through response senders (``response_mode: sender``:
-S slots keep S batches in flight; docs/reliability.md says why it is an opt-in). An execution
+1,2,4,8 (``ge-triton sim-compile``) and served by the acl-sim engine with S = 1, 2 and 4
+instances of one stream each, all on device 0, answers returned from execute (S instances keep
+S batches in flight; GEModel has no sender mode: docs/reliability.md). An execution
 takes ``acl_sim_device_ms`` plus ``acl_sim_row_ms`` per batch row alone on the device; the
-device's AI Cores are shared by every stream (sim/device.py). Two models: one that keeps every
+device's AI Cores are shared by every stream of every instance (sim/device.py). Two models: one that keeps every
 core busy for its whole time (``acl_sim_core_busy`` 1: streams take turns, the ceiling is one
 device's 8 rows / device time whatever S) and one whose kernels leave the cores idle three
 quarters of the time (``--gappy-busy`` 0.25: up to 4 streams run side by side, the ceiling is
@@ -23,7 +23,7 @@ import numpy as np
 from tools.bench.measure import POINT_HEADER, point_row, sweep, sweep_arguments
 from tools.bench.runner import Bench, Ratio, Report, Table, ratio_table
 
-SUMMARY = "execution slots S = 1, 2, 4 on the simulator's shared device: a full-core and a gappy model"
+SUMMARY = "batches in flight: S = 1, 2, 4 instances on the simulator's shared device, a full-core and a gappy model"
 STREAMS = (1, 2, 4)
 LARGEST_GEAR = 8
 #: model -> acl_sim_core_busy ("gappy" from --gappy-busy)
@@ -53,14 +53,14 @@ def build_repository(workdir: Path, device_ms: float, row_ms: float, gappy_busy:
         shutil.rmtree(repo)
     for model, busy in zip(MODELS, (1.0, gappy_busy)):
         for streams in STREAMS:
-            options = GenerateOptions(name=f"{model}_s{streams}", engine="acl-sim", streams=streams, instance_count=1)
+            options = GenerateOptions(name=f"{model}_s{streams}", engine="acl-sim", streams=1, instance_count=streams)
             folder = generate(om_file, repo, options).model_dir
             set_parameters(
                 folder / "config.pbtxt",
                 acl_sim_device_ms=f"{device_ms:g}",
                 acl_sim_row_ms=f"{row_ms:g}",
                 acl_sim_core_busy=f"{busy:g}",
-                response_mode="sender",
+                device_ids="0",
             )
     return repo
 
