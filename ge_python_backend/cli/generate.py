@@ -11,8 +11,6 @@ from ge_python_backend.repository.generate import (
     DEFAULT_MAX_QUEUE_SIZE,
     DEFAULT_NPU_INSTANCES,
     DEFAULT_QUEUE_TIMEOUT_US,
-    HOST_BOUND_MODEL_BYTES,
-    HOST_BOUND_NPU_INSTANCES,
     GenerateOptions,
     generate,
 )
@@ -57,9 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--instances",
         type=int,
-        help=f"instance_group count (KIND_CPU; default {DEFAULT_NPU_INSTANCES} for NPU engines, whose overlap comes "
-        f"from several instances, {HOST_BOUND_NPU_INSTANCES} for a model file under {HOST_BOUND_MODEL_BYTES >> 20} MiB "
-        "(host-bound), else 1)",
+        help=f"instance_group count (KIND_CPU; default {DEFAULT_NPU_INSTANCES} for NPU engines: one batch on the "
+        "device while the other instance does its host work; more only queue on one device; else 1)",
     )
     parser.add_argument("--device-ids", type=device_list, default=(0,), help="NPU ids, instances spread round-robin")
     parser.add_argument(

@@ -48,19 +48,16 @@ from ge_python_backend.specs import ModelSpec, TensorSpec, batch_support_from_sh
 from ge_python_backend.triton.settings import CORE_PARAMETERS
 
 #: Instances (instance_group count) of a model on an NPU engine (acl, acl-sim) unless --instances
-#: says otherwise; 1 for the others. Answers are returned from execute, so one instance runs one
-#: batch at a time and its slot idles while the host forms, gathers and answers the batch (1.5-3 ms
-#: a batch on a 2-core host): other instances run theirs meanwhile (one model copy each). Measured
-#: (python -m tools.bench host-path; BENCHMARKS.md "Why the defaults"): with 1-8 ms of device time
-#: per batch of 8 (a ResNet-class model on an Ascend card), 4 instances served 1.1-1.8x what 2 did
-#: and more than 3; streams add nothing when answers are returned (one execute runs one batch).
-DEFAULT_NPU_INSTANCES = 4
-#: ... but a model that computes next to nothing is host-bound (its device time is far below a
-#: millisecond), and there 2 instances served more than 4 (1.25x at 0 ms: four stubs share two
-#: cores). generate cannot run the model, so the file's size stands in for its class of device
-#: time: an .om below this size holds at most ~250,000 FP32 weights.
-HOST_BOUND_MODEL_BYTES = 1 << 20
-HOST_BOUND_NPU_INSTANCES = 2
+#: says otherwise; 1 for the others. One NPU's AI Cores serve every instance on it (fidelity.md rows
+#: 150-152), so instances add no device throughput: they overlap the host's work with the device's.
+#: Answers are returned from execute, so one instance leaves
+#: the device idle while the host forms, gathers and answers its batch; with two, one batch runs
+#: while the other instance does its host work. Measured on the simulator's shared device (python -m
+#: tools.bench device; BENCHMARKS.md "Why the defaults"): at 8 and 20 ms per batch of 8, 2 instances
+#: kept the device 0.94-0.99 busy, 3 and 4 no more (4 with twice the p99 at 20 ms), 1 instance
+#: 0.53-0.82; at 1-2 ms the host was the bound for every count. Each instance is a model copy (its
+#: weights included) in device memory.
+DEFAULT_NPU_INSTANCES = 2
 #: No queue policy by default: in tritonserver 2.51 any default_queue_policy (or
 #: priority_levels) makes the dynamic batcher stall for ~0.5 s at a time under concurrent load
 #: (measured: a burst of 200 requests took 1.5-5.6 s with a policy vs 0.1-0.2 s without; see
@@ -481,16 +478,10 @@ def _instance_group(
 
 
 def default_instances(engine_name: str, model: ModelFile) -> int:
-    """The instance count generate writes when --instances is not given: 1 off the NPU; on it
-    DEFAULT_NPU_INSTANCES, or HOST_BOUND_NPU_INSTANCES for a model file below HOST_BOUND_MODEL_BYTES."""
+    """The instance count generate writes when --instances is not given: DEFAULT_NPU_INSTANCES on
+    an NPU engine, 1 off it."""
     npu = model.engine.npu if engine_name == AUTO else engine_info(engine_name).npu
-    if not npu:
-        return 1
-    try:
-        host_bound = model.path.stat().st_size < HOST_BOUND_MODEL_BYTES
-    except OSError:
-        host_bound = False
-    return HOST_BOUND_NPU_INSTANCES if host_bound else DEFAULT_NPU_INSTANCES
+    return DEFAULT_NPU_INSTANCES if npu else 1
 
 
 def _check_parameters(parameters: Mapping[str, str]) -> None:

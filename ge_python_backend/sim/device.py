@@ -35,6 +35,7 @@ import math
 import struct
 import threading
 import time
+from abc import ABC, abstractmethod
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Literal
@@ -188,21 +189,22 @@ class CoreProfile:
             self.times[0] = t
 
 
-class Device:
+class Device(ABC):
     """A modelled device: cores and copy engines (the interface of both kinds)."""
 
+    @abstractmethod
     def execute(self, ready: float, demand: Demand) -> tuple[float, float]:
         """Book an execution ready at ``ready``: (when its first core starts, when it ends)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def copy(self, ready: float, size: int, direction: Direction, gbps: float) -> float:
         """Book a copy of ``size`` bytes ready at ``ready``: when it ends."""
-        raise NotImplementedError
 
+    @abstractmethod
     def usage(self) -> DeviceUsage:
-        raise NotImplementedError
+        """What the device did so far."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a device of one process holds nothing to let go of
         """Let go of shared state (the device is modelled on, by whoever still uses it)."""
 
 

@@ -10,8 +10,6 @@ import pytest
 from ge_python_backend.repository.config import read_config_file, set_parameters
 from ge_python_backend.repository.generate import (
     DEFAULT_NPU_INSTANCES,
-    HOST_BOUND_MODEL_BYTES,
-    HOST_BOUND_NPU_INSTANCES,
 )
 from ge_python_backend.sim import sim_compile
 from ge_python_backend.testing import ModelHarness
@@ -64,10 +62,8 @@ def test_sender_mode_is_refused_saying_what_to_use_instead(folders):
     assert "remove the parameter (return is the default)" in message and "instance_group count" in message
 
 
-def test_generate_writes_several_instances_for_npu_engines_and_one_otherwise(folders, tmp_path, onnx_dir):
-    # linear.om is a few KB: host-bound, where 2 instances beat 4 (BENCHMARKS.md, "host-path")
-    assert (folders["om"] / "1" / "model.om").stat().st_size < HOST_BOUND_MODEL_BYTES
-    assert read_config_file(folders["om"] / "config.pbtxt").instance_group[0].count == HOST_BOUND_NPU_INSTANCES
+def test_generate_writes_two_instances_for_npu_engines_and_one_otherwise(folders, tmp_path, onnx_dir):
+    assert read_config_file(folders["om"] / "config.pbtxt").instance_group[0].count == DEFAULT_NPU_INSTANCES == 2
     assert read_config_file(folders["onnx"] / "config.pbtxt").instance_group[0].count == 1
     om = folders["om"] / "1" / "model.om"
     chosen = repos.generated(tmp_path / "other", om, "one", instance_count=1)
@@ -76,12 +72,14 @@ def test_generate_writes_several_instances_for_npu_engines_and_one_otherwise(fol
         assert "response_mode" not in read_config_file(folder / "config.pbtxt").parameters
 
 
-def test_a_model_with_real_weights_gets_the_npu_default_of_instances(tmp_path):
+def test_a_model_with_real_weights_gets_the_same_two_instances(tmp_path):
+    """The file's size no longer picks the count: on one shared device 2 instances kept it as busy as
+    4 at every device time measured (BENCHMARKS.md), with half the model copies."""
     from ge_python_backend.testing import models
 
     om = tmp_path / "classifier.om"
     sim_compile(models.image_classifier(tmp_path / "classifier.onnx", size=32), om, batch_gears=(1, 2, 4, 8))
-    assert om.stat().st_size >= HOST_BOUND_MODEL_BYTES  # 2.6 MB of convolution and Gemm weights
+    assert om.stat().st_size >= 1 << 20  # 2.6 MB of convolution and Gemm weights
     folder = repos.generated(tmp_path / "repo", om, "classifier")
     assert read_config_file(folder / "config.pbtxt").instance_group[0].count == DEFAULT_NPU_INSTANCES
 

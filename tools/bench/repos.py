@@ -321,6 +321,15 @@ def config_folder(
     return folder
 
 
+def identity_folder(repo: Path) -> Path:
+    """The identity model.py (baselines/identity_model.py: the Python backend's floor) in ``repo``."""
+    identity = repo / "identity"
+    (identity / "1").mkdir(parents=True)
+    (identity / "config.pbtxt").write_text(IDENTITY_CONFIG)
+    shutil.copyfile(BASELINES / "identity_model.py", identity / "1" / "model.py")
+    return identity
+
+
 def build_host_repository(
     workdir: Path,
     configs: Sequence[Config],
@@ -340,10 +349,7 @@ def build_host_repository(
     repo = workdir / "repo"
     if repo.exists():
         shutil.rmtree(repo)
-    identity = repo / "identity"
-    (identity / "1").mkdir(parents=True)
-    (identity / "config.pbtxt").write_text(IDENTITY_CONFIG)
-    shutil.copyfile(BASELINES / "identity_model.py", identity / "1" / "model.py")
+    identity_folder(repo)
     folders = [
         generate(
             onnx_file, repo, GenerateOptions(name="ort", max_batch_size=ROWS, max_queue_delay_us=QUEUE_DELAY_US)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import statistics
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,6 +44,8 @@ LOG = logging.getLogger(__name__)
 ALIGNMENT = 64
 #: shapes of a free input (a range input, a dynamic-AIPP image) whose views and descs are kept
 _SHAPE_CACHE = 16
+#: timed batches whose wait latency places the untimed ones
+_LATE_SAMPLES = 8
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,9 @@ class AclSlot(Slot):
         #: the copies' device seconds (in, back) of the last timed batch: where an untimed batch's
         #: execution starts and ends within its run
         self._copy_seconds = (0.0, 0.0)
+        #: of the last timed batches: seconds from the device's end of the run to the wait's
+        #: return (wake-up latency and host overhead), which an untimed batch's end leaves out
+        self._late: deque[float] = deque(maxlen=_LATE_SAMPLES)
         self._model_id: int | None = None
         self._work = Memory()
         self._desc = 0
@@ -430,13 +436,16 @@ class AclSlot(Slot):
         timing events'. Every batch counts its device-busy share (busy.py): a timed one its
         execute interval, from the end of its copies in (its stream was idle when the run
         ``started``: every run ends with a wait) for the execute phase; an untimed one from
-        ``submitted`` to ``done`` less the last copy back (its wake-up latency included)."""
+        ``submitted`` to ``done`` less the last copy back and the median time the last timed
+        batches' waits returned after their device work ended."""
         busy, wall = self._setup.busy, done - started
         if not self._events:
             device = busy.account(submitted, done) if busy else 0.0
             return PhaseTimes(execute=wall, device_busy=device)
         if not self._timed:
-            device = busy.account(submitted, done - self._copy_seconds[1]) if busy else 0.0
+            late = statistics.median(self._late) if self._late else 0.0
+            end = max(submitted, done - self._copy_seconds[1] - late)
+            device = busy.account(submitted, end) if busy else 0.0
             return PhaseTimes(device_busy=device)
         weight = max(self._untimed, 0) + 1
         try:
@@ -446,6 +455,7 @@ class AclSlot(Slot):
             device = busy.account(submitted, done) if busy else 0.0
             return PhaseTimes(execute=wall * weight, device_busy=device)
         self._copy_seconds = (into, back)
+        self._late.append(max(0.0, done - (started + into + execute + back)))
         device = busy.account(started + into, started + into + execute) if busy else 0.0
         return PhaseTimes(into * weight, execute * weight, back * weight, device)
 

@@ -5,7 +5,7 @@ dynamic batching up to 8 (500 us queue delay), batch-1 gRPC requests from perf_a
 execution keeps every AI Core of its device busy for ``acl_sim_device_ms`` (a batch of 8 takes
 that long, so does a smaller one): one device runs at most 8 rows / device time. In one run:
 
-(a) instances and devices, at ``--scaling-ms`` (20): one instance on device 0, two on device 0,
+(a) instances and devices, at ``--scaling-ms`` (50): one instance on device 0, two on device 0,
     two on devices 0 and 1 (``device_ids``), at concurrency 64: infer/s against one device's
     bound and against one instance; the targets: two on one device at most 1.15x one device's
     bound, two on two devices about 2x;
@@ -16,7 +16,7 @@ that long, so does a smaller one): one device runs at most 8 rows / device time.
     window (its modelled busy seconds, read from the server's shared device: the reference), and
     ``ge_device_busy_seconds_total`` summed over the instances (what a user sees) over the whole
     run against the modelled busy seconds;
-(c) core limits, at ``--cores-ms`` (8): two instances (two streams of one device) of a small model
+(c) core limits, at ``--cores-ms`` (20): two instances (two streams of one device) of a small model
     and of a large one (``acl_sim_core_busy`` 0.7; ``acl_sim_launch_share`` 0.7 and 0.05), compiled
     for all 8 cores of the 310P3 or for half of them (``--aicore_num=4|``): infer/s of the half-core
     pair against the full-core pair.
@@ -53,6 +53,7 @@ from tools.bench.repos import (
     config_folder,
     config_named,
     describe,
+    identity_folder,
     relu_model,
     written_config,
 )
@@ -74,11 +75,11 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--grid",
         type=lambda s: [x for x in s.split(",") if x],
-        default=["return_s1_i1", "return_s1_i2", "return_s1_i4", "return_s2_i2"],
+        default=["return_s1_i1", "return_s1_i2", "return_s1_i3", "return_s1_i4", "return_s2_i2"],
         help="(b) configurations besides generate's: " + LABELS_HELP,
     )
-    parser.add_argument("--scaling-ms", type=float, default=20.0, help="(a) device time per batch")
-    parser.add_argument("--cores-ms", type=float, default=8.0, help="(c) device time per batch on all cores")
+    parser.add_argument("--scaling-ms", type=float, default=50.0, help="(a) device time per batch")
+    parser.add_argument("--cores-ms", type=float, default=20.0, help="(c) device time per batch on all cores")
     parser.add_argument("--parts", default="a,b,c", help="which parts to run (a, b, c)")
     parser.add_argument("--saturation", type=positive_int, default=64, help="concurrency of the saturated points")
     parser.add_argument("--rounds", type=positive_int, default=2)
@@ -138,6 +139,8 @@ def build(workdir: Path, args) -> tuple[Path, list[Case]]:
         for label, instances, devices in (("a_i1", 1, 1), ("a_i2_one", 2, 1), ("a_i2_two", 2, 2)):
             add(small, Config(label, "return", 1, instances), args.scaling_ms, devices)
     if "b" in parts:
+        identity_folder(repo)  # the host's floor: the Python backend answering without an engine
+        cases.append(Case("identity", "identity", 0.0, levels=("one",)))
         for d in args.device_ms:
             add(small, Config("default"), d, levels=("one", "top"))
             add(large, Config("default_large"), d, levels=("one", "top"))
@@ -158,7 +161,7 @@ def run(bench: Bench) -> Report:
     args = bench.args
     analyzer = perf_analyzer_binary(args.perf_analyzer)
     repo, cases = build(bench.workdir, args)
-    written = {c.label: written_config(repo / c.name) for c in cases}
+    written = {c.label: written_config(repo / c.name) for c in cases if c.label != "identity"}
     points: dict[tuple[str, int], list[dict]] = collections.defaultdict(list)
     groups: dict[float, list[Case]] = collections.defaultdict(list)
     for case in cases:
@@ -278,6 +281,10 @@ def scaling(cases: list[Case], points, args) -> list[Ratio]:
         Ratio(
             f"(a) {d:g} ms: two instances on two devices / one device's bound",
             [p["infer_per_s"] / bound for p in two_two],
+        ),
+        Ratio(
+            f"(a) {d:g} ms: two instances on two devices / one instance",
+            [b["infer_per_s"] / a["infer_per_s"] for a, b in zip(one, two_two)],
             1.8,
         ),
         Ratio(
@@ -290,7 +297,7 @@ def scaling(cases: list[Case], points, args) -> list[Ratio]:
 def grid_tables(cases: list[Case], points, args, written) -> list[Table]:
     rows = []
     for case in cases:
-        if "one" not in case.levels:
+        if "top" not in case.levels or "one" not in case.levels:
             continue
         one, top = points[(case.name, "one")], points[(case.name, "top")]
         rows.append(
@@ -321,11 +328,21 @@ def grid_tables(cases: list[Case], points, args, written) -> list[Table]:
         "stubs CPU us/req",
         "avg batch",
     )
-    return [Table("(b) configurations on one device: medians (range) over the rounds", header, rows)]
+    floor = [p["p50_ms"] for p in points[("identity", "one")]]
+    title = (
+        "(b) configurations on one device: medians (range) over the rounds; the identity model.py (no engine: the "
+        f"host path's floor) answered c=1 with p50 {_spread(floor)} ms"
+    )
+    return [Table(title, header, rows)]
 
 
 def default_ratios(cases: list[Case], points, args) -> list[Ratio]:
-    ratios = []
+    ratios = [
+        Ratio(
+            "(b) identity model.py p50 at c=1 (ms): the host path's floor",
+            [p["p50_ms"] for p in points[("identity", "one")]],
+        )
+    ]
     for case in cases:
         if case.label not in ("default", "default_large"):
             continue
