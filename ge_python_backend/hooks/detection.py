@@ -337,6 +337,15 @@ class Detector:
             DET_LABELS: names[classes],  # -1 picks the empty name
         }
 
+    def postprocess_batch(
+        self, predictions: Sequence[np.ndarray], placed: Sequence[Sequence[Letterbox]]
+    ) -> list[dict[str, np.ndarray]]:
+        """Several requests at once, each with its rows of the raw predictions and where its images
+        went -> each one's detections, decoded and NMS-filtered in one pass over all of them."""
+        answer = self.postprocess(np.concatenate(predictions), [where for request in placed for where in request])
+        bounds = np.cumsum([0, *(len(request) for request in placed)]).tolist()
+        return [{name: rows[start:end] for name, rows in answer.items()} for start, end in zip(bounds, bounds[1:])]
+
     def describe(self) -> str:
         return (
             f"YOLO {self.head.value} detector: {IMAGE} letterboxed to {self.image.describe()}, {self.classes} classes "
