@@ -148,6 +148,7 @@ def python_based_backends(install: TritonInstall) -> list[str]:
     return names
 
 
+SHM_DIR = Path("/dev/shm")
 #: The largest TCP port.
 MAX_PORT = 65535
 
@@ -373,6 +374,11 @@ class TritonServer:
     @property
     def metrics_url(self) -> str:
         return f"http://{_connect_host(self._metrics.host)}:{self._metrics.port}/metrics"
+
+    @property
+    def shm_prefix(self) -> str:
+        """What the names of this server's shared-memory regions in /dev/shm start with."""
+        return self._shm_prefix
 
     @property
     def metrics_endpoint(self) -> Endpoint:
@@ -704,6 +710,14 @@ class TritonServer:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+            self._remove_regions()
+
+    def _remove_regions(self) -> None:
+        """The shared memory this server's stubs left in /dev/shm (killed with the process group,
+        they could not): its names start with this server's own prefix."""
+        for entry in SHM_DIR.glob(f"{self._shm_prefix}*"):
+            with contextlib.suppress(OSError):
+                entry.unlink()
 
     def close(self) -> None:
         """Stop the server and remove the workspace it made (its log too, unless ``log_path``)."""

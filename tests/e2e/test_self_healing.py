@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -82,8 +81,6 @@ def served(built, tmp_path_factory):
         extra_args=["--exit-timeout-secs=3"],
     )
     with SupervisedServer(server, POLICY) as running:
-        waiter = threading.Thread(target=running.wait, name="serve-wait", daemon=True)  # restarts a dead tritonserver
-        waiter.start()
         yield running
 
 

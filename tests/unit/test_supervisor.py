@@ -380,3 +380,21 @@ def test_while_tritonserver_is_restarted_nothing_is_looked_at_and_its_models_com
         supervisor.registry.get_sample_value("ge_model_recoveries_total", {"model": "m", "cause": "server_died"}) == 1
     )
     assert supervisor.verdict("ready", 200) == []
+
+
+def test_past_the_dead_stub_budget_tritonserver_is_restarted_instead_and_the_model_counted():
+    server = ScriptedServer(stubs_now=[stub(10)])
+    restarts: list[str] = []
+    policy = RecoveryPolicy(attempts=3, settle_s=0.0001, backoff_s=0.001, dead_stub_budget=2)
+    supervisor = supervised(server, policy=policy, restart_server=restarts.append)
+    for _ in range(3):
+        time.sleep(0.001)  # past the settle time: each death starts afresh
+        (victim,) = server.stubs_now
+        server.kill(victim.pid)
+        supervisor.look()
+    assert len(server.reloads) == 2 and len(restarts) == 1
+    assert "tritonserver has lost 3 stub processes since it started" in restarts[0]
+    server.reload("m", "as a restart would", 1.0)  # the new server's stubs
+    supervisor.server_restarted({"m"})
+    assert supervisor.registry.get_sample_value("ge_model_recoveries_total", {"model": "m", "cause": "stub_died"}) == 3
+    assert supervisor.lost_stubs == 0 and supervisor.verdict("ready", 200) == []
