@@ -441,7 +441,8 @@ class Supervisor:
                 if model in ready:
                     self._recoveries.labels(model=model, cause=cause.value).inc()
                     self.records[model].recoveries += 1
-                    self.records[model].recovered_at = self.clock()
+                    if cause is not Cause.SERVER_DIED:  # a restart made for this model's failure: its recovery
+                        self.records[model].recovered_at = self.clock()
             recoveries = [(p.model, work) for p in problems if (work := self._handle(p)) is not None]
             self._publish(now)
             self.last_look = now.time

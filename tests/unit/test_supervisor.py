@@ -366,7 +366,7 @@ def test_the_hung_stub_a_recovery_killed_is_no_second_death():
     assert supervisor.look() == [] and supervisor.look() == []
 
 
-def test_while_tritonserver_is_restarted_nothing_is_looked_at_and_its_models_come_back_counted():
+def test_while_tritonserver_is_restarted_nothing_is_looked_at_and_its_models_come_back_counted(caplog):
     server = ScriptedServer()
     supervisor = supervised(server)
     assert supervisor.server_died("tritonserver died of signal 9") == {"m"}
@@ -374,12 +374,17 @@ def test_while_tritonserver_is_restarted_nothing_is_looked_at_and_its_models_com
     assert supervisor.look() == []  # the old server's stubs are gone: no model died of it
     assert supervisor.verdict("ready", 200) == ["tritonserver is being restarted: tritonserver died of signal 9"]
     server.stubs_now = [stub(20), stub(21, instance="m_0_1")]
+    server.exported = {s.pid: (s, time.time(), True) for s in server.stubs_now}
     supervisor.server_restarted({"m"})
     assert supervisor.serving() == {"m"} and server.reloads == []
     assert (
         supervisor.registry.get_sample_value("ge_model_recoveries_total", {"model": "m", "cause": "server_died"}) == 1
     )
     assert supervisor.verdict("ready", 200) == []
+    server.kill(20)  # the models' own failure soon after: a first recovery, not one more in a row
+    with caplog.at_level(logging.WARNING, logger="ge_python_backend.ops.supervisor"):
+        supervisor.look()
+    assert "(recovery 1 of 3 in a row)" in caplog.records[0].getMessage()
 
 
 def test_past_the_dead_stub_budget_tritonserver_is_restarted_instead_and_the_model_counted():
