@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.hooks.postprocessing import load_labels, softmax, top_k
+from ge_python_backend.hooks.postprocessing import chosen_output, load_labels, softmax, top_k
 from ge_python_backend.hooks.preprocessing import ImageInput, channel_values, decode_images, image_input, normalize
 from ge_python_backend.params import Parameter, parse_bool, parse_choice, parse_int, parse_list
 from ge_python_backend.specs import ModelSpec, format_shape
@@ -125,7 +125,7 @@ class ImageClassifier:
                 f"an image classifier needs a model with one input; this one has {[t.name for t in spec.inputs]}"
             )
         image = image_input(spec.inputs[0], values["image_layout"])
-        scores = _scores_output(spec, values["scores_output"])
+        scores = chosen_output(spec, values["scores_output"], "scores_output", "the class scores")
         classes = scores.shape[-1]
         if len(scores.shape) != 2 or classes < 1:
             raise ConfigError(
@@ -189,20 +189,6 @@ class ImageClassifier:
         if device.normalizes:
             return "; parameters mean and std skipped: the device's AIPP normalises"
         return "; parameters mean and std skipped: the pixels go to the device's AIPP, which does not normalise them"
-
-
-def _scores_output(spec: ModelSpec, name: str):
-    if name:
-        try:
-            return spec.output(name)
-        except KeyError as exc:
-            raise ConfigError(f"parameter 'scores_output': {exc.args[0]}") from None
-    if len(spec.outputs) != 1:
-        raise ConfigError(
-            f"the model has outputs {[t.name for t in spec.outputs]}; name the class scores with parameter "
-            "'scores_output'"
-        )
-    return spec.outputs[0]
 
 
 def _check_config_io(settings: ModelSettings, k: int) -> None:

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ge_python_backend.errors import ConfigError, InputError
-from ge_python_backend.hooks.postprocessing import load_labels
+from ge_python_backend.hooks.postprocessing import chosen_output, load_labels
 from ge_python_backend.hooks.preprocessing import ImageInput, decode_image, image_input
 from ge_python_backend.params import Parameter, parse_choice, parse_float, parse_int
 from ge_python_backend.specs import ModelSpec, TensorSpec, format_shape
@@ -269,7 +269,9 @@ class Detector:
         if len(spec.inputs) != 1:
             raise ConfigError(f"a detector needs a model with one input; this one has {[t.name for t in spec.inputs]}")
         image = image_input(spec.inputs[0])
-        predictions = _predictions(spec, str(values["predictions_output"]))
+        predictions = chosen_output(
+            spec, str(values["predictions_output"]), "predictions_output", "the raw predictions"
+        )
         head = detect_head(predictions, str(values["head"]))
         classes = predictions.shape[1] - 4 if head is Head.V8 else predictions.shape[2] - 5
         if labels is not None and len(labels) != classes:
@@ -337,6 +339,15 @@ class Detector:
             DET_LABELS: names[classes],  # -1 picks the empty name
         }
 
+    def postprocess_batch(
+        self, predictions: Sequence[np.ndarray], placed: Sequence[Sequence[Letterbox]]
+    ) -> list[dict[str, np.ndarray]]:
+        """Several requests at once, each with its rows of the raw predictions and where its images
+        went -> each one's detections, decoded and NMS-filtered in one pass over all of them."""
+        answer = self.postprocess(np.concatenate(predictions), [where for request in placed for where in request])
+        bounds = np.cumsum([0, *(len(request) for request in placed)]).tolist()
+        return [{name: rows[start:end] for name, rows in answer.items()} for start, end in zip(bounds, bounds[1:])]
+
     def describe(self) -> str:
         return (
             f"YOLO {self.head.value} detector: {IMAGE} letterboxed to {self.image.describe()}, {self.classes} classes "
@@ -350,20 +361,6 @@ def labels_for(version_dir: Path, name: str, classes: int | None = None) -> tupl
     ``labels.txt`` when it is empty and the file exists; None: no names, the class numbers serve."""
     path = Path(name) if Path(name).is_absolute() else version_dir / (name or "labels.txt")
     return load_labels(path, classes) if name or path.is_file() else None
-
-
-def _predictions(spec: ModelSpec, name: str) -> TensorSpec:
-    if name:
-        try:
-            return spec.output(name)
-        except KeyError as exc:
-            raise ConfigError(f"parameter 'predictions_output': {exc.args[0]}") from None
-    if len(spec.outputs) != 1:
-        raise ConfigError(
-            f"the model has outputs {[t.name for t in spec.outputs]}; name the raw predictions with parameter "
-            "'predictions_output'"
-        )
-    return spec.outputs[0]
 
 
 def detect_head(predictions: TensorSpec, head: str) -> Head:

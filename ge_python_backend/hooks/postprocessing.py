@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ge_python_backend.errors import ConfigError
+from ge_python_backend.specs import ModelSpec, TensorSpec
 
 
 def load_labels(path: Path, classes: int | None = None) -> tuple[str, ...]:
@@ -63,3 +64,18 @@ def top_k(scores: np.ndarray, k: int, labels: tuple[str, ...]) -> tuple[np.ndarr
     encoded = [label.encode("utf-8") for label in labels]
     names = np.array([[encoded[i] for i in row] for row in order], dtype=np.object_).reshape(order.shape)
     return names, np.take_along_axis(scores, order, axis=1).astype(np.float32)
+
+
+def chosen_output(spec: ModelSpec, name: str, parameter: str, what: str) -> TensorSpec:
+    """The output a hook reads: the one named by ``parameter`` (its value ``name``), or the model's
+    only output when ``name`` is empty. ConfigError naming the parameter otherwise."""
+    if name:
+        try:
+            return spec.output(name)
+        except KeyError as exc:
+            raise ConfigError(f"parameter {parameter!r}: {exc.args[0]}") from None
+    if len(spec.outputs) != 1:
+        raise ConfigError(
+            f"the model has outputs {[t.name for t in spec.outputs]}; name {what} with parameter {parameter!r}"
+        )
+    return spec.outputs[0]

@@ -37,6 +37,7 @@ from ge_python_backend.serving.runner import Runner
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.specs import ModelSpec, Tensor, format_shape
 from ge_python_backend.triton import capabilities, lifeline, logbridge
+from ge_python_backend.triton.loading import load_or_refuse
 from ge_python_backend.triton.metrics import TritonMetrics
 from ge_python_backend.triton.settings import ModelSettings, auto_complete, declared_outputs, read_settings
 
@@ -108,18 +109,11 @@ class GEModel:
         self._watch: lifeline.ServerWatch | None = None
         self._lifeline: subprocess.Popen | None = None
         name = args.get("model_name", "?")
-        try:
+        with load_or_refuse(name, self._release):
             capabilities.check_apis(pb_utils)  # before anything calls them
             logbridge.install(pb_utils, args.get("model_instance_name", ""), verbose=_wants_verbose(args))
             self.settings = read_settings(self._adapted(args), self.extra_parameters)
             self._open()
-        except GEError as exc:  # what the user must fix: the message says what
-            self._release()
-            raise pb_utils.TritonModelException(f"model {name!r}: {exc}") from None
-        except Exception as exc:  # a bug: its traceback goes to the log once, the load fails with one line
-            LOG.exception("loading model %r failed", name)
-            self._release()
-            raise pb_utils.TritonModelException(f"model {name!r}: {type(exc).__name__}: {exc}") from None
         if lifeline.in_stub():  # never outlive the server (lifeline.py says why a stub could)
             self._watch = lifeline.ServerWatch(self._abandon)
             self._lifeline = lifeline.start_lifeline()

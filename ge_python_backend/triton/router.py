@@ -44,10 +44,11 @@ from typing import Any
 
 import triton_python_backend_utils as pb_utils
 
-from ge_python_backend.errors import ConfigError, GEError
+from ge_python_backend.errors import ConfigError
 from ge_python_backend.serving.bls_errors import ERROR_CODE_PARAMETER, asks_for_code, read_member_error, tag_error
 from ge_python_backend.serving.routing import Job, Router
 from ge_python_backend.triton import capabilities, lifeline, logbridge
+from ge_python_backend.triton.loading import load_or_refuse
 from ge_python_backend.triton.metrics import RouterMetrics
 from ge_python_backend.triton.router_settings import (
     DEFAULT_BLS_THREADS,
@@ -72,18 +73,11 @@ class RouterModel:
         self._watch: lifeline.ServerWatch | None = None
         self._lifeline = None
         name = args.get("model_name", "?")
-        try:
+        with load_or_refuse(name, self._release):
             capabilities.check_apis(pb_utils, capabilities.ROUTER_API_SINCE, "the router")
             logbridge.install(pb_utils, args.get("model_instance_name", ""), verbose=False)
             self.settings = settings = RouterSettings.read(args)
             self._open(settings)
-        except GEError as exc:  # what the user must fix: the message says what
-            self._release()
-            raise pb_utils.TritonModelException(f"model {name!r}: {exc}") from None
-        except Exception as exc:  # a bug: its traceback goes to the log once, the load fails with one line
-            LOG.exception("loading router %r failed", name)
-            self._release()
-            raise pb_utils.TritonModelException(f"model {name!r}: {type(exc).__name__}: {exc}") from None
         if lifeline.in_stub():  # never outlive the server (lifeline.py)
             self._watch = lifeline.ServerWatch(self._release)
             self._lifeline = lifeline.start_lifeline()

@@ -30,6 +30,7 @@ import triton_python_backend_utils as pb_utils
 from ge_python_backend.errors import EngineError, GEError, InputError
 from ge_python_backend.params import Parameter, parse_parameters
 from ge_python_backend.triton import logbridge
+from ge_python_backend.triton.loading import load_or_refuse
 from ge_python_backend.triton.model import _response
 
 LOG = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class PipelineStep:
         self.model_name = args.get("model_name", "?")
         self.instance_name = args.get("model_instance_name", self.model_name)
         logbridge.install(pb_utils, self.instance_name, verbose=False)
-        try:
+        with load_or_refuse(self.model_name):
             config = json.loads(args["model_config"])
             raw = {key: value.get("string_value", "") for key, value in config.get("parameters", {}).items()}
             self.values = parse_parameters(raw, self.parameters)
@@ -64,11 +65,6 @@ class PipelineStep:
             self.version_dir = self.model_dir / args.get("model_version", "1")
             self.repository = self.model_dir.parent
             self.setup()
-        except GEError as exc:  # what the user must fix: the message says what
-            raise pb_utils.TritonModelException(f"model {self.model_name!r}: {exc}") from None
-        except Exception as exc:  # a bug: its traceback goes to the log once, the load fails with one line
-            LOG.exception("loading model %r failed", self.model_name)
-            raise pb_utils.TritonModelException(f"model {self.model_name!r}: {type(exc).__name__}: {exc}") from None
 
     def setup(self) -> None:
         """Build what ``process`` needs, once per instance (ConfigError fails the load)."""

@@ -1,7 +1,7 @@
 """The pipeline templates through the real tritonserver, on acl-sim: detection (YOLO v5 and v8
-heads, an ensemble; the models compiled at load) against a reference of letterbox, decoding and
-NMS written apart from the template (tests/support/yolo_reference.py) and ONNX Runtime called
-directly; OCR (a BLS model over PP-OCR's det, cls and rec from the rapidocr-onnxruntime wheel,
+heads, as an ensemble and in GEModel's hooks; the models compiled at load) against a reference
+of letterbox, decoding and NMS written apart from the templates (tests/support/yolo_reference.py)
+and ONNX Runtime called directly; OCR (a BLS model over PP-OCR's det, cls and rec from the rapidocr-onnxruntime wheel,
 sim-compiled with a shape range over H/W for det and over batch and width for rec) against that
 wheel's own pipeline on rendered pages; text (a BERT-style encoder sim-compiled with dims gears
 over batch and sequence, behind the padding model) against the unpadded encoder on ONNX Runtime."""
@@ -27,7 +27,13 @@ cv2 = pytest.importorskip("cv2", reason="the detection template needs OpenCV (th
 SIZE = 64
 MAX_DET = 20
 CLASSES = ("cat", "dog", "bird")
-DETECTORS = {"det_v5": "v5", "det_v8": "v8"}
+#: served name -> (head, template): each head as the ensemble (detection) and in hooks (detection-hooks)
+DETECTORS = {
+    "det_v5": ("v5", "detection"),
+    "det_v8": ("v8", "detection"),
+    "hooked_v5": ("v5", "detection-hooks"),
+    "hooked_v8": ("v8", "detection-hooks"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,12 +44,12 @@ def built(tmp_path_factory):
     labels = sources / "classes.txt"
     sources.mkdir()
     labels.write_text("\n".join(CLASSES) + "\n")
-    for name, head in DETECTORS.items():
+    for name, (head, template) in DETECTORS.items():
         files[name] = models.yolo(sources / f"{name}.onnx", head, classes=len(CLASSES), size=SIZE)
         template_options = {"max_det": str(MAX_DET), "conf_threshold": "0.2"}
         if head == "v5":
             template_options["classes"] = str(labels)
-        options = GenerateOptions(name=name, template="detection", engine="acl-sim", template_options=template_options)
+        options = GenerateOptions(name=name, template=template, engine="acl-sim", template_options=template_options)
         generate(files[name], repo, options)
     _ocr(repo, sources)
     files["encoder"] = models.text_encoder(sources / "encoder.onnx")
@@ -113,7 +119,7 @@ SHAPES = [(64, 64), (48, 80), (120, 35), (200, 150), (33, 97), (64, 64), (90, 91
 @pytest.mark.parametrize("name", list(DETECTORS))
 def test_detections_equal_the_reference(server, built, protocol, name):
     _, files, _ = built
-    head = DETECTORS[name]
+    head, _ = DETECTORS[name]
     blobs = [encoded(picture(h, w, seed=i), "PNG" if i % 2 else "JPEG") for i, (h, w) in enumerate(SHAPES)]
     requests = [{"IMAGE": np.array([[blob]], dtype=np.object_)} for blob in blobs]
     answers = infer_many(protocol, url(server, protocol), name, requests, concurrency=8)
@@ -135,10 +141,11 @@ def test_detections_equal_the_reference(server, built, protocol, name):
     assert found > len(SHAPES), "the images must give detections for the comparison to mean something"
 
 
-def test_a_bad_image_fails_alone(server):
+@pytest.mark.parametrize("name", ["det_v8", "hooked_v8"])
+def test_a_bad_image_fails_alone(server, name):
     good = encoded(picture(50, 70, seed=1), "PNG")
     requests = [{"IMAGE": np.array([[data]], dtype=np.object_)} for data in (good, b"not an image", good)]
-    answers = infer_many("grpc", url(server, "grpc"), "det_v8", requests)
+    answers = infer_many("grpc", url(server, "grpc"), name, requests)
     assert answers[0][1] is None and answers[2][1] is None
     assert "IMAGE[0] has 12 bytes: expected 12288 bytes of raw pixels" in str(answers[1][1])
 

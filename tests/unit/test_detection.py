@@ -237,3 +237,54 @@ def test_without_opencv_a_resize_says_what_to_install(monkeypatch):
         detection.letterbox(np.zeros((10, 20, 3), np.uint8), SIZE, SIZE)
     boxed, _ = detection.letterbox(np.zeros((SIZE, SIZE, 3), np.uint8), SIZE, SIZE)  # same size: no resize
     assert boxed.shape == (SIZE, SIZE, 3)
+
+
+# -- the detection-hooks template, in-process -----------------------------------------------------
+
+
+@pytest.mark.parametrize("head", ["v5", "v8"])
+def test_the_hooks_layout_answers_requests_split_between_engine_batches_as_the_reference(tmp_path, head):
+    """One execute of requests of 3, 6, 1 and 2 images on a model of batches up to 8: the request
+    of 6 is split between two engine batches, and each request's answer is made from the
+    letterboxes its own preprocess left in its context."""
+    import importlib.util
+
+    import onnxruntime as ort
+
+    from ge_python_backend.repository.generate import GenerateOptions, generate
+    from ge_python_backend.sim import sim_compile
+    from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
+
+    pb_utils = install_fake_pb_utils()
+    onnx_file = models.yolo(tmp_path / "yolo.onnx", head, classes=3, size=SIZE)
+    sim_compile(onnx_file, tmp_path / "yolo.om", batch_gears=(1, 2, 4, 8))
+    options = GenerateOptions(
+        name="det", template="detection-hooks", template_options={"conf_threshold": "0.2", "max_det": "20"}
+    )
+    folder = generate(tmp_path / "yolo.om", tmp_path / "repo", options).model_dir
+    spec = importlib.util.spec_from_file_location(f"detector_{head}", folder / "1" / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rng = np.random.default_rng(4)
+    sizes = [[tuple(rng.integers(20, 130, 2)) for _ in range(count)] for count in (3, 6, 1, 2)]
+    images = [[picture(h, w, seed=int(h * w)) for h, w in request] for request in sizes]
+    requests = [
+        pb_utils.InferenceRequest([pb_utils.Tensor("IMAGE", np.array([[png(i)] for i in request], np.object_))])
+        for request in images
+    ]
+    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    with ModelHarness(module.TritonPythonModel, folder) as harness:
+        answers = harness.infer(requests)
+    found = 0
+    for request, answer in zip(images, answers):
+        assert not answer.has_error(), answer.error().message()
+        got = {
+            n: pb_utils.get_output_tensor_by_name(answer, n).as_numpy()
+            for n in (NUM_DETS, DET_BOXES, DET_SCORES, DET_CLASSES)
+        }
+        boxed = np.stack([yolo_reference.letterbox(image, SIZE, SIZE) for image in request])
+        (predictions,) = session.run(None, {"images": boxed.transpose(0, 3, 1, 2).astype(np.float32) / 255})
+        shapes = [image.shape[:2] for image in request]
+        assert_same(got, reference_detections(predictions, head, 0.2, 0.45, 20, shapes), 20)
+        found += int(got[NUM_DETS].sum())
+    assert found > 12, "the images must give detections for the comparison to mean something"

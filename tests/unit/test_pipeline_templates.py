@@ -1,4 +1,4 @@
-"""Templates that write several model folders (the detection ensemble): what generate writes,
+"""The pipeline templates (the detection ensemble and its hooks layout, OCR): what generate writes,
 what it refuses, and check's reading of the folders (served in tests/e2e/test_pipelines_served.py)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ def yolo(tmp_path_factory):
     return models.yolo(tmp_path_factory.mktemp("yolo") / "yolo.onnx", "v8", classes=3, size=64)
 
 
-def detection(name: str = "det", **options) -> GenerateOptions:
-    return GenerateOptions(name=name, template="detection", engine="acl-sim", **options)
+def detection(name: str = "det", template: str = "detection", **options) -> GenerateOptions:
+    return GenerateOptions(name=name, template=template, engine="acl-sim", **options)
 
 
 def test_detection_writes_an_ensemble_around_the_model(tmp_path, yolo):
@@ -107,3 +107,26 @@ def test_ocr_needs_its_classifier_and_recogniser(tmp_path):
     det = models.image_conv(tmp_path / "det.onnx", batch=1, height=32, width=32)
     with pytest.raises(ConfigError, match=r"template 'ocr' needs option 'cls' \(--set cls=\.\.\.\)"):
         generate(det, tmp_path / "repo", GenerateOptions(name="ocr", template="ocr"))
+
+
+def test_detection_hooks_writes_one_model_whose_hooks_make_both_sides(tmp_path, yolo):
+    classes = tmp_path / "names.txt"
+    classes.write_text("a\nb\nc\n")
+    options = {"max_det": "7", "iou_threshold": "0.5", "classes": str(classes)}
+    result = generate(yolo, tmp_path / "repo", detection(template="detection-hooks", template_options=options))
+    assert [f.name for f in result.folders] == ["det"]
+    config = read_config_file(result.model_dir / "config.pbtxt")
+    assert [(i.name, list(i.dims)) for i in config.input] == [("IMAGE", [1])]
+    assert {o.name: list(o.dims) for o in config.output} == {
+        "NUM_DETS": [1],
+        "DET_BOXES": [7, 4],
+        "DET_SCORES": [7],
+        "DET_CLASSES": [7],
+        "DET_LABELS": [7],
+    }
+    assert config.parameters["max_det"].string_value == "7"
+    assert config.parameters["iou_threshold"].string_value == "0.5"
+    assert (result.model_dir / "1" / "labels.txt").read_text() == "a\nb\nc\n"
+    code = read_model_code(result.model_dir / "1" / "model.py")
+    assert code.overrides == {"preprocess", "postprocess"} and not code.step
+    assert not check_repository(tmp_path / "repo").errors

@@ -335,8 +335,6 @@ def stub_pids(server_pid: int, model: str) -> list[int]:
 def perf_analyzer_once(analyzer: str, address: str, model: str, concurrency: int, seconds: float) -> dict[str, float]:
     """perf_analyzer's own measurement once at ``concurrency`` (its stability trials): infer/s,
     p50 and p99 in ms, as it reports them."""
-    import re
-
     command, env = perf_analyzer_run(
         analyzer,
         model,
@@ -350,6 +348,12 @@ def perf_analyzer_once(analyzer: str, address: str, model: str, concurrency: int
         "50",
     )
     output = subprocess.run(command, capture_output=True, text=True, timeout=120 + 10 * seconds, env=env).stdout
+    return perf_analyzer_figures(output)
+
+
+def perf_analyzer_figures(output: str) -> dict[str, float]:
+    """infer/s, p50 and p99 in ms, read from perf_analyzer's printout (NaN where it has none)."""
+    import re
 
     def number(pattern: str) -> float:
         match = re.search(pattern, output)

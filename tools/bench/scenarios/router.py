@@ -33,7 +33,6 @@ to 40 BLS requests in flight, more than the default 32).
 from __future__ import annotations
 
 import os
-import re
 import resource
 import shutil
 import subprocess
@@ -43,7 +42,14 @@ from statistics import median
 from typing import Any
 
 from ge_python_backend.ops.bench.host import busy_cpu_seconds, process_tree_cpu
-from tools.bench.measure import perf_analyzer_arguments, perf_analyzer_binary, perf_analyzer_run, perf_window, stub_pids
+from tools.bench.measure import (
+    perf_analyzer_arguments,
+    perf_analyzer_binary,
+    perf_analyzer_figures,
+    perf_analyzer_run,
+    perf_window,
+    stub_pids,
+)
 from tools.bench.runner import Bench, Ratio, Report, Table, ratio_table
 
 SUMMARY = "the router over an acl-sim copy (20 ms per batch of 8) and an onnxruntime copy of one model"
@@ -187,15 +193,8 @@ def measure(
     output = result.stdout + result.stderr
     if result.returncode != 0 or "Throughput:" not in output:
         print(f"  perf_analyzer on {model} c={concurrency} failed ({result.returncode}): {output[-600:]}", flush=True)
-
-    def number(pattern: str) -> float:
-        match = re.search(pattern, output)
-        return float(match.group(1)) if match else float("nan")
-
     return {
-        "infer_per_s": number(r"Throughput: ([\d.]+) infer/sec"),
-        "p50_ms": number(r"p50 latency: (\d+) usec") / 1000,
-        "p99_ms": number(r"p99 latency: (\d+) usec") / 1000,
+        **perf_analyzer_figures(output),
         "failed": float(result.returncode != 0),
         "server_cores": server_cores,
         "client_cores": client_cores,
