@@ -100,7 +100,10 @@ def test_missing_model_file_gives_one_line(tmp_path, capsys):
         (["--max-batch-size", "-1"], "--max-batch-size -1: expected an integer >= 0"),
         (["--instances", "0"], "--instances 0: expected an integer >= 1"),
         (["--max-batch-size", "4", "--name", "pair"], None),
-        (["--template", "nope"], "no template named 'nope'; available: classification, detection, detection-hooks, generic, ocr"),
+        (
+            ["--template", "nope"],
+            "no template named 'nope'; available: classification, detection, detection-hooks, generic, ocr",
+        ),
         (["--set", "x=1"], "template 'generic' has no option 'x'; its options: none"),
         (["--name", "../up"], "model name '../up' is not safe as a folder name"),
     ],
