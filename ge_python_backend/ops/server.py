@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from ge_python_backend.errors import GEError
-from ge_python_backend.ops import ports
+from ge_python_backend.ops import ports, processes
 from ge_python_backend.ops.access import Access, Api, random_value, restriction_args
 from ge_python_backend.ops.bench.metrics import Scrape, fetch
 from ge_python_backend.ops.processes import Stub, stubs_of
@@ -556,7 +556,14 @@ class TritonServer:
                 )
 
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        """Whether tritonserver runs. From /proc, not ``Popen.poll``: while another thread waits for
+        the process (serve's main loop), poll answers "running" even after it died."""
+        process = self.process
+        return process is not None and process.returncode is None and processes.running(process.pid)
+
+    def stub_running(self, pid: int) -> bool:
+        """Whether stub process ``pid`` runs (a stub that ended, even unreaped, does not)."""
+        return processes.running(pid)
 
     def health(self, check: HealthCheck) -> int:
         """The HTTP status of tritonserver's /v2/health/<check> (0: no answer)."""

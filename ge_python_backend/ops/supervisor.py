@@ -63,6 +63,10 @@ UNRECOVERABLE = "ge_model_unrecoverable"
 SUPERVISOR_HEARTBEAT = "ge_supervisor_heartbeat_timestamp_seconds"
 #: a supervisor whose last look is older than this is stuck: serve is neither ready nor live
 STALE_S = 30.0
+#: stubs seen ended that the supervisor remembers (an older listing may still show them)
+ENDED_REMEMBERED = 4096
+#: seconds a restarted tritonserver, ready, has to answer the supervisor's first look
+RESTART_LOOK_S = 30.0
 
 
 class Cause(Choice):
@@ -215,11 +219,17 @@ def died(stub: Stub, now: Observation) -> bool:
 
 
 def find_problems(
-    before: Sequence[Stub], now: Observation, policy: RecoveryPolicy, retiring: Set[int] = frozenset()
+    before: Sequence[Stub],
+    now: Observation,
+    policy: RecoveryPolicy,
+    retiring: Set[int] = frozenset(),
+    missed: Set[int] = frozenset(),
 ) -> list[Problem]:
     """One Problem per broken model: dead stubs first, then hung ones, then failed engines.
-    ``retiring``: stubs a reload is replacing (they end soon, whatever they report)."""
-    alive = {stub.pid for stub in now.stubs}
+    ``retiring``: stubs a reload is replacing, or a hung one being killed (they end soon, whatever
+    they report); ``missed``: stubs of ``before`` that ``now`` does not list but that still run (a
+    reload's new stubs, watched from its end, started after ``now`` listed the stubs)."""
+    alive = {stub.pid for stub in now.stubs} | set(missed)
     found: dict[str, list[tuple[Cause, str, int | None]]] = {}
     for stub in before:
         if stub.pid not in alive and stub.pid not in retiring and died(stub, now):
@@ -259,6 +269,8 @@ class Server(Protocol):
     def reload(self, model: str, note: str, timeout: float) -> tuple[int, str]: ...
 
     def running(self) -> bool: ...
+
+    def stub_running(self, pid: int) -> bool: ...
 
 
 @dataclass
@@ -307,7 +319,11 @@ class Supervisor:
         self._heartbeat = self._metric(Gauge, SUPERVISOR_HEARTBEAT)
         self.records: dict[str, ModelRecord] = {}
         self._stubs: list[Stub] = []
+        #: pids of stubs seen ended (insertion-ordered, the last ENDED_REMEMBERED)
+        self._ended: dict[int, None] = {}
         self._lock = threading.Lock()
+        #: one look at a time: serve's restart of tritonserver looks too
+        self._looking = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._workers: dict[str, threading.Thread] = {}
@@ -340,8 +356,8 @@ class Supervisor:
 
     def _run(self) -> None:
         while not self._stop.wait(self.policy.interval_s):
-            if not self.server.running():
-                continue  # serve restarts it (SupervisedServer.wait); nothing to look at meanwhile
+            if not self.server.running() or self.server_down:
+                continue  # serve restarts it (SupervisedServer.wait) and looks first; nothing to look at meanwhile
             try:
                 self.look()
             except Exception:  # never let one bad look end the supervision
@@ -371,19 +387,36 @@ class Supervisor:
         )
 
     def look(self) -> list[Problem]:
-        """One look: find what broke and start its recovery; the problems found."""
-        now = self.observe()
-        if now is None:
-            return []
+        """One look: find what broke and start its recovery; the problems found. Nothing while
+        tritonserver is being restarted (``server_restarted`` looks first once it runs again)."""
+        with self._looking:
+            if self.server_down:
+                return []
+            now = self.observe()
+            return [] if now is None else self.judge(now)
+
+    def judge(self, now: Observation, restarted: Set[str] = frozenset()) -> list[Problem]:
+        """What ``now`` shows: the problems found, with their recoveries started. ``restarted``:
+        the models of a dead tritonserver, each counted as recovered (cause server_died) if READY
+        again, in the same step that publishes them as served."""
         with self._lock:
-            before, self._stubs = self._stubs, list(now.stubs)
+            before, listed = self._stubs, {stub.pid for stub in now.stubs}
+            # stubs a recovery added to watch after ``now`` listed them: running, not dead
+            missed = {stub.pid for stub in before if stub.pid not in listed and self.server.stub_running(stub.pid)}
+            for stub in before:
+                if stub.pid not in listed and stub.pid not in missed:
+                    self._ended[stub.pid] = None
+            while len(self._ended) > ENDED_REMEMBERED:
+                del self._ended[next(iter(self._ended))]
+            # a stub an older listing still shows, seen ended since, is not watched again
+            self._stubs = [*(s for s in now.stubs if s.pid not in self._ended), *(s for s in before if s.pid in missed)]
             retiring = set().union(*(r.retiring for r in self.records.values()))
-            problems = find_problems(before, now, self.policy, retiring)
+            problems = find_problems(before, now, self.policy, retiring, missed)
             broken = {p.model: p for p in problems}
             ready = now.ready_models()
             for model in ready - set(self.records):
                 self.records[model] = ModelRecord()
-            alive = {stub.pid for stub in now.stubs}
+            alive = listed | missed
             for model, record in self.records.items():
                 problem = broken.get(model)
                 record.problem = problem.detail if problem else ""
@@ -391,6 +424,9 @@ class Supervisor:
                 if record.unrecoverable and not (problem or record.recovering or self.recovery_off) and model in ready:
                     LOG.info("supervisor: model %s is loaded and serving again; watching it again", model)
                     record.unrecoverable, record.streak = "", 0
+            for model in sorted(restarted & ready):
+                self._recoveries.labels(model=model, cause=Cause.SERVER_DIED.value).inc()
+                self.records[model].recoveries += 1
             recoveries = [(p.model, work) for p in problems if (work := self._handle(p)) is not None]
             self._publish(now)
             self.last_look = now.time
@@ -416,6 +452,7 @@ class Supervisor:
         else:
             record.streak = 0
         record.recovering = problem.detail
+        record.retiring |= set(problem.hung)  # killed by the recovery: its end is no new death
         return lambda: self._recover(problem, record)
 
     def _spawn(self, model: str, work: Callable[[], None]) -> None:
@@ -445,18 +482,20 @@ class Supervisor:
             return set(self._ready)
 
     def server_restarted(self, served: Set[str]) -> None:
-        """tritonserver runs again: forget the old stubs, look, count a recovery for each model of
-        ``served`` that is READY again."""
-        with self._lock:
-            self._stubs = []
-            for record in self.records.values():
-                record.retiring, record.pending = set(), None
-            self.server_down = ""
-        self.look()
-        for model in sorted(served & self._ready):
-            self._recoveries.labels(model=model, cause=Cause.SERVER_DIED.value).inc()
+        """tritonserver runs again: forget the old stubs, look, and count a recovery for each model
+        of ``served`` that is READY again, before the look's models are published as served (a
+        reader that sees them back sees them counted)."""
+        with self._looking:
             with self._lock:
-                self.records[model].recoveries += 1
+                self._stubs, self._ended = [], {}
+                for record in self.records.values():
+                    record.retiring, record.pending = set(), None
+            deadline = time.monotonic() + RESTART_LOOK_S
+            while (now := self.observe()) is None and time.monotonic() < deadline and not self._stop.wait(0.1):
+                pass
+            if now is not None:
+                self.judge(now, restarted=served)
+            self.server_down = ""
 
     # -- recovering a model ---------------------------------------------------------------------
 
@@ -515,9 +554,11 @@ class Supervisor:
                 self._spawn(model, work)
 
     def _reload(self, problem: Problem, record: ModelRecord) -> tuple[int, str]:
-        """Reload ``problem``'s model in place; the stubs it has now are retiring meanwhile."""
+        """Reload ``problem``'s model in place; the stubs it has now (and the hung ones killed) are
+        retiring meanwhile."""
         with self._lock:
             record.retiring = {stub.pid for stub in self.server.stubs() if stub.model == problem.model}
+            record.retiring |= set(problem.hung)
             record.pending = None
             self._reloads += 1
             when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -260,3 +260,75 @@ def test_a_context_is_freed_when_its_request_is_answered_not_when_its_execute_re
         answers = harness.infer([_request(pb_utils, marker, rows=4) for marker in (1.0, 2.0, 3.0)])
         assert not any(answer.has_error() for answer in answers)
     assert alive_at_last == [[3.0]]
+
+
+def test_no_context_outlives_a_batch_hook_that_failed_its_requests(faulty_folder, monkeypatch):
+    """Batch hooks fail requests in every way they can: a result that is an exception (the
+    client's, a crash), a hook that raises, one that returns another number of results; the
+    contexts the pre hook filled die with those answers (the tracebacks are logged, not kept)."""
+    import logging
+
+    from ge_python_backend import GEModel, InputError
+    from ge_python_backend.testing import ModelHarness, install_fake_pb_utils
+
+    pb_utils = install_fake_pb_utils()
+    notes: weakref.WeakSet = weakref.WeakSet()
+    #: markers: refused by preprocess_batch's result, crashed in it, preprocess_batch raises,
+    #: refused/crashed by postprocess_batch's result, postprocess_batch raises / miscounts
+    PRE_REFUSED, PRE_CRASHED, PRE_RAISES = 11.0, 12.0, 13.0
+    POST_REFUSED, POST_CRASHED, POST_RAISES, POST_MISCOUNTS = 21.0, 22.0, 23.0, 24.0
+
+    class Failing(GEModel):
+        def preprocess_batch(self, inputs, requests):
+            results: list = []
+            for each, request in zip(inputs, requests):
+                note = Note(float(each["x"][0, 0]))
+                notes.add(note)
+                request.context["note"] = note
+                results.append(
+                    {PRE_REFUSED: InputError("refused"), PRE_CRASHED: ZeroDivisionError("crashed")}.get(
+                        note.marker, each
+                    )
+                )
+            if any(request.context["note"].marker == PRE_RAISES for request in requests):
+                raise RuntimeError("preprocess_batch is down")
+            return results
+
+        def postprocess_batch(self, outputs, requests):
+            markers = [request.context["note"].marker for request in requests]
+            if POST_RAISES in markers:
+                raise RuntimeError("postprocess_batch is down")
+            if POST_MISCOUNTS in markers:
+                return outputs[:-1]
+            faults = {POST_REFUSED: InputError("refused"), POST_CRASHED: KeyError("crashed")}
+            return [faults.get(marker, each) for marker, each in zip(markers, outputs)]
+
+    def left() -> int:
+        gc.collect()
+        return len(notes)
+
+    # pytest's log capture keeps each record with its traceback (and so its frames) until the test
+    # ends; a server's log writes the record and drops it. Keep the package's records from it.
+    monkeypatch.setattr(logging.getLogger("ge_python_backend"), "propagate", False)
+    with ModelHarness(Failing, faulty_folder) as harness:
+        calls = [
+            [1.0, PRE_REFUSED, PRE_CRASHED, POST_REFUSED, 2.0, POST_CRASHED],  # run 1: served
+            [3.0, PRE_RAISES],  # no engine run
+            [POST_RAISES, 4.0],  # run 2: the engine fails it (acl_sim_faults)
+            [POST_RAISES, 5.0],  # run 3
+            [POST_MISCOUNTS, 6.0, 7.0],  # run 4 loses the device
+        ]
+        outcomes = []
+        for markers in calls:
+            answers = harness.infer([_request(pb_utils, m) for m in markers])
+            outcomes.append([not a.has_error() for a in answers])
+            del answers
+            assert left() == 0, f"a context outlived its answer in the call of {markers}"
+    assert outcomes == [
+        [True, False, False, False, True, False],
+        [False, False],
+        [False, False],
+        [False, False],
+        [False, False, False],
+    ]
+    assert left() == 0, "a context outlived the model's unload"
