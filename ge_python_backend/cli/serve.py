@@ -134,6 +134,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"unloaded and left so (backoff {defaults.backoff_s:g} s, doubling) (default: {defaults.attempts})",
     )
     parser.add_argument(
+        "--dead-stub-budget",
+        type=int,
+        metavar="N",
+        default=defaults.dead_stub_budget,
+        help="stub processes tritonserver may lose before serve restarts it instead of reloading the model: the "
+        "Python backend keeps each dead stub's model instance, threads and memory, until the server exits "
+        f"(default: {defaults.dead_stub_budget})",
+    )
+    parser.add_argument(
         "--hang-timeout",
         type=float,
         metavar="SECONDS",
@@ -180,7 +189,9 @@ def run(args: argparse.Namespace) -> int:
             # tritonserver runs in serve's temporary folder: outputs of GE backend folders go where serve started
             env={OUTPUT_DIR_ENV: os.environ.get(OUTPUT_DIR_ENV) or os.getcwd()},
         )
-        policy = RecoveryPolicy(attempts=args.recovery_attempts, hang_s=args.hang_timeout)
+        policy = RecoveryPolicy(
+            attempts=args.recovery_attempts, hang_s=args.hang_timeout, dead_stub_budget=args.dead_stub_budget
+        )
         served = SupervisedServer(server, policy, recover=args.recovery == "on")
         where = "serve's standard output" if echo else server.log_path
         print(f"starting tritonserver on {args.repository} (log: {where})", flush=True)

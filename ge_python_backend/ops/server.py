@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from ge_python_backend.errors import GEError
-from ge_python_backend.ops import ports
+from ge_python_backend.ops import ports, processes
 from ge_python_backend.ops.access import Access, Api, random_value, restriction_args
 from ge_python_backend.ops.bench.metrics import Scrape, fetch
 from ge_python_backend.ops.processes import Stub, stubs_of
@@ -148,6 +148,7 @@ def python_based_backends(install: TritonInstall) -> list[str]:
     return names
 
 
+SHM_DIR = Path("/dev/shm")
 #: The largest TCP port.
 MAX_PORT = 65535
 
@@ -375,6 +376,11 @@ class TritonServer:
         return f"http://{_connect_host(self._metrics.host)}:{self._metrics.port}/metrics"
 
     @property
+    def shm_prefix(self) -> str:
+        """What the names of this server's shared-memory regions in /dev/shm start with."""
+        return self._shm_prefix
+
+    @property
     def metrics_endpoint(self) -> Endpoint:
         """The metrics address and port in force (tritonserver's own, unless ``front_metrics``)."""
         return self._metrics
@@ -556,7 +562,14 @@ class TritonServer:
                 )
 
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        """Whether tritonserver runs. From /proc, not ``Popen.poll``: while another thread waits for
+        the process (serve's main loop), poll answers "running" even after it died."""
+        process = self.process
+        return process is not None and process.returncode is None and processes.running(process.pid)
+
+    def stub_running(self, pid: int) -> bool:
+        """Whether stub process ``pid`` runs (a stub that ended, even unreaped, does not)."""
+        return processes.running(pid)
 
     def health(self, check: HealthCheck) -> int:
         """The HTTP status of tritonserver's /v2/health/<check> (0: no answer)."""
@@ -697,6 +710,14 @@ class TritonServer:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+            self._remove_regions()
+
+    def _remove_regions(self) -> None:
+        """The shared memory this server's stubs left in /dev/shm (killed with the process group,
+        they could not): its names start with this server's own prefix."""
+        for entry in SHM_DIR.glob(f"{self._shm_prefix}*"):
+            with contextlib.suppress(OSError):
+                entry.unlink()
 
     def close(self) -> None:
         """Stop the server and remove the workspace it made (its log too, unless ``log_path``)."""

@@ -7,14 +7,19 @@ any order, matched by id) or as its own unary call. Every answer must echo its r
 carry exactly the outputs the reference computes for that request's data; the report counts
 
 - ``verified``: answered once, correctly;
-- ``wrong``: outputs that differ from the reference (a mix-up between requests lands here), or
-  an answer whose id was never sent;
+- ``refused``: a bad request (``bad_share`` of them: another data type, a wrong dimension, more
+  rows than the batch allows, or what the model's own checks refuse) answered with an error, as
+  it must be;
+- ``wrong``: outputs that differ from the reference (a mix-up between requests lands here), an
+  answer whose id was never sent, or outputs for a bad request;
 - ``duplicated``: a second answer for an id already answered;
 - ``errored``: an error answer;
 - ``lost``: no answer by the deadline.
 
 The reference is independent of the server: ``OnnxReference`` runs the ONNX file on ONNX
-Runtime in this process. Requests are built from tritonclient's protobuf messages and sent
+Runtime in this process; ``ClassifierReference`` adds the classification template's
+pre- and post-processing, written here from its documented contract (not the template's code).
+Requests are built from tritonclient's protobuf messages and sent
 with ``grpc.aio`` directly, so an error answer on a stream keeps its request id (tritonclient's
 own stream iterator drops it).
 """
@@ -23,10 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -42,6 +49,32 @@ SAMPLES = 5
 
 class SoakError(GEError):
     """A soak run cannot start as asked (model, reference, settings)."""
+
+
+class Reference(Protocol):
+    """Random requests, good and bad, and the outputs a good one must get."""
+
+    def random_request(self, rng: np.random.Generator, rows: int) -> dict[str, np.ndarray]: ...
+
+    def bad_request(self, rng: np.random.Generator, max_rows: int) -> dict[str, np.ndarray]: ...
+
+    def __call__(self, inputs: Arrays) -> dict[str, np.ndarray]: ...
+
+
+def _bad_tensors(rng: np.random.Generator, good: dict[str, np.ndarray], max_rows: int) -> dict[str, np.ndarray]:
+    """``good`` spoiled one way: another data type, one more element in the last dimension, or more
+    rows than ``max_rows`` (tritonserver's core refuses each before the model sees it)."""
+    name = next(iter(good))
+    array = good[name]
+    kind = int(rng.integers(3))
+    if kind == 0:
+        other = np.float32 if array.dtype in (np.float64, np.object_) else np.float64
+        good[name] = np.zeros(array.shape, other) if array.dtype == np.object_ else array.astype(other)
+    elif kind == 1 and array.ndim > 1:
+        good[name] = np.concatenate([array, array[..., :1]], axis=-1)
+    else:
+        good = {n: np.concatenate([a] * (max_rows // len(a) + 1))[: max_rows + 1] for n, a in good.items()}
+    return good
 
 
 class OnnxReference:
@@ -74,8 +107,48 @@ class OnnxReference:
                 request[name] = rng.integers(-100, 100, (rows, *dims)).astype(dtype)
         return request
 
+    def bad_request(self, rng: np.random.Generator, max_rows: int) -> dict[str, np.ndarray]:
+        return _bad_tensors(rng, self.random_request(rng, 1), max_rows)
+
     def __call__(self, inputs: Arrays) -> dict[str, np.ndarray]:
         return dict(zip(self.output_names, self.session.run(self.output_names, dict(inputs))))
+
+
+#: ImageNet's channel means and deviations: what the classification template normalises with
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+class ClassifierReference:
+    """The classification template's contract (docs/model-code.md): raw RGB bytes of a
+    ``size`` x ``size`` image per row of ``IMAGE``, scaled to [0, 1], normalised with ImageNet's
+    mean and deviation, NCHW into the ONNX model; ``LABELS``: the labels of the ``top_k`` largest
+    logits, ``SCORES``: those logits."""
+
+    def __init__(self, onnx_file: Path, labels: Sequence[str], size: int, top_k: int) -> None:
+        import onnxruntime as ort
+
+        self.session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+        self.input = self.session.get_inputs()[0].name
+        self.labels, self.size, self.top_k = list(labels), size, top_k
+
+    def random_request(self, rng: np.random.Generator, rows: int) -> dict[str, np.ndarray]:
+        images = rng.integers(0, 256, (rows, self.size, self.size, 3), dtype=np.uint8)
+        return {"IMAGE": np.array([[image.tobytes()] for image in images], dtype=np.object_)}
+
+    def bad_request(self, rng: np.random.Generator, max_rows: int) -> dict[str, np.ndarray]:
+        if rng.integers(2):  # bytes that are no image of this size: the template's preprocess refuses them
+            return {"IMAGE": np.array([[bytes(int(rng.integers(1, 3 * self.size**2)))]], dtype=np.object_)}
+        return _bad_tensors(rng, self.random_request(rng, 1), max_rows)
+
+    def __call__(self, inputs: Arrays) -> dict[str, np.ndarray]:
+        blobs = [row[0] for row in inputs["IMAGE"]]
+        images = np.stack([np.frombuffer(b, np.uint8).reshape(self.size, self.size, 3) for b in blobs])
+        normalised = ((images.astype(np.float32) / 255 - IMAGENET_MEAN) / IMAGENET_STD).transpose(0, 3, 1, 2)
+        (logits,) = self.session.run(None, {self.input: np.ascontiguousarray(normalised)})
+        order = np.argsort(-logits, axis=1, kind="stable")[:, : self.top_k]
+        labels = np.array([[self.labels[i].encode() for i in row] for row in order], dtype=np.object_)
+        return {"LABELS": labels, "SCORES": np.take_along_axis(logits, order, axis=1)}
 
 
 def _random_dtype(onnx_file: Path, tensor: TensorSpec) -> np.dtype:
@@ -109,12 +182,23 @@ class SoakSettings:
     deadline_s: float = 60.0
     atol: float = 1e-5
     rtol: float = 1e-5
+    #: fraction of requests that are bad (each must be refused with an error)
+    bad_share: float = 0.0
+    #: set to stop sending before ``requests`` (background load for a run's other phases)
+    stop: threading.Event | None = None
+    #: error answers are expected (a model is unloaded, reloaded or killed meanwhile): the run is
+    #: judged ``intact`` (nothing wrong, lost or twice), not ``clean``
+    errors_allowed: bool = False
+    #: called with the number of requests answered so far, every ``progress_every`` answers
+    progress: Callable[[int], None] | None = None
+    progress_every: int = 1000
 
     def __post_init__(self) -> None:
         if self.requests < 1 or self.concurrency < 1 or self.streams < 1 or self.max_rows < 1:
             raise SoakError("requests, concurrency, streams and max_rows must each be >= 1")
-        if not 0.0 <= self.stream_share <= 1.0:
-            raise SoakError(f"stream_share {self.stream_share}: expected a fraction from 0 to 1")
+        for name in ("stream_share", "bad_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise SoakError(f"{name} {getattr(self, name)}: expected a fraction from 0 to 1")
 
 
 @dataclass
@@ -123,8 +207,11 @@ class SoakReport:
 
     model: str
     requested: int
+    #: judged ``intact`` rather than ``clean`` (SoakSettings.errors_allowed)
+    errors_allowed: bool = False
     sent: int = 0
     verified: int = 0
+    refused: int = 0
     wrong: int = 0
     duplicated: int = 0
     errored: int = 0
@@ -135,10 +222,22 @@ class SoakReport:
 
     @property
     def clean(self) -> bool:
-        """Every request asked for was sent and verified, and nothing else happened."""
-        return self.sent == self.requested == self.verified and not (
+        """Every request asked for was sent, every good one verified and every bad one refused,
+        and nothing else happened."""
+        return self.sent == self.requested == self.verified + self.refused and not (
             self.wrong or self.duplicated or self.errored or self.lost
         )
+
+    @property
+    def intact(self) -> bool:
+        """Every request was answered once and never wrongly (errors allowed: a model was being
+        unloaded, reloaded or killed meanwhile)."""
+        return not (self.wrong or self.duplicated or self.lost)
+
+    @property
+    def ok(self) -> bool:
+        """``intact`` where errors were allowed, else ``clean``."""
+        return self.intact if self.errors_allowed else self.clean
 
     def note(self, problem: str) -> None:
         if len(self.samples) < SAMPLES:
@@ -148,8 +247,9 @@ class SoakReport:
         rate = self.sent / self.seconds if self.seconds else 0.0
         lines = [
             f"{self.model}: sent {self.sent}/{self.requested} ({self.rows} rows) in {self.seconds:.1f} s "
-            f"({rate:.0f} req/s): verified {self.verified}, lost {self.lost}, wrong {self.wrong}, "
-            f"duplicated {self.duplicated}, errored {self.errored} -> {'OK' if self.clean else 'FAILED'}"
+            f"({rate:.0f} req/s): verified {self.verified}, refused {self.refused}, lost {self.lost}, "
+            f"wrong {self.wrong}, duplicated {self.duplicated}, errored {self.errored} -> "
+            f"{'OK' if self.ok else 'FAILED'}"
         ]
         lines += [f"  {sample}" for sample in self.samples]
         return "\n".join(lines)
@@ -163,13 +263,16 @@ class _Ledger:
         self._reference = reference
         self._settings = settings
         self._pending: dict[str, Arrays] = {}
+        self._bad: set[str] = set()
         self._answered: set[str] = set()
         self.slots = asyncio.Semaphore(settings.concurrency)
         self.idle = asyncio.Event()
         self.idle.set()
 
-    def sent(self, request_id: str, inputs: Arrays) -> None:
+    def sent(self, request_id: str, inputs: Arrays, bad: bool = False) -> None:
         self._pending[request_id] = inputs
+        if bad:
+            self._bad.add(request_id)
         self.report.sent += 1
         self.report.rows += len(next(iter(inputs.values())))
         self.idle.clear()
@@ -191,6 +294,17 @@ class _Ledger:
         self.slots.release()
         if not self._pending:
             self.idle.set()
+        settings = self._settings
+        if settings.progress is not None and len(self._answered) % settings.progress_every == 0:
+            settings.progress(len(self._answered))
+        if request_id in self._bad:
+            self._bad.discard(request_id)
+            if error is not None:
+                report.refused += 1
+            else:
+                report.wrong += 1
+                report.note(f"bad request {request_id!r} was answered with outputs")
+            return
         if mismatch:
             report.wrong += 1
             report.note(f"request {request_id!r}: {mismatch}")
@@ -220,6 +334,10 @@ class _Ledger:
                 return f"output {name!r} missing (got {sorted(outputs)})"
             if got.shape != want.shape or got.dtype != want.dtype:
                 return f"output {name!r} is {got.dtype} {list(got.shape)}, expected {want.dtype} {list(want.shape)}"
+            if want.dtype == np.object_:
+                if got.tolist() != want.tolist():
+                    return f"output {name!r} is {got.tolist()}, expected {want.tolist()}"
+                continue
             if not np.allclose(got, want, atol=self._settings.atol, rtol=self._settings.rtol):
                 return f"output {name!r} differs from the reference by up to {np.abs(got - want).max():.3g}"
         return None
@@ -310,9 +428,9 @@ class _Connection:
         await self.channel.close()
 
 
-async def soak(url: str, model: str, reference: OnnxReference, settings: SoakSettings) -> SoakReport:
+async def soak(url: str, model: str, reference: Reference, settings: SoakSettings) -> SoakReport:
     """The asyncio body of ``run_soak``."""
-    report = SoakReport(model, settings.requests)
+    report = SoakReport(model, settings.requests, settings.errors_allowed)
     ledger = _Ledger(report, reference, settings)
     rng = np.random.default_rng(settings.seed)
     connection = _Connection(url, ledger, settings.streams)
@@ -322,15 +440,22 @@ async def soak(url: str, model: str, reference: OnnxReference, settings: SoakSet
             if time.perf_counter() - started > settings.time_limit_s:
                 report.note(f"time limit {settings.time_limit_s:g} s reached after {index} requests")
                 break
+            if settings.stop is not None and settings.stop.is_set():
+                report.requested = index
+                break
             try:
                 await asyncio.wait_for(ledger.slots.acquire(), settings.deadline_s)
             except asyncio.TimeoutError:
                 report.note(f"no request slot came free for {settings.deadline_s:g} s; stopped sending")
                 break
             request_id = f"soak-{settings.seed}-{index}"
-            inputs = reference.random_request(rng, int(rng.integers(1, settings.max_rows + 1)))
+            bad = rng.random() < settings.bad_share
+            if bad:
+                inputs = reference.bad_request(rng, settings.max_rows)
+            else:
+                inputs = reference.random_request(rng, int(rng.integers(1, settings.max_rows + 1)))
             request = infer_request(model, inputs, request_id=request_id)
-            ledger.sent(request_id, inputs)
+            ledger.sent(request_id, inputs, bad)
             if rng.random() < settings.stream_share:
                 try:
                     await connection.send_stream(index, request)
@@ -348,6 +473,6 @@ async def soak(url: str, model: str, reference: OnnxReference, settings: SoakSet
     return report
 
 
-def run_soak(url: str, model: str, reference: OnnxReference, settings: SoakSettings | None = None) -> SoakReport:
+def run_soak(url: str, model: str, reference: Reference, settings: SoakSettings | None = None) -> SoakReport:
     """Soak ``model`` on the gRPC endpoint ``url`` (HOST:PORT); see the module docstring."""
     return asyncio.run(soak(url, model, reference, settings or SoakSettings()))

@@ -31,10 +31,16 @@ class SupervisedServer:
             raise ServerError("a supervised tritonserver needs front_metrics=True: serve answers its metrics port")
         self.server = server
         self.policy = policy or RecoveryPolicy()
-        self.supervisor = Supervisor(server, self.policy, recovery_off=self._recovery_off(recover))
+        self.supervisor = Supervisor(
+            server, self.policy, recovery_off=self._recovery_off(recover), restart_server=self._restart_server
+        )
         self.front: Front | None = None
         self.recover = recover
         self._stopping = False
+        #: why tritonserver is being restarted on purpose ("" when it is not)
+        self._planned = ""
+        self._keeper = threading.Thread(target=self._keep, name="ge-keeper", daemon=True)
+        self.exit_code = 0
         #: times tritonserver was started again after it died
         self.restarts = 0
 
@@ -63,13 +69,20 @@ class SupervisedServer:
                 ).start()
             if os.getpid() == 1:  # a container's first process: orphans (a dead stub's lifeline) come here
                 threading.Thread(target=self._reap, name="ge-reaper", daemon=True).start()
+            self._keeper.start()
         except BaseException:
             self.stop()
             raise
         return self
 
     def wait(self) -> int:
-        """Serve until tritonserver ends for good; its exit code.
+        """Until tritonserver ends for good (``_keep``); its exit code."""
+        while self._keeper.is_alive():
+            self._keeper.join(1.0)  # in steps: the main thread stays free for stop signals
+        return self.exit_code
+
+    def _keep(self) -> None:
+        """Keep tritonserver running, on a thread of its own; ``exit_code`` once it ends for good.
 
         A tritonserver that dies by itself (a crash, an OOM kill: on Triton 24.02 a dead stub's
         restart inside ``execute`` aborts it, python_be.cc:2433-2453) is started again with the
@@ -80,9 +93,13 @@ class SupervisedServer:
         while True:
             process = self.server.process
             code = process.wait() if process is not None else 1
-            why = _death(code, self.server.last_words())
             if self._stopping or not self.recover:
-                return code
+                self.exit_code = code
+                return
+            if self._planned:
+                self._restart_on_purpose()
+                continue
+            why = _death(code, self.server.last_words())
             now = time.monotonic()
             streak = streak + 1 if restarted_at is not None and now - restarted_at < self.policy.settle_s else 0
             if streak >= self.policy.attempts:
@@ -92,7 +109,8 @@ class SupervisedServer:
                     streak + 1,
                     self.policy.settle_s,
                 )
-                return code
+                self.exit_code = code
+                return
             served = self.supervisor.server_died(why)
             delay = self.policy.backoff(streak)
             LOG.warning(
@@ -117,6 +135,28 @@ class SupervisedServer:
                 time.monotonic() - now,
                 ", ".join(sorted(served & self.supervisor.serving())) or "none",
             )
+
+    def _restart_server(self, why: str) -> None:
+        """The supervisor's request: stop tritonserver now (``wait`` starts it again)."""
+        self._planned = why
+        self.supervisor.server_died(why)
+        # 3 s to finish what is in flight: the dead stubs' instances would hold a graceful exit
+        # for --exit-timeout-secs, and never finish
+        self.server.stop(timeout=3.0)
+
+    def _restart_on_purpose(self) -> None:
+        served = self.supervisor.serving()
+        started = time.monotonic()
+        try:
+            self.server.restart()
+        except ServerError as exc:
+            LOG.error("supervisor: tritonserver did not start again: %s", exc)
+            return  # the loop's next wait sees it gone and restarts it as a crash
+        finally:
+            self._planned = ""
+        self.restarts += 1
+        self.supervisor.server_restarted(served)
+        LOG.warning("supervisor: tritonserver serves again, restarted in %.1f s", time.monotonic() - started)
 
     def _reap(self) -> None:
         while not self._stopping:

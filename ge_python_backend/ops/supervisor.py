@@ -63,6 +63,10 @@ UNRECOVERABLE = "ge_model_unrecoverable"
 SUPERVISOR_HEARTBEAT = "ge_supervisor_heartbeat_timestamp_seconds"
 #: a supervisor whose last look is older than this is stuck: serve is neither ready nor live
 STALE_S = 30.0
+#: stubs seen ended that the supervisor remembers (an older listing may still show them)
+ENDED_REMEMBERED = 4096
+#: seconds a restarted tritonserver, ready, has to answer the supervisor's first look
+RESTART_LOOK_S = 30.0
 
 
 class Cause(Choice):
@@ -122,6 +126,10 @@ class RecoveryPolicy:
     max_backoff_s: float = 30.0
     #: seconds a reload may take (a model that compiles at load takes minutes)
     load_timeout_s: float = 600.0
+    #: stub processes tritonserver may lose before serve restarts it rather than reload the model:
+    #: the Python backend keeps a dead stub's model instance, its threads and memory, until the
+    #: server exits (measured on 2.51: 36 threads and a file descriptor per instance)
+    dead_stub_budget: int = 10
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -199,6 +207,8 @@ class Problem:
     cause: Cause
     detail: str
     hung: tuple[int, ...] = ()
+    #: stub processes that died or are to be killed (each leaves its instance in tritonserver)
+    lost: int = 0
 
 
 def died(stub: Stub, now: Observation) -> bool:
@@ -215,11 +225,17 @@ def died(stub: Stub, now: Observation) -> bool:
 
 
 def find_problems(
-    before: Sequence[Stub], now: Observation, policy: RecoveryPolicy, retiring: Set[int] = frozenset()
+    before: Sequence[Stub],
+    now: Observation,
+    policy: RecoveryPolicy,
+    retiring: Set[int] = frozenset(),
+    missed: Set[int] = frozenset(),
 ) -> list[Problem]:
     """One Problem per broken model: dead stubs first, then hung ones, then failed engines.
-    ``retiring``: stubs a reload is replacing (they end soon, whatever they report)."""
-    alive = {stub.pid for stub in now.stubs}
+    ``retiring``: stubs a reload is replacing, or a hung one being killed (they end soon, whatever
+    they report); ``missed``: stubs of ``before`` that ``now`` does not list but that still run (a
+    reload's new stubs, watched from its end, started after ``now`` listed the stubs)."""
+    alive = {stub.pid for stub in now.stubs} | set(missed)
     found: dict[str, list[tuple[Cause, str, int | None]]] = {}
     for stub in before:
         if stub.pid not in alive and stub.pid not in retiring and died(stub, now):
@@ -241,7 +257,8 @@ def find_problems(
     for model, items in sorted(found.items()):
         items.sort(key=lambda item: order.index(item[0]))
         hung = tuple(pid for _, _, pid in items if pid is not None)
-        problems.append(Problem(model, items[0][0], "; ".join(detail for _, detail, _ in items), hung))
+        lost = sum(1 for cause, _, _ in items if cause is not Cause.ENGINE_FAILED)
+        problems.append(Problem(model, items[0][0], "; ".join(detail for _, detail, _ in items), hung, lost))
     return problems
 
 
@@ -259,6 +276,8 @@ class Server(Protocol):
     def reload(self, model: str, note: str, timeout: float) -> tuple[int, str]: ...
 
     def running(self) -> bool: ...
+
+    def stub_running(self, pid: int) -> bool: ...
 
 
 @dataclass
@@ -298,6 +317,8 @@ class Supervisor:
     clock: Callable[[], float] = time.monotonic
     #: runs a recovery (None: on a thread of its own, so a long reload holds up nothing else)
     spawn: Callable[[Callable[[], None]], None] | None = None
+    #: restarts tritonserver, saying why (None: reload models only, whatever the budget)
+    restart_server: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -307,7 +328,11 @@ class Supervisor:
         self._heartbeat = self._metric(Gauge, SUPERVISOR_HEARTBEAT)
         self.records: dict[str, ModelRecord] = {}
         self._stubs: list[Stub] = []
+        #: pids of stubs seen ended (insertion-ordered, the last ENDED_REMEMBERED)
+        self._ended: dict[int, None] = {}
         self._lock = threading.Lock()
+        #: one look at a time: serve's restart of tritonserver looks too
+        self._looking = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._workers: dict[str, threading.Thread] = {}
@@ -317,6 +342,10 @@ class Supervisor:
         self.last_look = 0.0  # wall clock
         #: why tritonserver is being restarted ("" while it runs)
         self.server_down = ""
+        #: stub processes lost since tritonserver (re)started
+        self.lost_stubs = 0
+        #: the recovery a planned restart of tritonserver makes: (model, cause)
+        self._planned: tuple[str, Cause] | None = None
 
     def _metric(self, kind: Any, name: str) -> Any:
         _, text, labels = SUPERVISOR_METRICS[name]
@@ -340,8 +369,8 @@ class Supervisor:
 
     def _run(self) -> None:
         while not self._stop.wait(self.policy.interval_s):
-            if not self.server.running():
-                continue  # serve restarts it (SupervisedServer.wait); nothing to look at meanwhile
+            if not self.server.running() or self.server_down:
+                continue  # serve restarts it (SupervisedServer.wait) and looks first; nothing to look at meanwhile
             try:
                 self.look()
             except Exception:  # never let one bad look end the supervision
@@ -371,19 +400,36 @@ class Supervisor:
         )
 
     def look(self) -> list[Problem]:
-        """One look: find what broke and start its recovery; the problems found."""
-        now = self.observe()
-        if now is None:
-            return []
+        """One look: find what broke and start its recovery; the problems found. Nothing while
+        tritonserver is being restarted (``server_restarted`` looks first once it runs again)."""
+        with self._looking:
+            if self.server_down:
+                return []
+            now = self.observe()
+            return [] if now is None else self.judge(now)
+
+    def judge(self, now: Observation, restarted: Mapping[str, Cause] | None = None) -> list[Problem]:
+        """What ``now`` shows: the problems found, with their recoveries started. ``restarted``:
+        after a restart of tritonserver, the models to count as recovered (with the cause) if READY
+        again, in the same step that publishes them as served."""
         with self._lock:
-            before, self._stubs = self._stubs, list(now.stubs)
+            before, listed = self._stubs, {stub.pid for stub in now.stubs}
+            # stubs a recovery added to watch after ``now`` listed them: running, not dead
+            missed = {stub.pid for stub in before if stub.pid not in listed and self.server.stub_running(stub.pid)}
+            for stub in before:
+                if stub.pid not in listed and stub.pid not in missed:
+                    self._ended[stub.pid] = None
+            while len(self._ended) > ENDED_REMEMBERED:
+                del self._ended[next(iter(self._ended))]
+            # a stub an older listing still shows, seen ended since, is not watched again
+            self._stubs = [*(s for s in now.stubs if s.pid not in self._ended), *(s for s in before if s.pid in missed)]
             retiring = set().union(*(r.retiring for r in self.records.values()))
-            problems = find_problems(before, now, self.policy, retiring)
+            problems = find_problems(before, now, self.policy, retiring, missed)
             broken = {p.model: p for p in problems}
             ready = now.ready_models()
             for model in ready - set(self.records):
                 self.records[model] = ModelRecord()
-            alive = {stub.pid for stub in now.stubs}
+            alive = listed | missed
             for model, record in self.records.items():
                 problem = broken.get(model)
                 record.problem = problem.detail if problem else ""
@@ -391,6 +437,12 @@ class Supervisor:
                 if record.unrecoverable and not (problem or record.recovering or self.recovery_off) and model in ready:
                     LOG.info("supervisor: model %s is loaded and serving again; watching it again", model)
                     record.unrecoverable, record.streak = "", 0
+            for model, cause in sorted((restarted or {}).items()):
+                if model in ready:
+                    self._recoveries.labels(model=model, cause=cause.value).inc()
+                    self.records[model].recoveries += 1
+                    if cause is not Cause.SERVER_DIED:  # a restart made for this model's failure: its recovery
+                        self.records[model].recovered_at = self.clock()
             recoveries = [(p.model, work) for p in problems if (work := self._handle(p)) is not None]
             self._publish(now)
             self.last_look = now.time
@@ -416,7 +468,31 @@ class Supervisor:
         else:
             record.streak = 0
         record.recovering = problem.detail
+        record.retiring |= set(problem.hung)  # killed by the recovery: its end is no new death
+        self.lost_stubs += problem.lost
+        if problem.lost and self.restart_server is not None and self.lost_stubs > self.policy.dead_stub_budget:
+            return lambda: self._restart_for(problem)
         return lambda: self._recover(problem, record)
+
+    def _restart_for(self, problem: Problem) -> None:
+        """Recover ``problem``'s model by restarting tritonserver (past the dead-stub budget)."""
+        assert self.restart_server is not None
+        for pid in problem.hung:
+            with contextlib.suppress(ProcessLookupError):
+                self.kill(pid)
+        why = (
+            f"model {problem.model}: {problem.detail}; tritonserver has lost {self.lost_stubs} stub processes since "
+            f"it started and keeps each one's model instance, threads and memory, until it exits: restarting it "
+            f"(--dead-stub-budget {self.policy.dead_stub_budget})"
+        )
+        with self._lock:
+            self._planned = (problem.model, problem.cause)
+        LOG.warning("supervisor: %s", why)
+        try:
+            self.restart_server(why)
+        finally:
+            with self._lock:
+                self._workers.pop(problem.model, None)
 
     def _spawn(self, model: str, work: Callable[[], None]) -> None:
         if self.spawn is not None:
@@ -445,18 +521,24 @@ class Supervisor:
             return set(self._ready)
 
     def server_restarted(self, served: Set[str]) -> None:
-        """tritonserver runs again: forget the old stubs, look, count a recovery for each model of
-        ``served`` that is READY again."""
-        with self._lock:
-            self._stubs = []
-            for record in self.records.values():
-                record.retiring, record.pending = set(), None
-            self.server_down = ""
-        self.look()
-        for model in sorted(served & self._ready):
-            self._recoveries.labels(model=model, cause=Cause.SERVER_DIED.value).inc()
+        """tritonserver runs again: forget the old stubs, look, and count a recovery for each model
+        of ``served`` that is READY again (cause server_died) or, after a restart the supervisor
+        asked for, for the model it was made for (with that model's cause), in the same step that
+        publishes the models as served (a reader that sees them back sees them counted)."""
+        with self._looking:
             with self._lock:
-                self.records[model].recoveries += 1
+                self._stubs, self._ended = [], {}
+                for record in self.records.values():
+                    record.retiring, record.pending, record.recovering = set(), None, ""
+                self.lost_stubs = 0
+                planned, self._planned = self._planned, None
+            counted = {planned[0]: planned[1]} if planned else dict.fromkeys(served, Cause.SERVER_DIED)
+            deadline = time.monotonic() + RESTART_LOOK_S
+            while (now := self.observe()) is None and time.monotonic() < deadline and not self._stop.wait(0.1):
+                pass
+            if now is not None:
+                self.judge(now, restarted=counted)
+            self.server_down = ""
 
     # -- recovering a model ---------------------------------------------------------------------
 
@@ -515,9 +597,11 @@ class Supervisor:
                 self._spawn(model, work)
 
     def _reload(self, problem: Problem, record: ModelRecord) -> tuple[int, str]:
-        """Reload ``problem``'s model in place; the stubs it has now are retiring meanwhile."""
+        """Reload ``problem``'s model in place; the stubs it has now (and the hung ones killed) are
+        retiring meanwhile."""
         with self._lock:
             record.retiring = {stub.pid for stub in self.server.stubs() if stub.model == problem.model}
+            record.retiring |= set(problem.hung)
             record.pending = None
             self._reloads += 1
             when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -140,9 +141,15 @@ def test_a_member_that_is_not_ready_is_skipped_and_counted(copy):
         skips, answered = router_series("ge_router_skips_total"), router_series("ge_router_requests_total")
         first = router.infer(requests_of([1]))  # npu answers "not ready": retried on cpu
         second = router.infer(requests_of([3]))  # npu backs off: straight to cpu
-        router.model._metrics.flush()
-        skips = router_series("ge_router_skips_total") - skips
-        answered = router_series("ge_router_requests_total") - answered
+        # a member's answer reaches the client before the router's worker counts it: wait for the count
+        deadline = time.monotonic() + 10
+        while True:
+            router.model._metrics.flush()
+            counted = router_series("ge_router_requests_total") - answered
+            if counted.total() >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        skips, answered = router_series("ge_router_skips_total") - skips, counted
     assert not any(r.has_error() for r in first + second) and calls == {"cpu": 2}
     assert skips == {("unavailable", "npu"): 1, ("backing_off", "npu"): 1}
     assert answered == {("cpu",): 2}

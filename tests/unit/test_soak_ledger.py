@@ -56,7 +56,7 @@ def test_a_clean_run_and_its_description(reference):
         book.answer(request_id, dict(zip(["logits", "probs"], reference.session.run(None, inputs))), None)
     book.close()
     assert book.report.clean
-    assert "verified 2, lost 0, wrong 0, duplicated 0, errored 0 -> OK" in book.report.describe()
+    assert "verified 2, refused 0, lost 0, wrong 0, duplicated 0, errored 0 -> OK" in book.report.describe()
 
 
 def test_mismatched_echo_and_wrong_shapes_are_wrong(reference):
@@ -101,3 +101,31 @@ def test_inputs_that_cannot_hold_random_numbers_are_refused(tmp_path, elem_type,
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     with pytest.raises(SoakError, match=message):
         OnnxReference(path)
+
+
+def test_a_bad_request_must_be_refused_and_outputs_for_it_are_wrong(reference):
+    book = ledger(reference, requests=2)
+    rng = np.random.default_rng(1)
+    book.sent("bad1", reference.bad_request(rng, 8), bad=True)
+    book.sent("bad2", reference.bad_request(rng, 8), bad=True)
+    book.answer("bad1", None, "unexpected datatype")
+    book.answer("bad2", {"probs": np.zeros((1, 10), np.float32)}, None)
+    assert (book.report.refused, book.report.wrong) == (1, 1)
+    assert "bad request 'bad2' was answered with outputs" in book.report.samples
+
+
+def test_bad_requests_differ_from_good_ones_in_what_the_core_checks(reference):
+    rng = np.random.default_rng(2)
+    good = reference.random_request(rng, 1)
+    kinds = set()
+    for _ in range(60):
+        bad = reference.bad_request(rng, 8)
+        (name,) = bad
+        if bad[name].dtype != good[name].dtype:
+            kinds.add("dtype")
+        elif bad[name].shape[1:] != good[name].shape[1:]:
+            kinds.add("dims")
+        else:
+            assert len(bad[name]) == 9
+            kinds.add("rows")
+    assert kinds == {"dtype", "dims", "rows"}

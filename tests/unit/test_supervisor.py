@@ -195,6 +195,9 @@ class ScriptedServer:
     def running(self) -> bool:
         return True
 
+    def stub_running(self, pid: int) -> bool:
+        return any(s.pid == pid for s in self.stubs_now)
+
     def kill(self, pid: int) -> None:
         """SIGKILL: the process goes, its series stay as they were."""
         self.stubs_now = [s for s in self.stubs_now if s.pid != pid]
@@ -336,3 +339,67 @@ def test_a_model_an_operator_unloads_is_no_longer_reported():
     assert supervisor.look() == []
     assert supervisor.registry.get_sample_value("ge_model_healthy", {"model": "m"}) is None
     assert supervisor.status()["models"] == {}
+
+
+def test_a_look_that_listed_the_stubs_before_a_reload_ended_takes_its_new_stubs_for_running_not_dead():
+    server = ScriptedServer(stubs_now=[stub(10)])
+    supervisor = supervised(server)
+    stale = supervisor.observe()  # lists stub 10 only
+    server.kill(10)
+    supervisor.look()  # reloaded: stub 101 runs, watched from the reload's end
+    assert len(server.reloads) == 1 and [s.pid for s in server.stubs_now] == [101]
+    assert supervisor.judge(stale) == []  # 101 is missing from the stale list, yet it runs
+    assert len(server.reloads) == 1 and 101 in {s.pid for s in supervisor.last_stubs()}
+    server.kill(101)
+    (problem,) = supervisor.look()  # still watched: its death is seen
+    assert problem.detail == "stub of instance m_0_0 (pid 101) died"
+
+
+def test_the_hung_stub_a_recovery_killed_is_no_second_death():
+    server = ScriptedServer(stubs_now=[stub(10)])
+    supervisor = Supervisor(server, POLICY, kill=server.kill, spawn=lambda work: None)  # recoveries wait
+    assert supervisor.look() == []
+    server.beat(10, age=60)
+    (problem,) = supervisor.look()
+    assert problem.cause is Cause.STUB_HUNG
+    server.kill(10)  # what the recovery does first
+    assert supervisor.look() == [] and supervisor.look() == []
+
+
+def test_while_tritonserver_is_restarted_nothing_is_looked_at_and_its_models_come_back_counted(caplog):
+    server = ScriptedServer()
+    supervisor = supervised(server)
+    assert supervisor.server_died("tritonserver died of signal 9") == {"m"}
+    server.stubs_now = []
+    assert supervisor.look() == []  # the old server's stubs are gone: no model died of it
+    assert supervisor.verdict("ready", 200) == ["tritonserver is being restarted: tritonserver died of signal 9"]
+    server.stubs_now = [stub(20), stub(21, instance="m_0_1")]
+    server.exported = {s.pid: (s, time.time(), True) for s in server.stubs_now}
+    supervisor.server_restarted({"m"})
+    assert supervisor.serving() == {"m"} and server.reloads == []
+    assert (
+        supervisor.registry.get_sample_value("ge_model_recoveries_total", {"model": "m", "cause": "server_died"}) == 1
+    )
+    assert supervisor.verdict("ready", 200) == []
+    server.kill(20)  # the models' own failure soon after: a first recovery, not one more in a row
+    with caplog.at_level(logging.WARNING, logger="ge_python_backend.ops.supervisor"):
+        supervisor.look()
+    assert "(recovery 1 of 3 in a row)" in caplog.records[0].getMessage()
+
+
+def test_past_the_dead_stub_budget_tritonserver_is_restarted_instead_and_the_model_counted():
+    server = ScriptedServer(stubs_now=[stub(10)])
+    restarts: list[str] = []
+    policy = RecoveryPolicy(attempts=3, settle_s=0.0001, backoff_s=0.001, dead_stub_budget=2)
+    supervisor = supervised(server, policy=policy, restart_server=restarts.append)
+    for _ in range(3):
+        time.sleep(0.001)  # past the settle time: each death starts afresh
+        (victim,) = server.stubs_now
+        server.kill(victim.pid)
+        supervisor.look()
+    assert len(server.reloads) == 2 and len(restarts) == 1
+    assert "tritonserver has lost 3 stub processes since it started" in restarts[0]
+    server.reload("m", "as a restart would", 1.0)  # the new server's stubs
+    supervisor.server_restarted({"m"})
+    assert supervisor.registry.get_sample_value("ge_model_recoveries_total", {"model": "m", "cause": "stub_died"}) == 3
+    assert supervisor.lost_stubs == 0 and supervisor.verdict("ready", 200) == []

@@ -28,12 +28,11 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from ge_python_backend.ascend.limits import ai_cores
 from ge_python_backend.sim.api_mdl import MdlApi
 from ge_python_backend.sim.api_rt import RtApi
-from ge_python_backend.sim.device import clock, execution_demand
 from ge_python_backend.sim.signature import AclFail
 from ge_python_backend.sim.simulator import Simulator
 from ge_python_backend.sim.state import SimConfig
@@ -42,10 +41,20 @@ MARKER = "null pyACL (tools/bench/nullacl.py)"
 
 
 class _Timeline:
-    """Per stream: when its modelled device work ends; per event: its modelled time."""
+    """Per stream: when its modelled device work ends; per event: its modelled time.
+
+    The shared device's names are imported only when a device time is modelled: at device time 0
+    the null pyACL also runs over a package from before the shared device (``tools.bench ab --b``
+    with an older checkout, whose folders import that checkout's simulator)."""
 
     def __init__(self, device_ms: float) -> None:
         self.device_s = max(0.0, device_ms) / 1000.0
+        self.clock: Callable[[], float] = time.monotonic  # the shared device's clock (sim/device.py)
+        if self.device_s:
+            from ge_python_backend.ascend.limits import ai_cores
+            from ge_python_backend.sim.device import clock, execution_demand
+
+            self.clock, self.ai_cores, self.execution_demand = clock, ai_cores, execution_demand
         self.free_at: dict[int, float] = {}
         self.events: dict[int, float] = {}
         self.lock = threading.Lock()
@@ -66,14 +75,14 @@ class NullRt(RtApi):
     def synchronize_stream(self, stream):
         timeline = self._timeline
         if timeline.device_s:
-            wait = timeline.free_at.get(stream, 0.0) - clock()
+            wait = timeline.free_at.get(stream, 0.0) - timeline.clock()
             if wait > 0:
                 time.sleep(wait)
         return 0
 
     def record_event(self, event, stream):
         timeline = self._timeline
-        timeline.events[event] = max(clock(), timeline.free_at.get(stream, 0.0))
+        timeline.events[event] = max(timeline.clock(), timeline.free_at.get(stream, 0.0))
         return 0
 
     def event_elapsed_time(self, start, end):
@@ -95,9 +104,11 @@ class NullMdl(MdlApi):
         if timeline.device_s:
             sim = self._sim
             with timeline.lock:
-                ready = max(clock(), timeline.free_at.get(stream, 0.0))
-            capacity = ai_cores(sim.config.soc_name) or 1
-            demand = execution_demand(timeline.device_s, capacity, None, sim.config.core_busy, sim.config.launch_share)
+                ready = max(timeline.clock(), timeline.free_at.get(stream, 0.0))
+            capacity = timeline.ai_cores(sim.config.soc_name) or 1
+            demand = timeline.execution_demand(
+                timeline.device_s, capacity, None, sim.config.core_busy, sim.config.launch_share
+            )
             _, end = sim.device_model(self._device()).execute(ready, demand)
             with timeline.lock:
                 timeline.free_at[stream] = end
@@ -135,6 +146,7 @@ class NullSimulator(Simulator):
 
 def install(device_ms: float = 0.0, shared_device: bool = True) -> Any:
     """Make ``import acl`` in this process the null pyACL (before GEModel opens); returns it."""
-    module = NullSimulator(device_ms, SimConfig(shared_device=shared_device)).acl
+    config = SimConfig(shared_device=shared_device) if device_ms else None  # no device model at 0 (_Timeline)
+    module = NullSimulator(device_ms, config).acl
     sys.modules["acl"] = module
     return module

@@ -10,17 +10,20 @@ core busy for its whole time (``acl_sim_core_busy`` 1: streams take turns, the c
 device's 8 rows / device time whatever S) and one whose kernels leave the cores idle three
 quarters of the time (``--gappy-busy`` 0.25: up to 4 streams run side by side, the ceiling is
 min(S, 1 / 0.25) x 8 rows / device time). Reports throughput per S and model, each against its
-ceiling, and the ratios to S = 1.
+ceiling, and the ratios to S = 1. ``--rounds N`` measures every model and S N times, interleaved,
+and reports each ratio's median over the rounds (each round's ratio is paired: its S = 1 was
+measured minutes before, on the same host load) with its range.
 """
 
 from __future__ import annotations
 
+import collections
 import shutil
 from pathlib import Path
 
 import numpy as np
 
-from tools.bench.measure import POINT_HEADER, point_row, sweep, sweep_arguments
+from tools.bench.measure import POINT_HEADER, point_row, positive_int, sweep, sweep_arguments
 from tools.bench.runner import Bench, Ratio, Report, Table, ratio_table
 
 SUMMARY = "batches in flight: S = 1, 2, 4 instances on the simulator's shared device, a full-core and a gappy model"
@@ -36,6 +39,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--row-ms", type=float, default=5.0, help="modelled device time per batch row")
     parser.add_argument(
         "--gappy-busy", type=float, default=0.25, help="acl_sim_core_busy of the gappy model (the full one: 1)"
+    )
+    parser.add_argument(
+        "--rounds", type=positive_int, default=1, help="measure every model and S this many times, interleaved"
     )
 
 
@@ -78,31 +84,50 @@ def run(bench: Bench) -> Report:
         f"({batch_s * 1000:.0f} ms per batch of {LARGEST_GEAR}, every core busy; the gappy model "
         f"{args.gappy_busy:g} of the time)"
     )
-    series = {}
+    rounds: dict[str, list[list]] = collections.defaultdict(list)  # series name -> its points, per round
     with TritonServer(repo) as server:
-        for model in MODELS:
-            for streams in STREAMS:
-                series[f"{model} S={streams}"] = sweep(bench, server, f"{model}_s{streams}", inputs, args.levels)
+        for round_number in range(args.rounds):
+            if args.rounds > 1:
+                print(f" round {round_number + 1} of {args.rounds}", flush=True)
+            for model in MODELS:
+                for streams in STREAMS:
+                    points = sweep(bench, server, f"{model}_s{streams}", inputs, args.levels)
+                    rounds[f"{model} S={streams}"].append(points)
 
     def ceiling(name: str) -> float:
         model, streams = name.split(" S=")
         overlap = 1.0 if model == "full" else min(int(streams), 1.0 / args.gappy_busy)
         return overlap * LARGEST_GEAR / batch_s
 
-    rows = [point_row(name, p) + [f"{ceiling(name):.0f}"] for name, points in series.items() for p in points]
+    def top(name: str) -> list[float]:
+        """Throughput at the highest level, per round."""
+        return [points[-1].inferences for points in rounds[name]]
+
+    # the round whose throughput at the highest level is the median, per series (plot and metrics)
+    series = {
+        name: sorted(runs, key=lambda ps: ps[-1].inferences)[(len(runs) - 1) // 2] for name, runs in rounds.items()
+    }
+    rows = [
+        point_row(name if args.rounds == 1 else f"{name} (round {number})", p) + [f"{ceiling(name):.0f}"]
+        for name, runs in rounds.items()
+        for number, points in enumerate(runs, 1)
+        for p in points
+    ]
     tables = [Table("every point:", (*POINT_HEADER, "device-bound ceiling"), rows)]
-    notes = [f"{name}, GEModel metrics:\n{model_metrics_table(points[-1:])}" for name, points in series.items()]
-    top = {name: points[-1] for name, points in series.items()}
+    notes = [
+        f"{name}, GEModel metrics (median round):\n{model_metrics_table(points[-1:])}"
+        for name, points in series.items()
+    ]
     ratios = []
     for model in MODELS:
-        one = top[f"{model} S=1"].inferences
+        one = top(f"{model} S=1")
         for streams in STREAMS[1:]:
             name = f"{model} S={streams}"
             target = (1.15, False) if model == "full" else (0.8 * min(streams, 1.0 / args.gappy_busy), True)
             ratios.append(
                 Ratio(
-                    f"{model} model: S={streams} / S=1 throughput, c={top[name].level:g}",
-                    [top[name].inferences / one],
+                    f"{model} model: S={streams} / S=1 throughput, c={args.levels[-1]:g}",
+                    [s / o for s, o in zip(top(name), one)],
                     target[0],
                     at_least=target[1],
                 )
@@ -110,7 +135,7 @@ def run(bench: Bench) -> Report:
         ratios += [
             Ratio(
                 f"{model} S={s} throughput / its ceiling",
-                [top[f"{model} S={s}"].inferences / ceiling(f"{model} S={s}")],
+                [t / ceiling(f"{model} S={s}") for t in top(f"{model} S={s}")],
             )
             for s in STREAMS
         ]
@@ -119,11 +144,12 @@ def run(bench: Bench) -> Report:
         "row_ms": args.row_ms,
         "gappy_busy": args.gappy_busy,
         "levels": list(args.levels),
-        "series": {n: [p.to_dict() for p in ps] for n, ps in series.items()},
+        "rounds": args.rounds,
+        "series": {n: [[p.to_dict() for p in ps] for ps in runs] for n, runs in rounds.items()},
         "ratios": [r.to_dict() for r in ratios],
     }
     return Report(
-        summary=ratio_table(ratios, "ratios at the highest level"),
+        summary=ratio_table(ratios, f"ratios at the highest level (median over {args.rounds} round(s))"),
         tables=tables,
         data=data,
         plot=lambda path: plot(series, path, "acl-sim, one shared device, S execution slots"),
