@@ -5,7 +5,9 @@ Serves the serving repository (``ge`` and ``handwritten`` folders, image_classif
 model at one concurrency with ``ge-triton bench``'s client and reports CPU milliseconds per
 request by process. With ``--host`` it serves host-path's repository instead (the tiny Relu model:
 ``identity``, ``ort``, or an acl-sim folder such as ``default_d0`` or ``return_s1_i1_d2``) and
-loads it with perf_analyzer, since a Python load generator cannot keep up there. With
+loads it with perf_analyzer, since a Python load generator cannot keep up there; ``--repository``
+serves a repository of that kind built before, e.g. an ``ab`` run's, whose folders ``NAME_a`` and
+``NAME_b`` run two checkouts (``profile null_d0_b --host --repository out/bench/ab/repo``). With
 ``--py-spy PATH`` it also samples the stub for the same window (wall clock, or only while a
 thread holds the GIL with ``--gil``) and reports the hottest frames; the raw profile is saved.
 py-spy is not a project dependency: install it anywhere (``pip install py-spy`` in a scratch
@@ -31,6 +33,11 @@ QUIET_TIMEOUT = 60.0
 def add_arguments(parser) -> None:
     parser.add_argument("model", help="ge or handwritten; with --host a folder of host-path's repository")
     parser.add_argument("--host", action="store_true", help="host-path's tiny model, perf_analyzer load")
+    parser.add_argument(
+        "--repository",
+        type=Path,
+        help="with --host: serve this repository (e.g. an ab run's: folders NAME_a, NAME_b) instead of building one",
+    )
     perf_analyzer_arguments(parser)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--py-spy", help="py-spy binary: also sample the model's stub")
@@ -121,10 +128,15 @@ def profile_host(bench: Bench) -> Report:
     args = bench.args
     analyzer = perf_analyzer_binary(args.perf_analyzer)
     name = args.model
-    label, _, device_text = name.rpartition("_d")
-    wanted = [config_named(label)] if label and name not in ("identity", "ort") else []
-    device = float(device_text.replace("p", ".")) if wanted else 0.0
-    repo, _ = build_host_repository(bench.workdir, wanted, [device] if device else [])
+    if args.repository is not None:
+        if not (args.repository / name / "config.pbtxt").is_file():
+            raise SystemExit(f"profile: {args.repository} has no model folder {name!r}")
+        repo = args.repository
+    else:
+        label, _, device_text = name.rpartition("_d")
+        wanted = [config_named(label)] if label and name not in ("identity", "ort") else []
+        device = float(device_text.replace("p", ".")) if wanted else 0.0
+        repo, _ = build_host_repository(bench.workdir, wanted, [device] if device else [])
     with TritonServer(repo, model_control_mode="explicit", load_models=(name,)) as server:
         stub = stub_pid(server.process.pid, f"{name}_0_0")
         perf_window(bench, server, analyzer, name, args.concurrency, 0.5, args.warmup)
