@@ -245,6 +245,10 @@ def find_problems(
         mine = series.get(stub.pid)
         if mine is None or stub.pid in retiring or not now.ready(stub.model, stub.version):
             continue
+        if mine.heartbeat <= 0:
+            # a stub still loading (an operator's reload of a READY model): its series exist, at 0,
+            # until GEModel's first flush; 0 is neither a heartbeat nor an engine's health
+            continue
         age = now.time - mine.heartbeat
         if age > policy.hang_s:
             detail = f"{stub.describe()} hangs: no heartbeat for {age:.0f} s"

@@ -114,10 +114,11 @@ def healthy(served, model: str) -> bool:
 @pytest.mark.parametrize("model", ["plain", pytest.param("npu", marks=pytest.mark.contract), "classifier"])
 def test_a_stub_killed_under_load_serves_again_within_10_s_without_anyone_acting(served, built, model, caplog):
     """On Triton 24.02 the Python backend restarts the dead stub itself from execute, which takes
-    tritonserver down under load: serve starts tritonserver again (cause server_died)."""
-    crashes = not under_test().survives_stub_death
-    cause = "server_died" if crashes else "stub_died"
-    before = recoveries(served, model, cause)
+    tritonserver down under load unless the supervisor's reload replaced the instance first: then
+    serve starts tritonserver again (cause server_died)."""
+    may_crash = not under_test().survives_stub_death
+    causes = ("stub_died", "server_died") if may_crash else ("stub_died",)
+    before = {cause: recoveries(served, model, cause) for cause in causes}
     pid = served.server.process.pid
     load = Load(served.server.http_address, model, built[2][model], log_tail=lambda: served.server.log_tail(40))
     with caplog.at_level(logging.INFO, logger=SUPERVISOR_LOG), load:
@@ -126,13 +127,19 @@ def test_a_stub_killed_under_load_serves_again_within_10_s_without_anyone_acting
         killed_at = time.monotonic()
         for victim in victims:
             os.kill(victim, signal.SIGKILL)
-        wait_until(lambda: recoveries(served, model, cause) > before, timeout=60, what="no recovery counted")
+        wait_until(
+            lambda: any(recoveries(served, model, c) > n for c, n in before.items()),
+            timeout=60,
+            what="no recovery counted",
+        )
         wait_until(lambda: healthy(served, model))
         load.wait_for("ok", load.count("ok") + 40)
+    crashed = may_crash and recoveries(served, model, "server_died") > before["server_died"]
     healed = load.healed_after(killed_at)
     errors = {r[2] for r in load.records if r[2].startswith("error")}
     print(
-        f"{model} on {under_test().server}: {len(victims)} stub(s) killed under 16 clients; every request sent "
+        f"{model} on {under_test().server}: {len(victims)} stub(s) killed under 16 clients; "
+        f"{'tritonserver crashed and was restarted; ' if crashed else ''}every request sent "
         f"{healed:.1f} s after the kill and later answered right; {sum(r[2] != 'ok' for r in load.records)} errors "
         f"before: {sorted(errors)}"
     )
@@ -140,12 +147,12 @@ def test_a_stub_killed_under_load_serves_again_within_10_s_without_anyone_acting
     assert healed is not None
     lines = [r.getMessage() for r in caplog.records]
     assert any(f"model {model}: stub of instance " in line and "died; reloading it" in line for line in lines)
-    if crashes:
+    if crashed:
         assert any("supervisor: tritonserver died of signal" in line for line in lines), lines
         assert any("supervisor: tritonserver serves again" in line and model in line for line in lines), lines
     else:
         assert healed < HEALED_WITHIN_S
-        assert all(e.startswith("error: Stub process ") and e.endswith(" is not healthy.") for e in errors), errors
+        assert all(f"Stub process '{model}_0_" in e and e.endswith(" is not healthy.") for e in errors), errors
         assert any(f"model {model} serves again, " in line for line in lines)
         assert set(stub_pids(pid, model)).isdisjoint(victims)
     assert front(served, "/health/ready") == (200, "ready\n")
@@ -183,11 +190,13 @@ def test_a_killed_tritonserver_is_started_again_with_every_model(served, built, 
 
 def test_a_hung_stub_is_killed_and_its_model_reloaded(served, built, caplog):
     """On Triton 24.02 the Python backend's own restart of the stopped stub takes tritonserver
-    down first: serve starts it again."""
+    down first; on 2.51 the kill takes it down when the stub stopped holding tritonserver's shared
+    memory lock (boost::interprocess::lock_exception, seen under load): either way serve starts
+    tritonserver again (cause server_died), and the test asserts the way taken."""
     model = "stalled"
     crashes = not under_test().survives_stub_death
-    cause = "server_died" if crashes else "stub_hung"
-    before = recoveries(served, model, cause)
+    causes = ("server_died",) if crashes else ("stub_hung", "server_died")
+    before = {cause: recoveries(served, model, cause) for cause in causes}
     pid = served.server.process.pid
     load = Load(served.server.http_address, model, built[2][model], log_tail=lambda: served.server.log_tail(40))
     with caplog.at_level(logging.INFO, logger="ge_python_backend.ops"), load:
@@ -199,16 +208,27 @@ def test_a_hung_stub_is_killed_and_its_model_reloaded(served, built, caplog):
             wait_until(lambda: not healthy(served, model), timeout=POLICY.hang_s + 10)
             status, reasons = front(served, "/health/ready")
             assert status == 503 and f"model {model}" in reasons and "hangs: no heartbeat for" in reasons
-        wait_until(lambda: recoveries(served, model, cause) > before, timeout=60, what="no recovery counted")
+        wait_until(
+            lambda: any(recoveries(served, model, c) > n for c, n in before.items()),
+            timeout=60,
+            what="no recovery counted",
+        )
         wait_until(lambda: healthy(served, model))
         load.wait_for("ok", load.count("ok") + 40)
+    restarted = recoveries(served, model, "server_died") > before["server_died"]
     healed = load.healed_after(stopped_at)
-    print(f"{model}: stub stopped (SIGSTOP); every request sent {healed:.1f} s after and later answered right")
+    print(
+        f"{model}: stub stopped (SIGSTOP); {'tritonserver died and was restarted; ' if restarted else ''}every "
+        f"request sent {healed:.1f} s after and later answered right"
+    )
     assert not load.unanswered_or_wrong() and healed is not None
     assert victim not in stub_pids(served.server.process.pid, model)
-    if not crashes:
+    lines = [r.getMessage() for r in caplog.records]
+    if restarted:
+        assert any("supervisor: tritonserver died of signal" in line for line in lines), lines
+    else:
         assert healed < POLICY.hang_s + HEALED_WITHIN_S
-        lines = [r.getMessage() for r in caplog.records]
+    if not crashes:
         assert any(f"model {model}: stub of instance" in line and "hangs" in line for line in lines)
 
 

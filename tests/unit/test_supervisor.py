@@ -104,6 +104,14 @@ def test_stubs_a_reload_is_replacing_report_nothing():
     assert find_problems([a], look([], series_=[series(a, 999.0)]), POLICY, retiring={10}) == []
 
 
+def test_a_stub_whose_series_were_never_set_is_loading_not_hung_or_failed():
+    """tritonserver shows a stub's series at 0 from their creation until GEModel's first flush
+    (seen when an operator reloads a READY model: its new stub was killed as hung)."""
+    a, fresh = stub(10), stub(11, instance="m_0_0", started=20)
+    now = look([a, fresh], series_=[series(a, 999.5), series(fresh, 0.0, healthy=False)])
+    assert find_problems([a], now, POLICY) == []
+
+
 def test_instances_of_a_model_not_ready_are_not_judged():
     a = stub(10)
     now = look([a], ready=(), series_=[series(a, 1.0, healthy=False)])
