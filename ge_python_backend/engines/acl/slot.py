@@ -154,6 +154,8 @@ class AclSlot(Slot):
         #: of the last timed batches: seconds from the device's end of the run to the wait's
         #: return (wake-up latency and host overhead), which an untimed batch's end leaves out
         self._late: deque[float] = deque(maxlen=_LATE_SAMPLES)
+        #: their median, kept when a timed batch adds one (untimed batches, the most, only read it)
+        self._late_median = 0.0
         self._model_id: int | None = None
         self._work = Memory()
         self._desc = 0
@@ -443,7 +445,7 @@ class AclSlot(Slot):
             device = busy.account(submitted, done) if busy else 0.0
             return PhaseTimes(execute=wall, device_busy=device)
         if not self._timed:
-            late = statistics.median(self._late) if self._late else 0.0
+            late = self._late_median
             end = max(submitted, done - self._copy_seconds[1] - late)
             device = busy.account(submitted, end) if busy else 0.0
             return PhaseTimes(device_busy=device)
@@ -456,6 +458,7 @@ class AclSlot(Slot):
             return PhaseTimes(execute=wall * weight, device_busy=device)
         self._copy_seconds = (into, back)
         self._late.append(max(0.0, done - (started + into + execute + back)))
+        self._late_median = statistics.median(self._late)
         device = busy.account(started + into, started + into + execute) if busy else 0.0
         return PhaseTimes(into * weight, execute * weight, back * weight, device)
 
