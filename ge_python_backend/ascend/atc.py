@@ -31,8 +31,9 @@ from typing import Any
 
 from ge_python_backend.ascend import atcflags
 from ge_python_backend.ascend.aipp import AippConfig, AippInputFormat, AippMode, parse_aipp_config
+from ge_python_backend.ascend.layout import range_batch
 from ge_python_backend.errors import ConfigError
-from ge_python_backend.specs import BatchSupport, ModelSpec, ShapeGear, TensorSpec, format_shape
+from ge_python_backend.specs import UNBOUNDED, BatchSupport, ModelSpec, ShapeGear, TensorSpec, format_shape, ranges_text
 
 #: --precision values ATC takes as --precision_mode_v2 (newer CANN) ...
 #: (api/atc/cmd_flag_info.cc:51-54 at parsing, compiler/api/aclgrph/option_utils.cc:1341-1357 again)
@@ -137,6 +138,9 @@ class AtcRequest:
     dynamic_dims: tuple[tuple[int, ...], ...] = ()
     #: ATC --insert_op_conf: an AIPP config file
     insert_op_conf: Path | None = None
+    #: shape ranges (``a~b`` in --input_shape): per input named there, (min, max) per axis (a size d
+    #: is d~d, -1 is 0~, max UNBOUNDED for ``a~``); its -1 axes in ``input_shapes``. Empty: no ranges
+    shape_ranges: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     #: further ATC flags, ``--name=value`` each, checked by ``parse_atc_flags``; emitted after the derived ones
     extra_flags: tuple[str, ...] = ()
     #: how messages name the flags (where the user gave them)
@@ -156,13 +160,19 @@ class AtcCommand:
 _LIST_FLAGS = ("--input_shape", "--dynamic_batch_size", "--dynamic_dims")
 
 
-def parse_input_shape(text: str, spelling: Spelling = ATC_CMD) -> dict[str, tuple[int, ...]]:
+def parse_input_shape(
+    text: str, spelling: Spelling = ATC_CMD
+) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[tuple[int, int], ...]]]:
     """atc-cmd's ``--input-shape`` (or ATC's ``--input_shape`` given in ``spelling.where``): ATC's
-    syntax in the given order, without shape ranges."""
+    syntax in the given order, as (shapes, ranges): the shapes with -1 on each range axis, and, when
+    any axis is a range ``a~b``, every named input's (min, max) per axis (``AtcRequest.shape_ranges``;
+    ATC turns such an --input_shape into shape ranges, -1 included: option_utils.cc:737-782)."""
     flag = f"{spelling.where}: --input_shape" if spelling.where else "--input-shape"
-    refused = f"the ATC command here takes fixed sizes, -1 batch axes and {spelling.flag('dynamic_dims')} gears only"
-    shapes = atcflags.parse_input_shape(text, flag, ranges_refused=refused)
-    return {name: tuple(d for d in dims if isinstance(d, int)) for name, dims in shapes.items()}
+    given = atcflags.parse_input_shape(text, flag)
+    shapes = {name: tuple(-1 if isinstance(d, tuple) else d for d in dims) for name, dims in given.items()}
+    if "~" not in text:
+        return shapes, {}
+    return shapes, {name: tuple(atcflags.axis_range(d) for d in dims) for name, dims in given.items()}
 
 
 def parse_dynamic_dims(text: str, spelling: Spelling = ATC_CMD) -> tuple[tuple[int, ...], ...]:
@@ -201,7 +211,7 @@ def apply_atc_flags(request: AtcRequest, text: str, base_dir: Path, where: str) 
         if name in atcflags.PATH_FLAGS and value:
             value = str(Path(base_dir) / value)
         if name == "input_shape":
-            changes["input_shapes"] = parse_input_shape(value, spelling)
+            changes["input_shapes"], changes["shape_ranges"] = parse_input_shape(value, spelling)
         elif name == "dynamic_dims":
             changes["dynamic_dims"] = parse_dynamic_dims(value, spelling)
         elif name == "input_format":
@@ -465,6 +475,8 @@ def build_atc_command(request: AtcRequest, inputs: Sequence[TensorSpec]) -> AtcC
     config = request.facts
     notes: list[str] = []
     aipp = _aipp_configs(request, inputs)
+    if request.shape_ranges:
+        return _range_command(request, inputs, config, aipp, notes)
     if request.dynamic_dims:
         return _dims_command(request, inputs, config, aipp, notes)
     gears = _gears(request, config, notes)
@@ -485,6 +497,7 @@ def build_atc_command(request: AtcRequest, inputs: Sequence[TensorSpec]) -> AtcC
 
 
 def _common_arguments(request: AtcRequest, shapes: Mapping[str, tuple[int, ...]], notes: list[str]) -> list[str]:
+    """The arguments every command starts with; --input_shape gives an input of ``shape_ranges`` its ranges."""
     framework = framework_of(request.model)
     # TensorFlow models take ATC's own default layout (NHWC) unless the user names one
     layout = [] if framework == FRAMEWORKS[".pb"] and not request.input_format else [_input_format(request, shapes)]
@@ -495,8 +508,121 @@ def _common_arguments(request: AtcRequest, shapes: Mapping[str, tuple[int, ...]]
         f"--output={_output(request, notes)}",
         f"--soc_version={request.soc_version}",
         *(f"--input_format={f}" for f in layout),
-        "--input_shape=" + ";".join(f"{name}:{','.join(map(str, shape))}" for name, shape in shapes.items()),
+        "--input_shape=" + ";".join(f"{name}:{_shape_text(request, name, shape)}" for name, shape in shapes.items()),
     ]
+
+
+def _shape_text(request: AtcRequest, name: str, shape: tuple[int, ...]) -> str:
+    """``shape`` in --input_shape's spelling: a range where ``request`` gives one, else the size."""
+    ranges = request.shape_ranges.get(name)
+    if ranges is None:
+        return ",".join(map(str, shape))
+    return atcflags.format_dims(tuple(d if d != -1 else r if r[0] != r[1] else r[0] for d, r in zip(shape, ranges)))
+
+
+# ----- shape ranges
+
+
+def _range_command(
+    request: AtcRequest,
+    inputs: Sequence[TensorSpec],
+    config: ConfigFacts | None,
+    aipp: Mapping[str, AippConfig],
+    notes: list[str],
+) -> AtcCommand:
+    """The command for --input_shape with ranges: one dynamic-shape model, no gears."""
+    _check_ranges(request, aipp)
+    ranged = _ranged_inputs(request, inputs, config)
+    batch = _check_range_batch(request, ranged, config)
+    listed = "; ".join(f"{name} {ranges_text(ranges)}" for name, (_, ranges) in ranged.items())
+    served = f", batching along axis 0 up to {batch.limit or 'any size'}" if batch.kind == "dynamic" else ""
+    notes.append(f"shape ranges: one dynamic-shape model (no gears) taking {listed}{served}")
+    shapes = {name: ranged[name][0] for name in request.input_shapes}
+    arguments = _common_arguments(request, shapes, notes)
+    arguments += _precision(request.precision)
+    return AtcCommand(tuple(arguments) + request.extra_flags, tuple(notes))
+
+
+def _check_ranges(request: AtcRequest, aipp: Mapping[str, AippConfig]) -> None:
+    """What ATC refuses beside shape ranges: gears of any kind (E10040, "--input_shape cannot have
+    '~' ... when user set --dynamic_batch_size, --dynamic_image_size or --dynamic_dims",
+    option_utils.cc:752-760; --dynamic_batch_size.md:25); AIPP beside ranges is not built here."""
+    sp = request.spelling
+    given = sp.give("input_shape", "...") if sp.where else f"{sp.flag('input_shape')} with a~b"
+    gears = (
+        sp.flag("dynamic_dims")
+        if request.dynamic_dims
+        else "--batch-gears"
+        if request.batch_gears and not sp.where
+        else ""
+    )
+    if gears:
+        raise ConfigError(
+            f"{sp.where + ': ' if sp.where else ''}{sp.flag('input_shape')} has shape ranges (a~b) and {gears} gives "
+            "gears: ATC refuses ranges together "
+            "with --dynamic_batch_size, --dynamic_image_size or --dynamic_dims (E10040); give ranges or gears"
+        )
+    if aipp:
+        raise ConfigError(
+            f"{sp.flag('insert_op_conf')} with shape ranges in {given}: compiling AIPP onto a shape-range model is "
+            "not built here; compile it with atc by hand (or ge-triton sim-compile) and serve the .om"
+        )
+
+
+def _ranged_inputs(
+    request: AtcRequest, inputs: Sequence[TensorSpec], config: ConfigFacts | None
+) -> dict[str, tuple[tuple[int, ...], tuple[tuple[int, int], ...]]]:
+    """Each input's shape (-1 on its range axes) and ranges, the model's and the config's sizes merged
+    in; ConfigError for a range that excludes the model's own size or a dynamic input left unnamed."""
+    _check_names(request, inputs)
+    sp = request.spelling
+    from_config = _config_shapes(config, inputs)
+    found = {}
+    for tensor in inputs:
+        shape = tensor.shape
+        if tensor.name in from_config and len(from_config[tensor.name]) == len(shape):
+            shape = tuple(have if have != -1 else want for have, want in zip(shape, from_config[tensor.name]))
+        if tensor.name not in request.shape_ranges:
+            if -1 in shape:
+                raise ConfigError(
+                    f"input {tensor.name!r} is {format_shape(shape)}: with shape ranges every input with -1 axes must "
+                    f'be named in {sp.flag("input_shape")}; add "{tensor.name}:..." with a size or a range (a~b) on '
+                    "each axis"
+                )
+            found[tensor.name] = (shape, tuple((d, d) for d in shape))
+            continue
+        ranges = request.shape_ranges[tensor.name]
+        merged = _merge(tensor, tensor.shape, tuple(request.input_shapes[tensor.name]), sp.flag("input_shape"))
+        for axis, (have, (low, high)) in enumerate(zip(tensor.shape, ranges)):
+            if have != -1 and (low, high) not in ((have, have), (0, UNBOUNDED)):  # -1 (0~) keeps the model's size
+                raise ConfigError(
+                    f"{sp.flag('input_shape')} gives input {tensor.name!r} the range {low}~{high} on axis {axis}, "
+                    f"which the model fixes at {have} ({format_shape(tensor.shape)})"
+                )
+        fixed = tuple(have if have != -1 else (low if low == high else -1) for have, (low, high) in zip(merged, ranges))
+        found[tensor.name] = (fixed, tuple((d, d) if d != -1 else r for d, r in zip(fixed, ranges)))
+    return found
+
+
+def _check_range_batch(
+    request: AtcRequest,
+    ranged: Mapping[str, tuple[tuple[int, ...], tuple[tuple[int, int], ...]]],
+    config: ConfigFacts | None,
+) -> BatchSupport:
+    """The batching of the range model; ConfigError when the config batches (max_batch_size) beyond
+    what the ranges of axis 0 take: with ranges ATC builds no batch gears (E10040)."""
+    batch = range_batch([ranges for _, ranges in ranged.values()], [(-1,)])
+    max_batch = config.max_batch_size if config is not None else 0
+    if max_batch > 0 and (batch.kind != "dynamic" or (batch.limit is not None and batch.limit < max_batch)):
+        sp = request.spelling
+        axes = ", ".join(f"{name} {ranges_text(ranges[:1])}" for name, (_, ranges) in ranged.items())
+        flag = sp.flag("input_shape") + (f" in {sp.where}" if sp.where else "")
+        raise ConfigError(
+            f"{config.source if config else ''}: max_batch_size {max_batch} batches requests along axis 0, but the "
+            f"shape ranges of {flag} give axis 0 {axes}; with ranges ATC builds no batch gears (E10040): give every "
+            f"input the range 1~{max_batch} (or more) on axis 0, or set max_batch_size 0"
+        )
+    return batch
 
 
 # ----- dynamic dims
@@ -675,6 +801,8 @@ def compiled_spec(source: ModelSpec, request: AtcRequest) -> ModelSpec:
     aipp = _aipp_configs(request, inputs)
     _check_names(request, inputs)
     config = request.facts
+    if request.shape_ranges:
+        return _range_spec(source, request, aipp)
     from_config = _config_shapes(config, inputs, aipp)
     shapes: dict[str, tuple[int, ...]] = {}
     for tensor in inputs:
@@ -709,6 +837,23 @@ def compiled_spec(source: ModelSpec, request: AtcRequest) -> ModelSpec:
         batch=batch,
         shape_gears=shape_gears,
         gear_kind="dims" if shape_gears else "",
+        source=source.source,
+        facts=dict(source.facts),
+    )
+
+
+def _range_spec(source: ModelSpec, request: AtcRequest, aipp: Mapping[str, AippConfig]) -> ModelSpec:
+    """The shape-range model of ``request``: -1 on each range axis with the range beside it (as
+    ``acl.mdl.get_input_dims_range`` reports it), batching along axis 0 where the ranges allow."""
+    _check_ranges(request, aipp)
+    ranged = _ranged_inputs(request, source.inputs, request.facts)
+    _check_range_batch(request, ranged, request.facts)
+    inputs = tuple(replace(t, shape=ranged[t.name][0], ranges=ranged[t.name][1], dim_names=()) for t in source.inputs)
+    outputs = tuple(replace(t, dim_names=()) for t in source.outputs)
+    return ModelSpec(
+        inputs=inputs,
+        outputs=outputs,
+        batch=range_batch([t.ranges for t in inputs], [t.shape for t in outputs]),
         source=source.source,
         facts=dict(source.facts),
     )

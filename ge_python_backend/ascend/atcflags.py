@@ -36,6 +36,14 @@ def parse_input_shape(
     return shapes
 
 
+def axis_range(dim: Dim) -> tuple[int, int]:
+    """An --input_shape axis as (min, max): -1 is 0~ (ATC's SHAPE_RANGE_LOWER_LIMIT 0,
+    hicann/ge compiler/api/aclgrph/option_utils.cc:230-272), a size d is d~d."""
+    if isinstance(dim, tuple):
+        return dim
+    return (0, UNBOUNDED) if dim == -1 else (dim, dim)
+
+
 def _dim(text: str, name: str, flag: str) -> Dim:
     try:
         if "~" in text:

@@ -369,16 +369,20 @@ class ModelLayout:
         return BatchSupport("none")
 
     def _range_batch(self) -> BatchSupport:
-        """A range model batches along axis 0 when every input's axis 0 is dynamic with the same
-        range and starts at 1 or below, and every output's axis 0 is dynamic too."""
-        axes = [t.ranges[0] for t in self.inputs if t.ranges]
-        outputs_dynamic = all(t.dims and t.dims[0] < 0 for t in self.outputs)
-        if len(axes) != len(self.inputs) or len(set(axes)) != 1 or not outputs_dynamic:
-            return BatchSupport("none")
-        low, high = axes[0]
-        if low > 1 or high == 1:
-            return BatchSupport("none")
-        return BatchSupport("dynamic", limit=None if high == UNBOUNDED else high)
+        return range_batch([t.ranges for t in self.inputs], [t.dims for t in self.outputs])
+
+
+def range_batch(input_ranges: Sequence[tuple[tuple[int, int], ...]], output_shapes: Sequence[Shape]) -> BatchSupport:
+    """How a shape-range model batches: along axis 0 when every input's axis 0 is dynamic with the
+    same range, which starts at 1 or below, and every output's axis 0 is dynamic too."""
+    axes = [ranges[0] for ranges in input_ranges if ranges]
+    outputs_dynamic = all(shape and shape[0] < 0 for shape in output_shapes)
+    if len(axes) != len(input_ranges) or len(set(axes)) != 1 or not outputs_dynamic:
+        return BatchSupport("none")
+    low, high = axes[0]
+    if low > 1 or high == 1:
+        return BatchSupport("none")
+    return BatchSupport("dynamic", limit=None if high == UNBOUNDED else high)
 
 
 def _fill(dims: Shape, values: Sequence[int]) -> Shape:

@@ -103,13 +103,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    shapes, ranges = parse_input_shape(args.input_shape)
     command = atc_command(
         AtcRequest(
             model=args.model,
             soc_version=args.soc_version,
             output=args.output,
             batch_gears=args.batch_gears,
-            input_shapes=parse_input_shape(args.input_shape),
+            input_shapes=shapes,
+            shape_ranges=ranges,
             precision=args.precision,
             input_format=args.input_format,
             dynamic_dims=parse_dynamic_dims(args.dynamic_dims),

@@ -40,6 +40,7 @@ from ge_python_backend.ascend.aipp import (
 )
 from ge_python_backend.ascend.atcflags import (
     Dim,
+    axis_range,
     format_dims,
     parse_aicore_num,
     parse_gear_list,
@@ -525,7 +526,7 @@ def _inputs(
     for onnx_input in onnx_inputs:
         name, dims = onnx_input.name, shapes[onnx_input.name]
         fmt = options.input_format if len(dims) == 4 else "ND"
-        ranges = tuple(_range(d) for d in dims) if options.kind == "range" else ()
+        ranges = tuple(axis_range(d) for d in dims) if options.kind == "range" else ()
         plain = tuple(-1 if isinstance(d, tuple) else d for d in dims)
         config = aipps.get(name)
         if config is None:
@@ -544,13 +545,6 @@ def _inputs(
             model_inputs.append(ModelInput(data, InputRole.AIPP_DATA, image=name))
     clients = tuple(m.tensor for m in model_inputs if m.role is InputRole.CLIENT)
     return model_inputs, clients
-
-
-def _range(dim: Dim) -> tuple[int, int]:
-    """An --input_shape axis as (min, max): -1 is 0~ (option_utils.cc: SHAPE_RANGE_LOWER_LIMIT 0)."""
-    if isinstance(dim, tuple):
-        return dim
-    return (0, UNBOUNDED) if dim == -1 else (dim, dim)
 
 
 def _sized(tensor: LayoutTensor, layout: ModelLayout) -> LayoutTensor:

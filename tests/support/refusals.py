@@ -266,6 +266,18 @@ CASES = (
         _atc_flags("--input_shape=x:-1,4 --dynamic_dims=1,2;3,4"),
         "gear 1,2 has 2 value(s)",
     ),
+    Refusal(
+        "atc_flags_ranges_with_dims",
+        "onnx",
+        _atc_flags("--input_shape=x:1~8,4 --dynamic_dims=1;2"),
+        "ATC refuses ranges together with --dynamic_batch_size, --dynamic_image_size or --dynamic_dims (E10040)",
+    ),
+    Refusal(
+        "atc_flags_ranges_below_max_batch",
+        "onnx",
+        _atc_flags("--input_shape=x:1~4,4"),
+        "max_batch_size 8 batches requests along axis 0, but the shape ranges of --input_shape",
+    ),
     Refusal("atc_cache_relative", "onnx", _parameters(atc_cache_dir="cache"), "(a relative path"),
     Refusal("onnx_unsized_height_width", "onnx", _replaced(UNSIZED, _unsized_image), "have no size, and ATC compiles"),
     Refusal("ensemble_missing_output", "onnx", _ensemble("nope"), "is mapped from non-existing output nope"),
@@ -275,6 +287,7 @@ CASES = (
     Refusal("taken_static_aipp_declared", "onnx", _replaced(DECLARED_AIPP, _image, {"aipp.cfg": STATIC_AIPP}), None),
     Refusal("taken_npu_ge_dims", "onnx", _replaced(NPU_GE_DIMS, lambda v: models.linear(v / "linear.onnx")), None),
     Refusal("taken_npu_ge_layout", "onnx", _replaced(NPU_GE_LAYOUT, lambda v: models.linear(v / "my.onnx")), None),
+    Refusal("taken_onnx_ranges", "onnx", _atc_flags("--input_shape=x:1~8,4"), None),
     Refusal("taken_ensemble", "onnx", _ensemble("logits"), None),
 )
 REFUSED = tuple(case for case in CASES if case.check_says is not None)

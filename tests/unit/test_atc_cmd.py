@@ -361,7 +361,7 @@ def test_cli_dims_and_option_errors(tmp_path, capsys):
     assert shlex.split(captured.out)[-2:] == [f"--input_shape={shape}", "--dynamic_dims=1,1,20,20;2,2,30,40"]
     assert "note: dims gear 1,1,20,20: scale [1,4], mask [1,1], label [1,20], data [1,1,40,20]" in captured.err
     for flags, fragment in (
-        (["--input-shape", "mask:1~8,-1"], "is a shape range"),
+        (["--input-shape", "mask:1~8,-1", "--dynamic-dims", "1;2"], "ATC refuses ranges together with"),
         (["--input-shape", "mask:-1,-1;mask:2,2"], "names input 'mask' twice"),
         (["--input-shape", shape, "--dynamic-dims", "1,1,x,20;2,2,30,40"], "--dynamic-dims: '1,1,x,20' is not"),
     ):

@@ -484,7 +484,7 @@ def test_files_the_parameters_name_stay_in_the_version_folder_when_the_model_is_
         ("--input_shape=z:1,3,8,8", "--input_shape names 'z', which is not a model input"),
         ("--input_shape=x:-1,3,8,8 --dynamic_dims=1,2;3,4", "--dynamic_dims gear 1,2 has 2 value(s); --input_shape"),
         ("--insert_op_conf=missing.cfg", "--insert_op_conf "),
-        ("--input_shape=x:1~4,3,8,8", "parameter 'atc_flags': --input_shape of 'x': '1~4,3,8,8' is a shape range"),
+        ("--input_shape=x:1~2,3,8,8", "the shape ranges of --input_shape in parameter 'atc_flags' give axis 0 x [1~2]"),
     ],
 )
 def test_a_refused_load_names_the_fix_as_atc_flags_spells_it(tmp_path, flags, says):

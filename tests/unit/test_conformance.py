@@ -245,6 +245,7 @@ def _probe_with(simulator: Simulator, probe: str, tmp_path: Path, atc: Atc | Non
             "P-atc-batch-refusals",
             "--input_shape=s:;b:-1,6;a:-1,4: the first error: observed 'E16002', claimed 'E10012'",
         ),
+        ("P-atc-range-refusals", "a range with --dynamic_dims: the first error: observed 'E16002', claimed 'E10040'"),
     ],
 )
 def test_an_atc_that_takes_every_flag_fails_the_atc_probes(tmp_path, probe, wrong):

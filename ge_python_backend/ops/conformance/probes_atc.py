@@ -204,6 +204,21 @@ def atc_batch_refusals(context: ProbeContext) -> None:
         expect_atc(context, f"--input_shape={shape}: the first error", first_error(run), code, "E19999")
 
 
+@probe("P-atc-range-refusals", "71a", "--input_shape ranges compile alone and are refused beside gears (E10040)")
+def atc_range_refusals(context: ProbeContext) -> None:
+    model = nets.linear(context.workdir / "atc-probes" / "linear.onnx")
+    alone, batch, dims = runs(
+        context,
+        ["--input_shape=x:1~8,4"],
+        ["--input_shape=x:1~8,4", "--dynamic_batch_size=1,2"],
+        ["--input_shape=x:1~8,4", "--dynamic_dims=1;2"],
+        model=model,
+    )
+    context.expect("--input_shape=x:1~8,4 alone: exit code", alone.exit_code, 0)
+    for flag, run in (("--dynamic_batch_size", batch), ("--dynamic_dims", dims)):
+        expect_atc(context, f"a range with {flag}: the first error", first_error(run), "E10040", "E19999")
+
+
 @probe(
     "P-atc-external-data",
     "140",
