@@ -1,7 +1,8 @@
 """GEModel.execute in-process (fake pb_utils): the Python cost of one batch, without tritonserver.
 
-Builds host-path's tiny model (FP32 [N,3,32,32] -> Relu) as a GEModel folder on onnxruntime and on
-acl-sim (device time 0; 1 instance, 1 stream, answers returned), then calls ``execute`` on batches
+Builds host-path's tiny model (FP32 [N,3,32,32] -> Relu) as a GEModel folder on onnxruntime, on
+acl-sim and on engine acl over the null pyACL (tools/bench/nullacl.py: the acl engine's own host
+cost; device time 0; 1 instance, 1 stream, answers returned), then calls ``execute`` on batches
 of batch-1 requests, in blocks, and reports the fastest block's time per ``execute`` (the least
 disturbed by other tenants of a shared host) and main-thread CPU. Also times the acl engine's slot
 alone (stage + run on the simulator), which real pyACL replaces by C calls. ``--code CHECKOUT``
@@ -17,7 +18,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tools.bench.repos import Config, build_host_repository
+from tools.bench import nullacl
+from tools.bench.repos import GEARS, Config, build_host_repository
 from tools.bench.runner import Bench, Report, Table
 
 SUMMARY = "GEModel.execute in-process (fake pb_utils): the Python cost of one batch"
@@ -47,7 +49,8 @@ def run(bench: Bench) -> Report:
     args = bench.args
     package = Path(ge_python_backend.__file__).parent
     print(f"ge_python_backend from {package}")
-    repo, om_file = build_host_repository(bench.workdir, [Config("return_s1_i1", "return", 1, 1)], [])
+    configs = [Config("return_s1_i1", "return", 1, 1), Config("null_return_s1_i1", "return", 1, 1, "null")]
+    repo, om_file = build_host_repository(bench.workdir, configs, [])
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
 
     def blocks(call) -> tuple[float, float]:
@@ -63,17 +66,22 @@ def run(bench: Bench) -> Report:
         return min(wall) * 1e6, min(cpu) * 1e6
 
     rows = []
-    for label, folder in (("GEModel, onnxruntime", "ort"), ("GEModel, acl-sim", "return_s1_i1_d0")):
+
+    def measure(label: str, folder: str) -> None:
         batches = [[pb.InferenceRequest([pb.Tensor("x", x)]) for _ in range(args.batch)] for _ in range(args.calls)]
         with ModelHarness(Model, repo / folder) as harness:
             bench.quiet(label)
             wall, cpu = blocks(_cycling(harness.model.execute, batches))
         rows.append([label, f"{wall:.1f}", f"{wall / args.batch:.1f}", f"{cpu:.1f}"])
+
+    measure("GEModel, onnxruntime", "ort")
+    measure("GEModel, acl-sim", "return_s1_i1_d0")
     engine = open_engine("acl-sim", om_file, device_id=0, slots=1, options={"acl_timing_events": True})
     try:
         engine.bind_thread()
         slot = engine.slots[0]
-        data = np.zeros((args.batch, 3, 32, 32), np.float32)
+        gear = min((g for g in GEARS if g >= args.batch), default=max(GEARS))  # the gear the batch runs on
+        data = np.zeros((gear, 3, 32, 32), np.float32)
 
         def stage_and_run() -> None:
             np.copyto(slot.inputs({"x": data.shape})["x"], data)
@@ -83,8 +91,17 @@ def run(bench: Bench) -> Report:
         wall, cpu = blocks(stage_and_run)
     finally:
         engine.close()
-    rows.append(["acl slot on the simulator (stage + run)", f"{wall:.1f}", f"{wall / args.batch:.1f}", f"{cpu:.1f}"])
-    header = ("", f"us per execute of {args.batch}", "us per request", "main-thread CPU us")
+    rows.append(
+        [
+            f"acl slot on the simulator (stage + run of gear {gear})",
+            f"{wall:.1f}",
+            f"{wall / args.batch:.1f}",
+            f"{cpu:.1f}",
+        ]
+    )
+    nullacl.install()  # from here on `import acl` is the null pyACL, in this process
+    measure("GEModel, acl over the null pyACL", "null_return_s1_i1_d0")
+    header = ("", f"us per execute of {args.batch}", "us per request", "main-thread CPU us per execute")
     title = f"fastest of {args.blocks} blocks of {args.calls} calls; ge_python_backend from {package}"
     summary = Table(title, header, rows, chart=(1, f"us per execute of {args.batch} requests"))
     return Report(summary=summary, data={"package": str(package), "batch": args.batch, "rows": rows})

@@ -132,6 +132,7 @@ def profile_host(bench: Bench) -> Report:
         if not (args.repository / name / "config.pbtxt").is_file():
             raise SystemExit(f"profile: {args.repository} has no model folder {name!r}")
         repo = args.repository
+        bench.workdir.mkdir(parents=True, exist_ok=True)  # py-spy writes its profile there
     else:
         label, _, device_text = name.rpartition("_d")
         wanted = [config_named(label)] if label and name not in ("identity", "ort") else []
