@@ -604,7 +604,10 @@ class Supervisor:
         """Reload ``problem``'s model in place; the stubs it has now (and the hung ones killed) are
         retiring meanwhile."""
         with self._lock:
-            record.retiring = {stub.pid for stub in self.server.stubs() if stub.model == problem.model}
+            # every stub of the model the last look knew (one dying now too: a kill of two
+            # instances may straddle a look) and those listed now are replaced by this reload
+            known = [*self.server.stubs(), *self._stubs]
+            record.retiring = {stub.pid for stub in known if stub.model == problem.model}
             record.retiring |= set(problem.hung)
             record.pending = None
             self._reloads += 1

@@ -24,9 +24,9 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, build_atc_command, config_gears
+from ge_python_backend.ascend.atc import AtcRequest, ConfigFacts, apply_atc_flags, build_atc_command, config_gears
 from ge_python_backend.engines import engine_info, engine_parameters
-from ge_python_backend.engines.compile import CACHE_ENV
+from ge_python_backend.engines.compile import CACHE_ENV, compiled_model_spec
 from ge_python_backend.engines.registry import AUTO, ONNX
 from ge_python_backend.errors import ConfigError
 from ge_python_backend.modelconfig.derive import (
@@ -297,8 +297,12 @@ def _check_policy_versions(config, versions: set[int]) -> None:
 
 
 def build_config(model: ModelFile, template: Template, values: Mapping[str, str], options: GenerateOptions):
-    """The ModelConfig for ``model`` rendered with ``template``; returns (config, notes)."""
-    spec = with_shapes(model.spec, options.shapes)
+    """The ModelConfig for ``model`` rendered with ``template``; returns (config, notes). An ONNX
+    model compiled at load is described as ATC builds it with the template's ``atc_flags``."""
+    source_spec = with_shapes(model.spec, options.shapes)
+    engine_name = options.engine or model.engine.name
+    compiled = model.format == ONNX and engine_name != AUTO and bool(engine_info(engine_name).atc)
+    spec, compile_parameters = _described(model, source_spec, template, values, compiled)
     layout = options.layout()
     layout.check(spec)
     if options.states and not options.sequence:
@@ -318,9 +322,7 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
     )
     derived = derive_config(spec, request)
     notes = list(derived.notes)
-    engine_name = options.engine or model.engine.name
-    compiled = model.format == ONNX and engine_name != AUTO and bool(engine_info(engine_name).atc)
-    preferred = _compiled_gears(derived) if compiled else derived.preferred_batch_sizes
+    preferred = _compiled_gears(derived) if compiled and not _ranged(spec) else derived.preferred_batch_sizes
     config = ModelConfig(name=options.name, backend=options.backend, max_batch_size=derived.max_batch_size)
     inputs: list[ConfigTensor | Mapping[str, Any]] = list(derived.inputs)
     outputs: list[ConfigTensor | Mapping[str, Any]] = list(derived.outputs)
@@ -354,14 +356,35 @@ def build_config(model: ModelFile, template: Template, values: Mapping[str, str]
             "executes comes from --instances"
         )
     _check_parameters(parameters)
+    parameters.update(compile_parameters)
     parameters.update(_template_parameters(template, values))
     for key, value in parameters.items():
         config.parameters[key].string_value = str(value)
     if options.warmup:
         _add_warmup(config, spec, layout)
     if compiled:
-        notes.append(_compile_note(config, options.version, engine_name, spec))
+        notes.append(
+            _compile_note(config, options.version, engine_name, source_spec, compile_parameters.get("atc_flags", ""))
+        )
     return config, notes
+
+
+def _ranged(spec: ModelSpec) -> bool:
+    """A shape-range model: it batches any size in its range, so there are no gears to prefer."""
+    return any(t.ranges for t in spec.inputs)
+
+
+def _described(
+    model: ModelFile, spec: ModelSpec, template: Template, values: Mapping[str, str], compiled: bool
+) -> tuple[ModelSpec, dict[str, str]]:
+    """``spec`` and no parameters; for a model ``compiled`` at load with the template's ``atc_flags``,
+    the model ATC builds with them and parameter ``atc_flags``."""
+    atc_flags = template.render(template.atc_flags, values, "atc_flags") if compiled else ""
+    if not atc_flags:
+        return spec, {}
+    facts = ConfigFacts(f"template {template.name!r}")
+    built = compiled_model_spec(model.path, facts, {"atc_flags": atc_flags}, Path(model.path).parent)
+    return built, {"atc_flags": atc_flags}
 
 
 def _template_parameters(template: Template, values: Mapping[str, str]) -> dict[str, Any]:
@@ -418,11 +441,12 @@ def _compiled_gears(derived: DerivedConfig) -> tuple[int, ...]:
     return config_gears(ConfigFacts("", derived.max_batch_size, derived.preferred_batch_sizes))
 
 
-def _compile_note(config, version: int, engine_name: str, spec: ModelSpec) -> str:
+def _compile_note(config, version: int, engine_name: str, spec: ModelSpec, atc_flags: str) -> str:
     """What engine ``engine_name`` runs at load for this folder: the ATC command, from the one builder."""
     facts = ConfigFacts.from_json(json_format.MessageToDict(config, preserving_proto_field_name=True), "the config")
     placeholder = "SOC"
     request = AtcRequest(Path(str(version)) / "model.onnx", placeholder, output="<cache>/model", facts=facts)
+    request = apply_atc_flags(request, atc_flags, Path(str(version)), "parameter 'atc_flags'")
     command = build_atc_command(request, spec.inputs).shell()
     command = command.replace(f"--soc_version={placeholder}", "--soc_version=<the device's SoC>")
     return (

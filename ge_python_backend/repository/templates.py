@@ -7,6 +7,7 @@ A template is a folder holding ``template.json`` and the files it names::
       "options":    {"top_k": {"default": "5", "type": "int", "min": 1, "help": "..."},
                      "labels": {"file": true, "help": "..."}},   # given as --set key=value
       "parameters": {"top_k": "${top_k}"},                       # added to config parameters
+      "atc_flags": "--input_shape=x:1,3,32~${side},32~${side}",  # optional: parameter atc_flags when compiled at load
       "inputs":  [{"name": "IMAGE", "data_type": "TYPE_STRING", "dims": [1]}],   # optional:
       "outputs": [{"name": "LABELS", "data_type": "TYPE_STRING", "dims": ["${top_k}"]}],  # replace the model's
       "files": {"{version}/model.py": "model.py.in",             # rendered with ${...}
@@ -16,14 +17,19 @@ A template is a folder holding ``template.json`` and the files it names::
                  "${name}_pre": {"config": "pre.pbtxt.in",       # a config.pbtxt rendered (and read with Triton's
                                  "files": {"{version}/model.py": "pre.py.in"}},   # schema) and files as above,
                  "${name}_rec": {"model": "@rec",                # or the folder of another model file option,
-                                 "files": {...}, "parameters": {...}}},           # generated as the first one
+                                 "files": {...}, "parameters": {...},             # generated as the first one
+                                 "atc_flags": "..."}},
       "source": "model"                                          # optional, see below
     }
 
 ``source`` says where the model's inputs and outputs come from: ``"model"`` (the default), the model
 file ``generate`` is given; ``"members"``, the configs of the models of the output repository that
 option ``members`` names (comma-separated; the router: ``repository/router.py``), with no model
-file. A parameter that renders empty is left out of the config (unset).
+file. A parameter that renders empty is left out of the config (unset). ``atc_flags`` (of the
+model file, or of a ``models`` entry of another model file) applies only where that model is an
+ONNX file compiled at load (engine ``acl``/``acl-sim``): it becomes parameter ``atc_flags``, and
+the config describes the model ATC builds with it (e.g. its shape ranges); an ``.om`` or an engine
+that runs the ONNX itself ignores it.
 
 Text is rendered with ``string.Template``: ``${name}``, ``${source}``, ``${model_file}`` and every
 option are available; in the configs of ``models`` also the model folder's ``${model_name}`` and,
@@ -35,11 +41,11 @@ comments (checked when the template loads), each value is escaped as the body of
 and the rendered file must parse to the template's own code (else nothing is written); in other
 files a value with a control character is refused; values in ``parameters``, ``inputs`` and
 ``outputs`` go into config.pbtxt through its protobuf. An option's ``type`` ("string" by default,
-"int" with an optional ``min``, "float", "int_list", "float_list" or "bool"; the words in its ``or`` list pass
-too) is checked when it is given; a ``file`` option must name an existing file (with ``"default":
-""`` it is optional: left out, nothing is copied). Target paths stay inside the model folder and
-sources inside the template folder: both are checked when the template loads, before anything is
-written. Adding a template needs no code change.
+"int" with an optional ``min`` and ``multiple_of``, "float", "int_list", "float_list" or "bool";
+the words in its ``or`` list pass too) is checked when it is given; a ``file`` option must name an
+existing file (with ``"default": ""`` it is optional: left out, nothing is copied). Target paths
+stay inside the model folder and sources inside the template folder: both are checked when the
+template loads, before anything is written. Adding a template needs no code change.
 """
 
 from __future__ import annotations
@@ -75,8 +81,18 @@ def _option_parser(option: Mapping[str, Any]) -> tuple[Callable[[str], Any], str
     """(parser, what is accepted) for a declared template option."""
     kind = option.get("type", "string")
     if kind == "int":
-        minimum = option.get("min")
-        return parse_int(minimum), "an integer" + (f" >= {minimum}" if minimum is not None else "")
+        minimum, step = option.get("min"), option.get("multiple_of")
+        accepted = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+        if step is None:
+            return parse_int(minimum), accepted
+
+        def multiple(raw: str) -> int:
+            value = parse_int(minimum)(raw)
+            if value % step:
+                raise ValueError(f"not a multiple of {step}")
+            return value
+
+        return multiple, f"{accepted}, a multiple of {step}"
     if kind == "float":
         return float, "a number"
     if kind == "int_list":
@@ -107,6 +123,8 @@ class Template:
     model_name: str = "${name}"
     models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: str = "model"
+    #: ATC flags for the model file when it is compiled at load (parameter atc_flags), rendered
+    atc_flags: str = ""
 
     def values(self, given: Mapping[str, str]) -> dict[str, str]:
         """Option values: given ones, then defaults; unknown or missing options are errors."""
@@ -274,6 +292,7 @@ class Template:
                     description="",
                     parameters=model.get("parameters", {}),
                     files=model.get("files", {}),
+                    atc_flags=model.get("atc_flags", ""),
                 )
                 found[name] = (Path(values[model["model"][1:]]), folder_template)
         return found
@@ -424,6 +443,7 @@ def load_template(name: str) -> Template:
         model_name=data.get("model_name", "${name}"),
         models=data.get("models", {}),
         source=data.get("source", "model"),
+        atc_flags=data.get("atc_flags", ""),
     )
     template.check()
     return template

@@ -3,13 +3,15 @@ heads as an ensemble, the v5 head in GEModel's hooks; the models compiled at loa
 reference of letterbox, decoding and NMS written apart from the templates
 (tests/support/yolo_reference.py) and ONNX Runtime called directly; OCR (a BLS model over
 PP-OCR's det, cls and rec from the rapidocr-onnxruntime wheel, sim-compiled with a shape range
-over H/W for det and over batch and width for rec) against that wheel's own pipeline on rendered
-pages; text (a BERT-style encoder sim-compiled with dims gears over batch and sequence, behind the
+over H/W for det and over batch and width for rec; and the same three ONNX files compiled at load
+with the ranges generate states in atc_flags) against that wheel's own pipeline on rendered pages;
+text (a BERT-style encoder sim-compiled with dims gears over batch and sequence, behind the
 padding model) against the unpadded encoder on ONNX Runtime."""
 
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import numpy as np
 import onnxruntime as ort
@@ -76,6 +78,10 @@ def _ocr(repo, sources) -> None:
     keys.write_text("\n".join(ocr.characters(wheel.rec)) + "\n", encoding="utf-8")
     options = {"cls": str(cls), "rec": str(rec), "keys": str(keys)}
     generate(det, repo, GenerateOptions(name="ocr", template="ocr", template_options=options))
+    # the wheel's ONNX files as they come (the character list from the rec file's metadata), compiled at load
+    options = {"cls": str(wheel.cls), "rec": str(wheel.rec), "instances": "1"}
+    onnx_options = GenerateOptions(name="ocr_onnx", template="ocr", engine="acl-sim", instance_count=1)
+    generate(wheel.det, repo, replace(onnx_options, template_options=options))
 
 
 @pytest.fixture(scope="module")
@@ -152,11 +158,14 @@ def test_a_bad_image_fails_alone(server, name):
     assert "IMAGE[0] has 12 bytes: expected 12288 bytes of raw pixels" in str(answers[1][1])
 
 
-def test_ocr_reads_each_page_as_the_wheels_pipeline(server):
+@pytest.mark.parametrize("name", ["ocr", "ocr_onnx"])
+def test_ocr_reads_each_page_as_the_wheels_pipeline(server, name):
+    """``ocr``: det, cls and rec as .om files sim-compiled by hand; ``ocr_onnx``: the wheel's ONNX
+    files compiled at load with the shape ranges generate wrote in their atc_flags."""
     ocr.require_rapidocr()
     pages = [ocr.render(size, lines) for size, lines in ocr.PAGES]
     requests = [{"IMAGE": np.array([ocr.png(rgb)], dtype=np.object_)} for rgb in pages]
-    answers = infer_many("grpc", url(server, "grpc"), "ocr", requests, concurrency=4)
+    answers = infer_many("grpc", url(server, "grpc"), name, requests, concurrency=4)
     for rgb, (outputs, error) in zip(pages, answers):
         assert error is None, error
         expected = ocr.reference(np.ascontiguousarray(rgb[:, :, ::-1]))

@@ -436,9 +436,10 @@ BATCH_LINE = re.compile(rf"{METRICS_MODEL}_0_0: ran a batch of (\d+) row\(s\) \+
 
 
 def _batch_lines(server) -> list[tuple[int, int]]:
-    """(rows, padding) of each verbose batch line, in either log format."""
-    found = (BATCH_LINE.match(r.message) for r in server.log_records())
-    return [(int(m.group(1)), int(m.group(2))) for m in found if m]
+    """(rows, padding) of each verbose batch line, in either log format (searched, not matched: the
+    stubs' own stderr shares the server's log file and may land inside a line)."""
+    found = (m for r in server.log_records() for m in BATCH_LINE.finditer(r.message))
+    return [(int(m.group(1)), int(m.group(2))) for m in found]
 
 
 def test_metrics_count_batches_rows_padding_and_failures_like_triton(server, built):

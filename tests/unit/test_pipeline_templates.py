@@ -103,6 +103,70 @@ def test_ocr_writes_three_networks_and_the_reading_model(tmp_path):
     assert not check_repository(repo).errors
 
 
+@pytest.mark.parametrize(
+    ("engine", "options", "flags"),
+    [
+        (
+            "acl-sim",
+            {},
+            {
+                "ocr_det": "--input_shape=x:1,3,32~960,32~960",
+                "ocr_cls": "--input_shape=x:-1,3,48,192",
+                "ocr_rec": "--input_shape=x:1~6,3,48,320~3200",
+            },
+        ),
+        (
+            "acl",
+            {"det_limit_side_len": "736", "rec_batch": "4", "rec_max_width": "1600"},
+            {
+                "ocr_det": "--input_shape=x:1,3,32~736,32~736",
+                "ocr_cls": "--input_shape=x:-1,3,48,192",
+                "ocr_rec": "--input_shape=x:1~4,3,48,320~1600",
+            },
+        ),
+        ("onnxruntime", {}, {"ocr_det": None, "ocr_cls": None, "ocr_rec": None}),
+    ],
+)
+def test_ocr_states_the_shape_ranges_of_onnx_networks_compiled_at_load(tmp_path, engine, options, flags):
+    """Compiled at load, det takes H and W in 32~det_limit_side_len, rec a batch of 1~rec_batch lines
+    of height 48 and width 320~rec_max_width, cls its fixed 48x192 in batch gears; the configs say
+    so (atc_flags) and describe the range models; an engine that runs the ONNX itself gets none."""
+    sources = tmp_path / "sources"
+    det, cls, rec = (models.image_conv(sources / f"{n}.onnx", batch="N", height="H", width="W") for n in "dcr")
+    given = {"cls": str(cls), "rec": str(rec), **options}
+    generate(det, tmp_path / "repo", GenerateOptions(name="ocr", template="ocr", engine=engine, template_options=given))
+    configs = {name: read_config_file(tmp_path / "repo" / name / "config.pbtxt") for name in flags}
+    for name, config in configs.items():
+        stated = config.parameters["atc_flags"].string_value if "atc_flags" in config.parameters else None
+        assert stated == flags[name], name
+    if engine == "onnxruntime":
+        return
+    side = int(options.get("det_limit_side_len", 960))
+    assert (configs["ocr_det"].max_batch_size, list(configs["ocr_det"].input[0].dims)) == (0, [1, 3, -1, -1])
+    assert (configs["ocr_rec"].max_batch_size, list(configs["ocr_rec"].input[0].dims)) == (
+        int(options.get("rec_batch", 6)),
+        [3, 48, -1],
+    )
+    assert list(configs["ocr_cls"].input[0].dims) == [3, 48, 192]
+    reader = {
+        k: v.string_value for k, v in read_config_file(tmp_path / "repo" / "ocr" / "config.pbtxt").parameters.items()
+    }
+    assert reader["det_limit_side_len"] == str(side)
+    assert (reader["rec_batch"], reader["rec_max_width"]) == (
+        options.get("rec_batch", "6"),
+        options.get("rec_max_width", "3200"),
+    )
+
+
+def test_ocr_det_side_limit_is_a_multiple_of_32(tmp_path):
+    det = models.image_conv(tmp_path / "det.onnx", batch=1, height=32, width=32)
+    options = {"cls": str(det), "rec": str(det), "det_limit_side_len": "1000"}
+    with pytest.raises(
+        ConfigError, match="'det_limit_side_len' is '1000'; expected an integer >= 32, a multiple of 32"
+    ):
+        generate(det, tmp_path / "repo", GenerateOptions(name="ocr", template="ocr", template_options=options))
+
+
 def test_ocr_needs_its_classifier_and_recogniser(tmp_path):
     det = models.image_conv(tmp_path / "det.onnx", batch=1, height=32, width=32)
     with pytest.raises(ConfigError, match=r"template 'ocr' needs option 'cls' \(--set cls=\.\.\.\)"):

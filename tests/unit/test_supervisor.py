@@ -411,3 +411,23 @@ def test_past_the_dead_stub_budget_tritonserver_is_restarted_instead_and_the_mod
     supervisor.server_restarted({"m"})
     assert supervisor.registry.get_sample_value("ge_model_recoveries_total", {"model": "m", "cause": "stub_died"}) == 3
     assert supervisor.lost_stubs == 0 and supervisor.verdict("ready", 200) == []
+
+
+def test_a_stub_that_dies_while_its_models_reload_runs_is_replaced_by_it_not_reloaded_again():
+    server = ScriptedServer()  # instances m_0_0 (pid 10) and m_0_1 (pid 11)
+    works: list = []
+    supervisor = Supervisor(server, POLICY, kill=server.kill, spawn=works.append)
+    assert supervisor.look() == []
+    server.kill(10)
+    (problem,) = supervisor.look()  # 11 is still listed: a kill of both straddled the look
+    server.kill(11)
+    reload = server.reload
+
+    def look_while_loading(model: str, note: str, timeout: float) -> tuple[int, str]:
+        supervisor.look()  # before the new instances start
+        return reload(model, note, timeout)
+
+    server.reload = look_while_loading
+    works.pop()()
+    assert works == [] and len(server.reloads) == 1
+    assert supervisor.look() == [] and len(server.reloads) == 1
