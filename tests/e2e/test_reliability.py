@@ -480,6 +480,11 @@ def test_metrics_count_batches_rows_padding_and_failures_like_triton(server, bui
     for phase in ("gather", "host_to_device", "execute", "device_to_host", "scatter"):
         (value,) = _series(server, "ge_phase_duration_us", phase=phase)
         assert value > 0 if phase in ("gather", "execute", "scatter") else value >= 0, phase
+    # log_verbosity 2: one verbose line per engine batch, in order, with its rows and padding.
+    deadline = time.monotonic() + 10  # the stub's log lines reach the server log shortly after
+    while len(batches := _batch_lines(server)) < len(sizes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert batches == [(n, _gear(n) - n) for n in sizes]
 
     # Concurrent traffic: Triton gathers requests (at most 8 rows) into one execution, which
     # GEModel runs as one engine batch on the smallest gear that holds it.
@@ -494,13 +499,15 @@ def test_metrics_count_batches_rows_padding_and_failures_like_triton(server, bui
     executions = sum(_series(server, "nv_inference_exec_count")) - nonfinite
     assert _eventually(server, "ge_batches", executions) == executions
 
-    # log_verbosity 2: one verbose line per engine batch, agreeing with the metrics.
-    deadline = time.monotonic() + 10  # the stub's log lines reach the server log shortly after
+    # The concurrent batches' lines: never more than the batches, each its rows on the smallest
+    # gear. Not "exactly one each": in a burst the Python backend's log transport lost one of ~52
+    # verbose lines in 2 of 3 CI runs (tritonserver 2.43 and 2.51 alike), while ge_batches counted
+    # every batch (asserted above).
+    deadline = time.monotonic() + 10
     while len(batches := _batch_lines(server)) < executions and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert len(batches) == executions
-    assert sum(r for r, _ in batches) == rows
+    assert len(sizes) < len(batches) <= executions
+    assert sum(r for r, _ in batches) <= rows
     assert all(p == _gear(r) - r for r, p in batches)
-    assert sum(_series(server, "ge_padding_rows")) == sum(p for _, p in batches)
     failed = [r for r in server.log_records() if r.message == f"{METRICS_MODEL}_0_0: a request failed (input)"]
     assert len(failed) == nonfinite
