@@ -16,17 +16,7 @@ from ge_python_backend.testing import fake_pb_utils as pb
 from ge_python_backend.triton.metrics import TritonMetrics
 from tests.models.fragile import TritonPythonModel as Fragile
 from tests.support import repos
-
-
-@pytest.fixture(autouse=True)
-def fresh_log():
-    pb.Logger.lines.clear()
-    yield
-    pb.Logger.lines.clear()
-
-
-def errors() -> list[str]:
-    return [message for level, message in pb.Logger.lines if level == "ERROR"]
+from tests.support.pb_log import errors, fresh_log  # noqa: F401 (fresh_log: an autouse fixture)
 
 
 def request(divisor: int) -> pb.InferenceRequest:
