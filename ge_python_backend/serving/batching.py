@@ -37,12 +37,6 @@ class ByIndex(Protocol[_T_co]):
     def __getitem__(self, index: int, /) -> _T_co: ...
 
 
-class ItemTensors(Protocol):
-    """One item's arrays by input name: a dict, or a validated request (``Prepared``)."""
-
-    def __getitem__(self, name: str, /) -> np.ndarray: ...
-
-
 @dataclass(frozen=True)
 class Profile:
     """Batches an engine runs: ``batch_sizes`` (None: any size up to ``limit``; ``limit`` None:
@@ -240,11 +234,12 @@ def plan_group(items: Sequence[int], rows: ByIndex[int], shapes: NonBatchShapes,
     return chunks
 
 
-def gather(chunk: Chunk, items: ByIndex[ItemTensors], buffers: Mapping[str, np.ndarray]) -> None:
-    """Copy each part's rows into the chunk's input buffers and zero the padding rows. The batch
-    axis is the only one padded: parts fill rows 0..rows in order, each with the buffer's row
-    shape, so one C call (a concatenation into the buffer) gathers them; a row of another shape
-    cannot be written (ValueError), never zero-padded."""
+def gather(chunk: Chunk, items: ByIndex[Mapping[str, np.ndarray]], buffers: Mapping[str, np.ndarray]) -> None:
+    """Copy each part's rows (of its item's arrays by input name) into the chunk's input buffers
+    and zero the padding rows. The batch axis is the only one padded: parts fill rows 0..rows in
+    order, each with the buffer's row shape, so one C call (a concatenation into the buffer)
+    gathers them; a row of another shape cannot be written (ValueError), never zero-padded. A
+    whole item goes as it is (no view of it is made)."""
     for name, buffer in buffers.items():
         if not chunk.batch_axis:
             source = items[chunk.parts[0].item][name]
@@ -252,7 +247,12 @@ def gather(chunk: Chunk, items: ByIndex[ItemTensors], buffers: Mapping[str, np.n
                 raise ValueError(f"input {name!r} {format_shape(source.shape)} into {format_shape(buffer.shape)}")
             np.copyto(buffer, source, casting="no")
             continue
-        sources = [items[p.item][name][p.source_start : p.source_start + p.count] for p in chunk.parts]
+        sources = []
+        for part in chunk.parts:
+            source = items[part.item][name]
+            if part.source_start or len(source) != part.count:
+                source = source[part.source_start : part.source_start + part.count]
+            sources.append(source)
         if len(sources) == 1:
             if sources[0].shape != buffer[: chunk.rows].shape:  # copyto would broadcast it
                 raise ValueError(

@@ -65,7 +65,7 @@ from ge_python_backend.serving.requests import (
     hook_location,
 )
 from ge_python_backend.serving.sequences import SequenceStates
-from ge_python_backend.serving.validation import Prepared, Validator
+from ge_python_backend.serving.validation import Batched, Prepared, Validator
 from ge_python_backend.specs import ModelSpec, numpy_dtype, shape_fits
 
 LOG = logging.getLogger(__name__)
@@ -141,8 +141,10 @@ class Runner:
         self._outputs = OutputContract(
             outputs, batching=batching, source=hooks["postprocess"][0] if "postprocess" in hooks else "the model"
         )
-        #: per declared output: (name, numpy type, dims the answer leaves with)
-        self._declared = tuple((d.name, numpy_dtype(d.dtype), d.produced) for d in outputs)
+        #: per declared output: (name, numpy type, dims the answer leaves with, whether they are all fixed)
+        self._declared = tuple((d.name, numpy_dtype(d.dtype), d.produced, -1 not in d.produced) for d in outputs)
+        #: the outputs a request that names none gets (most requests)
+        self._every_output = self._outputs.names(())
         #: answers may be the engine's rows as they are once a batch's outputs fit the config
         self._rows_as_they_are = (
             self._postprocess is None and sequences is None and self._layout.all_first and not self._whole
@@ -159,7 +161,10 @@ class Runner:
         )
         self._bound = threading.local()
         self._in_flight = 0
-        self._idle = threading.Condition()
+        #: the in-flight count's lock (a plain lock: entered twice per batch) and the condition a drain waits on
+        self._count_lock = threading.Lock()
+        self._idle = threading.Condition(self._count_lock)
+        self._draining = 0
         self.out_of_service: EngineError | None = None
         #: set by close: no new batch starts, the sequence expiry timer stops
         self._closing = threading.Event()
@@ -216,7 +221,7 @@ class Runner:
     def _grouped(self, call: _Call) -> Iterable[tuple[_Group, list[int]]]:
         """Each request prepared (a bad one answered here), then the requests that may share a
         batch, by group (without batching: each request alone)."""
-        prepared = call.prepared
+        prepared, arrays = call.prepared, call.arrays
         requests = call.requests
         made: Sequence[Any] | None = None
         if self._preprocess is not None:
@@ -229,6 +234,8 @@ class Runner:
             made = results
         groups: dict[_Group, list[int]] = {}
         alone: list[tuple[_Group, list[int]]] = []
+        prepare, always = self._validator.prepare, self._settings is RequestSettings.ALWAYS
+        with_parameters = self._settings is RequestSettings.WITH_PARAMETERS
         for index, request in enumerate(requests):
             info = request.info
             try:
@@ -236,24 +243,21 @@ class Runner:
                     result = made[index]
                     if isinstance(result, BaseException):
                         raise result
-                    item = self._validator.prepare(request.inputs, info, result)
+                    batched, item = prepare(request.inputs, info, result)
                 else:
-                    item = self._validator.prepare(request.inputs, info)
-                if self._settings is RequestSettings.ALWAYS or (
-                    info.parameters and self._settings is RequestSettings.WITH_PARAMETERS
-                ):
-                    shapes = {name: item.batched[name].shape for name in self._batched}
+                    batched, item = prepare(request.inputs, info)
+                if always or (with_parameters and info.parameters):
+                    shapes = {name: batched[name].shape for name in self._batched}
                     shapes.update((n, a.shape) for n, a in item.shared.items())
-                    item.settings = self._engine.batch_settings(info.parameters, shapes, info.request_id)
-                signature = item.signature
-                if signature.group is None or item.shared or item.settings is not None:
+                    item = item.with_settings(self._engine.batch_settings(info.parameters, shapes, info.request_id))
+                group = item.signature.group
+                if group is None or item.shared or item.settings is not None:
                     group = self._group(item)
-                else:
-                    group = signature.group
             except Exception as exc:
                 call.fail(index, *self._refusal(exc, "preprocess", f"request {info.request_id!r}"))
                 continue
             prepared[index] = item
+            arrays[index] = batched
             if not self._batching:
                 alone.append((group, [index]))
             elif (members := groups.get(group)) is None:
@@ -356,7 +360,7 @@ class Runner:
             batch.fail(EngineError(f"could not stage the batch: {text}"), FailureKind.ENGINE)
             return
         self._observer.phase(Phase.GATHER, time.perf_counter() - started)
-        with self._idle:
+        with self._count_lock:
             self._in_flight += 1
             self._observer.in_flight(self._in_flight)
         if inline:
@@ -423,16 +427,17 @@ class Runner:
 
     def _release(self, slot: Slot) -> None:
         self._free.put(slot)
-        with self._idle:
+        with self._count_lock:
             self._in_flight -= 1
             self._observer.in_flight(self._in_flight)
-            self._idle.notify_all()
+            if self._draining:
+                self._idle.notify_all()
 
     def _fits(self, outputs: Arrays, chunk: Chunk) -> bool:
         """The engine's outputs are what the config declares for every request's rows of them:
         the config's data type and dims, the batch's rows first (checked once per batch)."""
         batch = next(iter(chunk.shapes.values()))[0] if chunk.batch_axis else 0
-        for name, dtype, dims in self._declared:
+        for name, dtype, dims, fixed in self._declared:
             array = outputs.get(name)
             if array is None or array.dtype != dtype:
                 return False
@@ -441,7 +446,7 @@ class Runner:
                 if not shape or shape[0] != batch:
                     return False
                 shape = shape[1:] if self._batching else (chunk.rows,) + shape[1:]
-            if not shape_fits(shape, dims):
+            if not (shape == dims if fixed else shape_fits(shape, dims)):
                 return False
         return True
 
@@ -516,7 +521,11 @@ class Runner:
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until no batch is in flight; False on timeout."""
         with self._idle:
-            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+            self._draining += 1
+            try:
+                return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+            finally:
+                self._draining -= 1
 
     def close(self, timeout: float | None = None) -> bool:
         """Refuse new batches, let those in flight finish (for at most ``timeout`` seconds) and stop
@@ -566,14 +575,15 @@ class _Call:
     __slots__ = (
         "requests",
         "prepared",
+        "arrays",
         "waited",
         "_observer",
         "_sequences",
-        "_claimed",
+        "claims",
         "_lock",
         "_left",
         "_done",
-        "_parts",
+        "split_parts",
     )
 
     def __init__(
@@ -582,10 +592,13 @@ class _Call:
         """``sequences``: the states a failed step drops (its sequence must start over)."""
         self.requests = requests
         self.prepared: list[Prepared | None] = [None] * len(requests)
+        #: each prepared request's batched engine inputs
+        self.arrays: list[Batched | None] = [None] * len(requests)
         self.waited = waited
         self._observer = observer
         self._sequences = sequences
-        self._claimed = bytearray(len(requests))
+        #: the claim table: 1 where the request is answered (or being answered)
+        self.claims = bytearray(len(requests))
         self._lock = threading.Lock()
         self._left = len(requests)
         #: held until the last answer when the caller waits (a plain lock is a cheaper latch than an Event)
@@ -593,21 +606,18 @@ class _Call:
         if waited and requests:
             self._done.acquire()
         #: requests split between batches: index -> [their outputs so far, parts still to come]
-        self._parts: dict[int, list] = {}
+        self.split_parts: dict[int, list] = {}
 
     def wait(self) -> None:
         if self.waited:
             with self._done:
                 pass
 
-    def claimed(self, index: int) -> bool:
-        return bool(self._claimed[index])
-
     def _claim(self, index: int) -> bool:
         with self._lock:
-            if self._claimed[index]:
+            if self.claims[index]:
                 return False
-            self._claimed[index] = 1
+            self.claims[index] = 1
             return True
 
     def _delivered(self, count: int = 1) -> None:
@@ -635,10 +645,12 @@ class _Call:
 
     def succeed_all(self, answers: list[tuple[int, Arrays]]) -> None:
         """``succeed`` for several requests: one claim and one count for them all."""
+        claims = self.claims
         with self._lock:
-            fresh = [(index, outputs) for index, outputs in answers if not self._claimed[index]]
+            # one look when none is answered yet (the common case)
+            fresh = [(i, outputs) for i, outputs in answers if not claims[i]] if 1 in claims else answers
             for index, _ in fresh:
-                self._claimed[index] = 1
+                claims[index] = 1
         requests = self.requests
         for index, outputs in fresh:
             request = requests[index]
@@ -670,21 +682,13 @@ class _Call:
                 counts[part.item] = counts.get(part.item, 0) + 1
         for item, count in counts.items():
             if count > 1:
-                self._parts[members[item]] = [None, count]
-
-    def split(self, index: int) -> bool:
-        return index in self._parts
-
-    @property
-    def splits(self) -> bool:
-        """Some request of the call is split between batches."""
-        return bool(self._parts)
+                self.split_parts[members[item]] = [None, count]
 
     def add_part(self, index: int, start: int, outputs: Arrays) -> Arrays | None:
         """Record one part of a split request's outputs; its outputs once every part is in."""
         rows = self.prepared[index].rows  # type: ignore[union-attr]
         with self._lock:
-            entry = self._parts[index]
+            entry = self.split_parts[index]
             if entry[0] is None:
                 entry[0] = {name: np.empty((rows,) + a.shape[1:], a.dtype) for name, a in outputs.items()}
             for name, array in outputs.items():
@@ -709,8 +713,9 @@ class _Batch:
 
     def finished(self) -> bool:
         """Every request of it is answered already (nothing to run)."""
-        call, members = self._call, self._members
-        return all(call.claimed(members[p.item]) for p in self.chunk.parts)
+        members = self._members
+        claims = self._call.claims
+        return 1 in claims and all(claims[members[p.item]] for p in self.chunk.parts)
 
     def fail(self, error: GEError, kind: FailureKind) -> None:
         """Answer its requests not answered yet with ``error``."""
@@ -721,9 +726,10 @@ class _Batch:
     def stage(self, slot: Slot) -> None:
         """Gather the requests' rows into ``slot``'s input buffers (``batching.gather``: one copy
         per input, the padding zeroed); unbatched inputs get the group's shared value."""
-        layout, chunk, prepared = self._runner._layout, self.chunk, self._call.prepared
-        first: Prepared = prepared[self._members[chunk.parts[0].item]]  # type: ignore[assignment]
-        items = [prepared[m].batched for m in self._members]  # type: ignore[union-attr]
+        layout, chunk, call = self._runner._layout, self.chunk, self._call
+        first: Prepared = call.prepared[self._members[chunk.parts[0].item]]  # type: ignore[assignment]
+        arrays = call.arrays
+        items: list[Batched] = [arrays[m] for m in self._members]  # type: ignore[misc]  # members are prepared
         shapes = chunk.shapes
         if not layout.all_first:
             shapes = {n: layout.engine_shape(n, s) for n, s in shapes.items()}
@@ -746,7 +752,7 @@ class _Batch:
             outputs = {n: layout.to_batch_first(n, a) for n, a in outputs.items()}
         if self.copy:
             outputs = {name: array.copy() for name, array in outputs.items()}
-        if runner._rows_as_they_are and not call.splits and runner._fits(outputs, chunk):
+        if runner._rows_as_they_are and not call.split_parts and runner._fits(outputs, chunk):
             self._answer_rows(outputs)
             return
         try:
@@ -758,9 +764,9 @@ class _Batch:
         rows: Arrays
         for part, rows in pieces:
             index = members[part.item]
-            if call.claimed(index):
+            if call.claims[index]:
                 continue
-            if call.split(index):
+            if index in call.split_parts:
                 complete = call.add_part(index, part.source_start, rows)
                 if complete is None:
                     continue
@@ -771,20 +777,24 @@ class _Batch:
     def _answer_rows(self, outputs: Arrays) -> None:
         """Each request's rows of each output it asked for, as they are, in one pass."""
         runner, chunk, call, members = self._runner, self.chunk, self._call, self._members
-        names_for, requests = runner._outputs.names, call.requests
+        names_for, requests, every = runner._outputs.names, call.requests, runner._every_output
         answers: list[tuple[int, Arrays]] = []
         for part in chunk.parts:
             index = members[part.item]
+            requested = requests[index].info.requested_outputs
             try:
-                names = names_for(requests[index].info.requested_outputs)
+                names = names_for(requested) if requested else every
             except ContractError:
                 runner._finish(call, [(index, outputs)])  # which refuses it, naming the outputs
                 continue
-            if chunk.batch_axis:
+            if not chunk.batch_axis:
+                answers.append((index, {name: outputs[name] for name in names}))
+            elif len(names) == 1:  # a dict of one output without a comprehension (a call each, on 3.11)
+                name = names[0]
+                answers.append((index, {name: outputs[name][part.target_start : part.target_start + part.count]}))
+            else:
                 span = slice(part.target_start, part.target_start + part.count)
                 answers.append((index, {name: outputs[name][span] for name in names}))
-            else:
-                answers.append((index, {name: outputs[name] for name in names}))
         call.succeed_all(answers)
 
 

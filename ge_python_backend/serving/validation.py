@@ -4,10 +4,11 @@ What a request's engine inputs' names, data types and shapes decide is checked o
 *key* (each model input's data type and shape, or its absence) and remembered as a ``Signature``
 (or as the message of the ``TensorMismatch`` that refuses it): present, data type, shape honouring -1 and the
 model's shape ranges, not empty, rows agreeing between inputs and within ``max_batch_size``. A
-request whose key was seen before costs one dictionary lookup. What depends on values is done per
-request, and only where the model needs it (``Signature.per_request``): finite values when
-asked, UTF-8 text where the engine's strings are text, one value per request for an unbatched
-input, a rank-0 input unwrapped, a batch axis moved to the front.
+request whose key was seen before costs one dictionary lookup, and where its arrays go to the
+engine as they are it shares its signature's ``Prepared`` (built once). What depends on values is
+done per request, and only where the model needs it (``Signature.per_request``): finite values
+when asked, UTF-8 text where the engine's strings are text, one value per request for an
+unbatched input, a rank-0 input unwrapped, a batch axis moved to the front.
 
 ``Validator.prepare`` takes what the ``preprocess`` hook made of a request (when the model has one;
 the runner calls the hook) and injects sequence state first, so a hook's output is checked as a
@@ -21,6 +22,7 @@ as the scalar it is.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -55,42 +57,49 @@ class Signature:
     """What a key decides: the rows (0 without a batch axis), the non-batch shapes of the batched
     inputs in model order, batch axis first (requests of equal ``shapes`` may share a batch), and
     whether the arrays need work per request before they are gathered. ``group`` is the runner's,
-    attached on first use."""
+    attached on first use; ``prepared`` what every request of it shares when its arrays go to the
+    engine as they are (no hook, no sequence state, no work per request)."""
 
-    __slots__ = ("rows", "shapes", "per_request", "group")
+    __slots__ = ("rows", "shapes", "per_request", "group", "prepared")
 
     def __init__(self, rows: int, shapes: tuple[tuple[str, tuple[int, ...]], ...], per_request: bool) -> None:
         self.rows = rows
         self.shapes = shapes
         self.per_request = per_request
         self.group: Any = None
+        self.prepared: Prepared | None = None
 
 
 class Prepared:
-    """A request ready to gather: its batched inputs by name (batch axis first; a client's own
-    mapping when its arrays go to the engine as they are, which may hold names the model lacks),
-    the values of its unbatched ones, its signature, the engine settings its parameters ask for
-    (``Engine.batch_settings``) and the rows its answer must have (None without batching)."""
+    """What a request's check decided, besides its batched arrays (``Validator.prepare`` returns
+    both): the values of its unbatched inputs, its signature, its rows (the signature's: 0 without
+    a batch axis), the rows its answer must have (None without batching) and the engine settings
+    its parameters ask for (``Engine.batch_settings``). Shared by the requests of a signature
+    whose arrays go to the engine as they are: never changed once made (``with_settings`` makes
+    another)."""
 
-    __slots__ = ("batched", "shared", "signature", "rows", "settings", "request_rows")
+    __slots__ = ("shared", "signature", "rows", "settings", "request_rows")
 
     def __init__(
         self,
-        batched: Mapping[str, np.ndarray],
         shared: dict[str, np.ndarray],
         signature: Signature,
         request_rows: int | None,
+        settings: Hashable = None,
     ) -> None:
-        self.batched = batched
         self.shared = shared
         self.signature = signature
-        #: the signature's rows (0 without a batch axis)
         self.rows = signature.rows
-        self.settings: Hashable = None
+        self.settings = settings
         self.request_rows = request_rows
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.batched[name]
+    def with_settings(self, settings: Hashable) -> Prepared:
+        return Prepared(self.shared, self.signature, self.request_rows, settings)
+
+
+#: A request's batched engine inputs by name, batch axis first: the client's own mapping when its
+#: arrays go to the engine as they are (it may hold names the model lacks).
+Batched = Mapping[str, np.ndarray]
 
 
 class Validator:
@@ -118,6 +127,8 @@ class Validator:
         #: a preprocess hook makes the engine's inputs (what it returns is checked, as its bug)
         self._hooked = hooked
         self._sequences = sequences
+        #: the client's arrays are the engine's inputs (no hook makes them, no state joins them)
+        self._plain = not hooked and sequences is None
         self._reject_nonfinite = reject_nonfinite
         self._utf8_strings = utf8_strings
         self._axes = {tensor.name: layout.axis(tensor.name) for tensor in self._inputs}
@@ -127,23 +138,29 @@ class Validator:
         #: call that raised it (every request of that execute, their tensors) alive until the key comes again
         self._signatures: dict[Key, Signature | str] = {}
 
-    def prepare(self, inputs: Mapping[str, np.ndarray], info: RequestInfo, made: Any = None) -> Prepared:
-        """The request's engine inputs: the client's ``inputs``, or what the preprocess hook ``made``
-        of them in a hooked model; InputError naming the tensor when the client's is wrong,
-        ContractError when preprocess returned what the engine cannot take."""
-        if not self._hooked and self._sequences is None:
-            values: list[Any] = [inputs.get(name) for name in self._names]
-            try:
-                key = tuple([None if v is None else (v.dtype, v.shape) for v in values])
-            except AttributeError:  # not all numpy arrays
+    def prepare(
+        self, inputs: Mapping[str, np.ndarray], info: RequestInfo, made: Any = None
+    ) -> tuple[Batched, Prepared]:
+        """The request's engine inputs, made from the client's ``inputs``, or from what the
+        preprocess hook ``made`` of them in a hooked model; InputError naming the tensor when the
+        client's is wrong, ContractError when preprocess returned what the engine cannot take."""
+        if self._plain:
+            values: list[Any] = list(map(inputs.get, self._names))
+            try:  # every input present (as a numpy array): the key without a Python frame
+                key: Key = tuple(map(_dtype_and_shape, values))
+            except AttributeError:  # absent, or not all numpy arrays
                 values = [_as_array(v) for v in values]
                 inputs, key = dict(zip(self._names, values)), _key(values)
             signature = self._signatures.get(key)
             if type(signature) is not Signature:
                 signature = self._signature(values, key)
+            shared = signature.prepared
+            if shared is not None:  # a known signature whose arrays go as they are: the hot path
+                return inputs, shared
             request_rows = signature.rows if self._batching and self.has_batch_axis else None
             if not signature.per_request:
-                return Prepared(inputs, {}, signature, request_rows)
+                signature.prepared = Prepared({}, signature, request_rows)
+                return inputs, signature.prepared
             if self._batching and not self.has_batch_axis:
                 request_rows = _request_rows(inputs)
             return self._finished(values, signature, request_rows)
@@ -246,11 +263,11 @@ class Validator:
                 )
         return shape
 
-    def _finished(self, values: list[Any], signature: Signature, request_rows: int | None) -> Prepared:
+    def _finished(self, values: list[Any], signature: Signature, request_rows: int | None) -> tuple[Batched, Prepared]:
         """The per-request work a signature asks for: scalars unwrapped, values checked, text
         decoded, unbatched values taken, batch axes moved to the front."""
         if not signature.per_request:
-            return Prepared(dict(zip(self._names, values)), {}, signature, request_rows)
+            return dict(zip(self._names, values)), Prepared({}, signature, request_rows)
         batched: dict[str, np.ndarray] = {}
         shared: dict[str, np.ndarray] = {}
         for tensor, array in zip(self._inputs, values):
@@ -265,7 +282,7 @@ class Validator:
                 shared[name] = self._shared_value(name, array)
             else:
                 batched[name] = np.moveaxis(array, axis, 0) if axis else array
-        return Prepared(batched, shared, signature, request_rows)
+        return batched, Prepared(shared, signature, request_rows)
 
     def _expected(self) -> str:
         return ", ".join(f"{t.name} {t.dtype} {format_shape(self._client_shapes[t.name])}" for t in self._inputs)
@@ -288,6 +305,9 @@ class Validator:
         if not (array == array[:1]).all():
             raise InputError(f"unbatched input {name!r} must be the same for every row of the request")
         return array[0]
+
+
+_dtype_and_shape = attrgetter("dtype", "shape")
 
 
 def _key(values: list[Any]) -> Key:

@@ -131,6 +131,11 @@ LABEL_VALUES = {
     "ge_request_failures": tuple(k.value for k in FailureKind),
     DEVICE_MEMORY: ("free", "total"),
 }
+#: the keys every batch adds to (made once: the batch path adds several times per batch)
+_PHASE_KEYS: dict[Phase, Key] = {p: ("ge_phase_duration_us", (p.value,)) for p in Phase}
+_BATCHES: Key = ("ge_batches", ())
+_BATCH_ROWS: Key = ("ge_batch_rows", ())
+_PADDING_ROWS: Key = ("ge_padding_rows", ())
 
 
 class Reporter:
@@ -255,14 +260,16 @@ class TritonMetrics(Reporter, Observer):
         )
 
     def batch(self, rows: int, padding: int) -> None:
+        pending = self._pending  # three counts of every batch: _add's work without a call each
         with self._lock:
-            self._add("ge_batches", 1)
-            self._add("ge_batch_rows", rows)
-            self._add("ge_padding_rows", padding)
+            pending[_BATCHES] = pending.get(_BATCHES, 0.0) + 1
+            pending[_BATCH_ROWS] = pending.get(_BATCH_ROWS, 0.0) + rows
+            pending[_PADDING_ROWS] = pending.get(_PADDING_ROWS, 0.0) + padding
 
     def phase(self, name: Phase, seconds: float) -> None:
+        key = _PHASE_KEYS[name]
         with self._lock:
-            self._add("ge_phase_duration_us", seconds * 1e6, name.value)
+            self._pending[key] = self._pending.get(key, 0.0) + seconds * 1e6
 
     def failure(self, kind: FailureKind) -> None:
         with self._lock:
@@ -277,7 +284,7 @@ class TritonMetrics(Reporter, Observer):
     def in_flight(self, batches: int) -> None:
         with self._lock:
             self._gauges[("ge_batches_in_flight", ())] = batches
-        if batches == 0:
+        if batches == 0 and not self._idle.is_set():  # set() alone would take the event's lock each batch
             self._idle.set()
 
     def sequences(self, active: int) -> None:

@@ -16,6 +16,7 @@ import logging
 import subprocess
 from collections.abc import Mapping, Sequence
 from functools import partial
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from ge_python_backend.modelconfig.matching import compare_io, layout_problems, 
 from ge_python_backend.params import Parameter
 from ge_python_backend.serving.bls_errors import asks_for_code, tag_error
 from ge_python_backend.serving.observers import FailureKind, Observer
-from ge_python_backend.serving.requests import HOOKS, NO_INFO, Arrays, EachRequest, Request, RequestInfo, Respond
+from ge_python_backend.serving.requests import HOOKS, NO_INFO, Arrays, EachRequest, Request, RequestInfo
 from ge_python_backend.serving.runner import Runner
 from ge_python_backend.serving.sequences import SequenceStates
 from ge_python_backend.specs import ModelSpec, Tensor, format_shape
@@ -42,6 +43,8 @@ from ge_python_backend.triton.metrics import TritonMetrics
 from ge_python_backend.triton.settings import ModelSettings, auto_complete, declared_outputs, read_settings
 
 LOG = logging.getLogger(__name__)
+#: a Triton tensor's name and its numpy view, read without a Python frame per tensor (execute's hot path)
+_name, _as_numpy = methodcaller("name"), methodcaller("as_numpy")
 
 
 class GEModel:
@@ -131,10 +134,29 @@ class GEModel:
         stub dies: docs/reliability.md)."""
         responses: list = [None] * len(requests)
         readable = []
+        # the hot path: a plain request (no field read, or only parameters it has none of) costs its
+        # tensors, a shared NO_INFO and its answer's callback; anything else takes _info/_padding
+        full_info = self._reads_sequence or self._reads_requested
+        parameters = self._reads_parameters
+        padding = self.settings.sequence_batching
         for index, request in enumerate(requests):
-            item = self._request(request, partial(_respond_into, responses, index, request))
-            if item is not None:
-                readable.append(item)
+            respond = partial(_respond_into, responses, index, request)
+            if full_info:
+                info = self._info(request, request.parameters() if parameters else "")
+            elif parameters and (given := request.parameters()) and given != "{}":
+                info = self._info(request, given)
+            else:
+                info = NO_INFO
+            try:
+                tensors = request.inputs()
+                inputs = dict(zip(map(_name, tensors), map(_as_numpy, tensors)))
+            except Exception as exc:  # e.g. BF16 tensors have no numpy view
+                respond(None, InputError(f"could not read the request's inputs: {exc}"))
+                continue
+            if padding and self._padding(info, inputs):
+                respond({}, None)  # an empty response: Triton discards a padding slot's answer
+                continue
+            readable.append(Request(info, inputs, respond))
         if self.settings.log_verbosity >= 1:
             pb_utils.Logger.log_verbose(f"{self.settings.instance_name}: {len(requests)} request(s)")
         self.runner.submit(readable, wait=True)
@@ -279,7 +301,6 @@ class GEModel:
         self._reads_sequence = hooked or settings.sequence_batching or bool(settings.sequence_state)
         self._reads_requested = hooked or len(settings.outputs) > 1
         self._reads_parameters = hooked or self.engine.request_settings is not RequestSettings.NONE
-        self._reads_info = self._reads_sequence or self._reads_requested or self._reads_parameters
         if settings.metrics:
             npu = engine_info(self.engine.name).npu
             self.metrics = TritonMetrics(
@@ -392,37 +413,20 @@ class GEModel:
         if problems:
             raise ConfigError("; ".join(problems))
 
-    def _info(self, request: Any) -> RequestInfo:
-        """What the request path and the hooks know of a request. Fields nobody reads are not
-        fetched from Triton (the hot path): correlation ID and flags serve sequences and hooks, the
-        requested outputs a model with several outputs or hooks, the parameters hooks and an
-        engine with settings per request (a plain model's requests share ``NO_INFO``, and so do
-        those without parameters to an engine that reads only them)."""
-        parameters = request.parameters() if self._reads_parameters else ""
-        empty = not parameters or parameters == "{}"
-        if empty and not (self._reads_sequence or self._reads_requested):
-            return NO_INFO
+    def _info(self, request: Any, parameters: str) -> RequestInfo:
+        """What the request path and the hooks know of a request (``parameters``: its JSON, "" when
+        nothing reads them). Fields nobody reads are not fetched from Triton (the hot path):
+        correlation ID and flags serve sequences and hooks, the requested outputs a model with
+        several outputs or hooks, the parameters hooks and an engine with settings per request
+        (``execute`` gives a plain model's requests, and those without parameters to an engine that
+        reads only them, the shared ``NO_INFO`` without calling this)."""
         return RequestInfo(
             request.request_id(),
             request.correlation_id() if self._reads_sequence else 0,
             request.flags() if self._reads_sequence else 0,
-            {} if empty else json.loads(parameters),
+            {} if not parameters or parameters == "{}" else json.loads(parameters),
             tuple(request.requested_output_names()) if self._reads_requested else (),
         )
-
-    def _request(self, request: Any, respond: Respond) -> Request | None:
-        """The runner's view of a request; None when it is answered here and then (its inputs
-        cannot even be read, or it is a sequence batcher's padding slot)."""
-        info = self._info(request) if self._reads_info else NO_INFO
-        try:
-            inputs = {t.name(): t.as_numpy() for t in request.inputs()}
-        except Exception as exc:  # e.g. BF16 tensors have no numpy view
-            respond(None, InputError(f"could not read the request's inputs: {exc}"))
-            return None
-        if self.settings.sequence_batching and self._padding(info, inputs):
-            respond({}, None)  # an empty response: Triton discards a padding slot's answer
-            return None
-        return Request(info, inputs, respond)
 
     def _padding(self, info: RequestInfo, inputs: Mapping[str, np.ndarray]) -> bool:
         """A slot the direct sequence batcher fills without a request: READY false, correlation
@@ -505,7 +509,6 @@ def _error_response(error: GEError, request: Any) -> Any:
 def _respond_into(responses: list, index: int, request: Any, outputs: Arrays | None, error: GEError | None) -> None:
     """``Respond`` for answers returned from execute (the hot path: the response built right here)."""
     if error is None:
-        tensor = pb_utils.Tensor
-        responses[index] = pb_utils.InferenceResponse([tensor(n, a) for n, a in outputs.items()])  # type: ignore[union-attr]
+        responses[index] = pb_utils.InferenceResponse(list(map(pb_utils.Tensor, outputs, outputs.values())))  # type: ignore[arg-type, union-attr]
     else:
         responses[index] = _error_response(error, request)

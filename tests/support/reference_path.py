@@ -69,9 +69,9 @@ def reference_model(onnx_file: Path, *, preprocess: Hook | None = None, postproc
             inputs = {t.name(): t.as_numpy() for t in request.inputs()}
             try:
                 made = None if preprocess is None else _hook("preprocess", preprocess, dict(inputs), info)
-                prepared = _hook("preprocess", self.validator.prepare, inputs, info, made)
+                batched, prepared = _hook("preprocess", self.validator.prepare, inputs, info, made)
                 rows = [
-                    self._run({n: prepared[n][row : row + 1] for n in self.input_names}) for row in range(prepared.rows)
+                    self._run({n: batched[n][row : row + 1] for n in self.input_names}) for row in range(prepared.rows)
                 ]
                 outputs = {name: np.concatenate([r[i] for r in rows]) for i, name in enumerate(self.output_names)}
                 result = outputs if postprocess is None else _hook("postprocess", postprocess, dict(outputs), info)
