@@ -352,8 +352,10 @@ def _kill_and_wait(served: SupervisedServer, model: str, plan: EndurancePlan) ->
         os.kill(pid, signal.SIGKILL)
 
     def recovered() -> bool:
-        state = supervisor.status()["models"].get(model, {})
-        return state.get("recoveries", 0) > before and state.get("healthy", False)
+        models = supervisor.status()["models"]
+        state = models.get(model, {})
+        # and every other model back: a restart of tritonserver brings the model back first, the others after it
+        return state.get("recoveries", 0) > before and all(m["healthy"] for m in models.values())
 
     _wait(recovered, plan.settle_s, f"{model} not recovered")
 

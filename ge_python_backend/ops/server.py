@@ -214,6 +214,21 @@ def arguments_in_force(args: Sequence[str]) -> dict[str, list[str]]:
     return values
 
 
+def without_option(args: Sequence[str], name: str) -> list[str]:
+    """``args`` without each ``--name`` and its value (``--name=value`` or ``--name value``)."""
+    kept: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        option, equals, _ = arg[2:].partition("=") if arg.startswith("--") else ("", "", "")
+        if option != name:
+            kept.append(arg)
+        elif not equals and index + 1 < len(args) and not args[index + 1].startswith("--"):
+            index += 1  # its value
+        index += 1
+    return kept
+
+
 def _true(text: str) -> bool:
     return text.strip().lower() in ("1", "true", "yes", "on")
 
@@ -391,7 +406,9 @@ class TritonServer:
         endpoint = self.triton_metrics
         return f"http://{_connect_host(endpoint.host)}:{endpoint.port}/metrics" if endpoint.enabled else None
 
-    def command(self, install: TritonInstall, backends: Path) -> list[str]:
+    def command(self, install: TritonInstall, backends: Path, load_models: Sequence[str] | None = None) -> list[str]:
+        """tritonserver's command line; ``load_models``: the models to load at start instead of
+        ``load_models`` and any ``--load-model`` of the extra arguments (mode explicit)."""
         http, grpc, metrics = self.endpoints
         args = [
             str(install.binary),
@@ -415,8 +432,12 @@ class TritonServer:
             for backend in python_based_backends(install)
         ]
         args += self._restrictions
-        args += [f"--load-model={name}" for name in self.load_models]
-        args += self.extra_args
+        if load_models is None:
+            args += [f"--load-model={name}" for name in self.load_models]
+            args += self.extra_args
+        else:
+            args += [f"--load-model={name}" for name in load_models]
+            args += without_option(self.extra_args, "load-model")
         if self.front_metrics:  # last: it wins over the extra arguments
             args += [f"--metrics-address={self.triton_metrics.host}", f"--metrics-port={self.triton_metrics.port}"]
         return args
@@ -468,14 +489,20 @@ class TritonServer:
         self.check_ports()
         return self._launch("wb")
 
-    def restart(self) -> TritonServer:
+    def restart(self, load_models: Sequence[str] | None = None) -> TritonServer:
         """Start again after tritonserver ended by itself: the same command line and ports (the
-        caller's endpoint on the metrics port stays), its log goes on in the same file."""
+        caller's endpoint on the metrics port stays), its log goes on in the same file.
+        ``load_models``: load only these at start (mode explicit; the caller loads the others
+        through the repository API): tritonserver opens its endpoints once its start-up loads end."""
+        if load_models is not None and self.model_control_mode != "explicit":
+            raise ServerError(
+                f"a restart with chosen models needs model control mode explicit, not {self.model_control_mode}"
+            )
         self.stop(timeout=0)
         self._ready = False
-        return self._launch("ab")
+        return self._launch("ab", load_models)
 
-    def _launch(self, log_mode: Literal["wb", "ab"]) -> TritonServer:
+    def _launch(self, log_mode: Literal["wb", "ab"], load_models: Sequence[str] | None = None) -> TritonServer:
         #: where this run's lines start in the log file
         self.log_offset = self.log_path.stat().st_size if log_mode == "ab" and self.log_path.exists() else 0
         install = self.install or find_tritonserver()
@@ -483,7 +510,7 @@ class TritonServer:
         try:
             with self.log_path.open(log_mode) as log:
                 self.process = subprocess.Popen(
-                    self.command(install, backends),
+                    self.command(install, backends, load_models),
                     stdout=log if self.log_echo is None else subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     env=self._environment(install),
@@ -574,6 +601,15 @@ class TritonServer:
     def health(self, check: HealthCheck) -> int:
         """The HTTP status of tritonserver's /v2/health/<check> (0: no answer)."""
         return self._get(f"/v2/health/{check}")
+
+    def version(self) -> str | None:
+        """tritonserver's version, e.g. "2.51.0" (its server metadata, GET /v2); None: no answer."""
+        request = urllib.request.Request(f"http://{self.http_address}/v2", headers=self.http_headers(Api.METADATA))
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return str(json.loads(response.read()).get("version", "")) or None
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
 
     def version_ready(self, model: str, version: str) -> bool | None:
         """Whether tritonserver serves ``model`` version ``version`` (None: no answer)."""

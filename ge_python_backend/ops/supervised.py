@@ -15,8 +15,8 @@ import time
 from ge_python_backend.ops.front import Front
 from ge_python_backend.ops.processes import reap_adopted, running
 from ge_python_backend.ops.server import ServerError, TritonServer
-from ge_python_backend.ops.supervisor import RecoveryPolicy, Supervisor
-from ge_python_backend.triton.lifeline import LIFELINE_GRACE
+from ge_python_backend.ops.supervisor import RecoveryPolicy, Supervisor, restarts_stubs_in_execute
+from ge_python_backend.triton.lifeline import POLL_INTERVAL, RELEASE_TIMEOUT
 
 LOG = logging.getLogger(__name__)
 
@@ -37,8 +37,10 @@ class SupervisedServer:
         self.front: Front | None = None
         self.recover = recover
         self._stopping = False
-        #: why tritonserver is being restarted on purpose ("" when it is not)
+        #: why tritonserver is being restarted on purpose ("" when it is not), and what it served
         self._planned = ""
+        self._planned_served: set[str] = set()
+        self._planned_at = 0.0
         self._keeper = threading.Thread(target=self._keep, name="ge-keeper", daemon=True)
         self.exit_code = 0
         #: times tritonserver was started again after it died
@@ -61,6 +63,7 @@ class SupervisedServer:
     def start(self) -> SupervisedServer:
         try:
             self.server.start()
+            self.supervisor.stub_restart_crashes = restarts_stubs_in_execute(self.server.version())
             self.supervisor.start()
             endpoint = self.server.metrics_endpoint
             if endpoint.enabled:
@@ -123,40 +126,64 @@ class SupervisedServer:
             time.sleep(delay)
             self._wait_for_stubs()
             restarted_at = time.monotonic()
-            try:
-                self.server.restart()
-            except ServerError as exc:
-                LOG.error("supervisor: tritonserver did not start again: %s", exc)
-                continue
-            self.restarts += 1
-            self.supervisor.server_restarted(served)
-            LOG.warning(
-                "supervisor: tritonserver serves again, %.1f s after it died; models back: %s",
-                time.monotonic() - now,
-                ", ".join(sorted(served & self.supervisor.serving())) or "none",
-            )
+            self._start_again(served, now, "it died")
 
-    def _restart_server(self, why: str) -> None:
-        """The supervisor's request: stop tritonserver now (``wait`` starts it again)."""
-        self._planned = why
-        self.supervisor.server_died(why)
-        # 3 s to finish what is in flight: the dead stubs' instances would hold a graceful exit
-        # for --exit-timeout-secs, and never finish
-        self.server.stop(timeout=3.0)
-
-    def _restart_on_purpose(self) -> None:
-        served = self.supervisor.serving()
+    def _start_again(self, served: set[str], since: float, what: str) -> None:
+        """Start tritonserver again (down since ``since``, monotonic, because ``what``) with the
+        models that were failing (``_first_back``), then load the rest of ``served`` once it
+        serves (``_load_again``)."""
+        first = self._first_back(served)
         started = time.monotonic()
         try:
-            self.server.restart()
+            self.server.restart(None if first == served else sorted(first))
         except ServerError as exc:
             LOG.error("supervisor: tritonserver did not start again: %s", exc)
-            return  # the loop's next wait sees it gone and restarts it as a crash
-        finally:
-            self._planned = ""
+            return  # the keeper's next wait sees it gone and restarts it as a crash
         self.restarts += 1
-        self.supervisor.server_restarted(served)
-        LOG.warning("supervisor: tritonserver serves again, restarted in %.1f s", time.monotonic() - started)
+        later = served - first
+        self.supervisor.server_restarted(served, loading=later)
+        LOG.warning(
+            "supervisor: tritonserver serves again, %.1f s after %s (started in %.1f s); models back: %s%s",
+            time.monotonic() - since,
+            what,
+            time.monotonic() - started,
+            ", ".join(sorted(first & self.supervisor.serving())) or "none",
+            f"; loading the others again: {', '.join(sorted(later))}" if later else "",
+        )
+        if later:
+            threading.Thread(target=self._load_again, args=(sorted(later),), name="ge-restore", daemon=True).start()
+
+    def _first_back(self, served: set[str]) -> set[str]:
+        """The models to start a dead tritonserver again with: those found failing when it died
+        (on Triton 24.02 the Python backend's restart of a dead stub inside ``execute`` is what
+        crashes it: python_be.cc:2433-2453), the others to be loaded once it serves
+        (``_load_again``), since tritonserver opens its endpoints only after its start-up loads.
+        Every served model when none was failing, or when models cannot be loaded through the
+        repository API."""
+        failing = self.supervisor.failing() & served
+        return failing if failing and not self.supervisor.recovery_off else served
+
+    def _load_again(self, models: list[str]) -> None:
+        """Load ``models`` into the restarted tritonserver, one at a time (the first ones back
+        keep the cores), each reported to the supervisor; stops when tritonserver dies again (its
+        next start loads the rest)."""
+        process = self.server.process
+        for model in models:
+            status, body = self.server.repository_call("load", model, self.policy.load_timeout_s)
+            if self._stopping or self.server.process is not process or not self.server.running():
+                return
+            self.supervisor.restored(model, status, body)
+
+    def _restart_server(self, why: str, grace: float) -> None:
+        """The supervisor's request: stop tritonserver now, giving what is in flight ``grace``
+        seconds (``_keep`` starts it again)."""
+        self._planned, self._planned_at = why, time.monotonic()
+        self._planned_served = self.supervisor.server_died(why)
+        self.server.stop(timeout=grace)
+
+    def _restart_on_purpose(self) -> None:
+        self._planned = ""
+        self._start_again(self._planned_served, self._planned_at, "it was stopped to be restarted")
 
     def _reap(self) -> None:
         while not self._stopping:
@@ -165,9 +192,13 @@ class SupervisedServer:
             time.sleep(1.0)
 
     def _wait_for_stubs(self) -> None:
-        """Until the dead server's stubs are gone (each exits, or its lifeline ends it)."""
+        """Until the dead server's stubs are gone, for as long as a GEModel stub takes to notice
+        its server's death and release its engine (``triton.lifeline``); the restart's stop
+        kills the rest with the server's process group (e.g. a stub the Python backend of Triton
+        24.02 restarted inside ``execute``, still loading: it would hold the shared-memory name
+        and the ports the new server needs until its lifeline ends it)."""
         pids = {stub.pid for stub in self.supervisor.last_stubs()}
-        deadline = time.monotonic() + LIFELINE_GRACE + 2.0
+        deadline = time.monotonic() + POLL_INTERVAL + RELEASE_TIMEOUT + 0.5
         while time.monotonic() < deadline and any(running(pid) for pid in pids):
             time.sleep(0.1)
 

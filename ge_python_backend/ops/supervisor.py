@@ -67,6 +67,21 @@ STALE_S = 30.0
 ENDED_REMEMBERED = 4096
 #: seconds a restarted tritonserver, ready, has to answer the supervisor's first look
 RESTART_LOOK_S = 30.0
+#: what a model is doing while a restarted tritonserver loads it again (``server_restarted``)
+RESTORING = "loading it again after tritonserver's restart"
+#: the last tritonserver whose Python backend restarts a dead stub itself, inside ``execute``
+#: (python_backend r24.05; r24.02 ``src/python_be.cc:2433-2453``, removed in r24.06 by #364)
+LAST_RESTARTING_STUBS_IN_EXECUTE = (2, 46)
+
+
+def restarts_stubs_in_execute(version: str | None) -> bool:
+    """Whether tritonserver ``version`` ("2.43.0") restarts a dead stub inside ``execute``, which
+    crashes it: the restart destroys the stub's shared-memory pool while the requests of the
+    batch still hold memory of it, whose release then runs through the destroyed pool manager
+    (r24.02 ``python_be.cc:2427-2453`` with ``shm_manager.h`` ``WrapObjectInUniquePtr``): a
+    SIGSEGV or ``boost::interprocess::lock_exception`` at that or a later ``execute``."""
+    numbers = tuple(int(part) for part in (version or "").split(".")[:2] if part.isdigit())
+    return len(numbers) == 2 and numbers <= LAST_RESTARTING_STUBS_IN_EXECUTE
 
 
 class Cause(Choice):
@@ -321,8 +336,12 @@ class Supervisor:
     clock: Callable[[], float] = time.monotonic
     #: runs a recovery (None: on a thread of its own, so a long reload holds up nothing else)
     spawn: Callable[[Callable[[], None]], None] | None = None
-    #: restarts tritonserver, saying why (None: reload models only, whatever the budget)
-    restart_server: Callable[[str], None] | None = None
+    #: restarts tritonserver, saying why, with the seconds in-flight requests get (None: reload
+    #: models only, whatever the budget)
+    restart_server: Callable[[str, float], None] | None = None
+    #: the server restarts a lost stub inside ``execute`` and crashes of it
+    #: (``restarts_stubs_in_execute``): restart it at once instead of reloading the model
+    stub_restart_crashes: bool = False
 
     def __post_init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -350,6 +369,10 @@ class Supervisor:
         self.lost_stubs = 0
         #: the recovery a planned restart of tritonserver makes: (model, cause)
         self._planned: tuple[str, Cause] | None = None
+        #: models a restarted tritonserver is loading again through the repository API
+        self._restoring: set[str] = set()
+        #: times tritonserver died or was stopped for a restart (a recovery it outlived is moot)
+        self._server_deaths = 0
 
     def _metric(self, kind: Any, name: str) -> Any:
         _, text, labels = SUPERVISOR_METRICS[name]
@@ -474,26 +497,39 @@ class Supervisor:
         record.recovering = problem.detail
         record.retiring |= set(problem.hung)  # killed by the recovery: its end is no new death
         self.lost_stubs += problem.lost
-        if problem.lost and self.restart_server is not None and self.lost_stubs > self.policy.dead_stub_budget:
-            return lambda: self._restart_for(problem)
+        if problem.lost and self.restart_server is not None:
+            if self.stub_restart_crashes:
+                return lambda: self._restart_for(
+                    problem,
+                    "this tritonserver's Python backend restarts a lost stub inside execute, which crashes it "
+                    "(python_backend before r24.06): restarting it with the model first",
+                    0.0,  # it crashes at the next request to the instance: nothing to wait for
+                )
+            if self.lost_stubs > self.policy.dead_stub_budget:
+                return lambda: self._restart_for(
+                    problem,
+                    f"tritonserver has lost {self.lost_stubs} stub processes since it started and keeps each one's "
+                    f"model instance, threads and memory, until it exits: restarting it (--dead-stub-budget "
+                    f"{self.policy.dead_stub_budget})",
+                    # to finish what is in flight: the dead stubs' instances would hold a graceful
+                    # exit for --exit-timeout-secs, and never finish
+                    3.0,
+                )
         return lambda: self._recover(problem, record)
 
-    def _restart_for(self, problem: Problem) -> None:
-        """Recover ``problem``'s model by restarting tritonserver (past the dead-stub budget)."""
+    def _restart_for(self, problem: Problem, reason: str, grace: float) -> None:
+        """Recover ``problem``'s model by restarting tritonserver, for ``reason``, after ``grace``
+        seconds for the requests in flight."""
         assert self.restart_server is not None
         for pid in problem.hung:
             with contextlib.suppress(ProcessLookupError):
                 self.kill(pid)
-        why = (
-            f"model {problem.model}: {problem.detail}; tritonserver has lost {self.lost_stubs} stub processes since "
-            f"it started and keeps each one's model instance, threads and memory, until it exits: restarting it "
-            f"(--dead-stub-budget {self.policy.dead_stub_budget})"
-        )
+        why = f"model {problem.model}: {problem.detail}; {reason}"
         with self._lock:
             self._planned = (problem.model, problem.cause)
         LOG.warning("supervisor: %s", why)
         try:
-            self.restart_server(why)
+            self.restart_server(why, grace)
         finally:
             with self._lock:
                 self._workers.pop(problem.model, None)
@@ -519,24 +555,40 @@ class Supervisor:
             return list(self._stubs)
 
     def server_died(self, why: str) -> set[str]:
-        """tritonserver died (``why``) and is being restarted: the models it served."""
+        """tritonserver died (``why``) and is being restarted: the models it served (and those
+        a restart before was still loading again)."""
         with self._lock:
             self.server_down = why
-            return set(self._ready)
+            self._server_deaths += 1
+            return set(self._ready) | self._restoring
 
-    def server_restarted(self, served: Set[str]) -> None:
+    def failing(self) -> set[str]:
+        """The models found broken and not yet recovered (being recovered, or waiting to be)."""
+        with self._lock:
+            return {
+                model
+                for model, record in self.records.items()
+                if (record.problem or record.recovering or record.pending) and not record.unrecoverable
+            }
+
+    def server_restarted(self, served: Set[str], loading: Set[str] = frozenset()) -> None:
         """tritonserver runs again: forget the old stubs, look, and count a recovery for each model
         of ``served`` that is READY again (cause server_died) or, after a restart the supervisor
         asked for, for the model it was made for (with that model's cause), in the same step that
-        publishes the models as served (a reader that sees them back sees them counted)."""
+        publishes the models as served (a reader that sees them back sees them counted).
+        ``loading``: models of ``served`` the caller loads again now, each reported by ``restored``
+        (until then: being recovered)."""
         with self._looking:
             with self._lock:
                 self._stubs, self._ended = [], {}
                 for record in self.records.values():
                     record.retiring, record.pending, record.recovering = set(), None, ""
+                for model in loading:
+                    self.records.setdefault(model, ModelRecord()).recovering = RESTORING
+                self._restoring = set(loading)
                 self.lost_stubs = 0
                 planned, self._planned = self._planned, None
-            counted = {planned[0]: planned[1]} if planned else dict.fromkeys(served, Cause.SERVER_DIED)
+            counted = {planned[0]: planned[1]} if planned else dict.fromkeys(served - loading, Cause.SERVER_DIED)
             deadline = time.monotonic() + RESTART_LOOK_S
             while (now := self.observe()) is None and time.monotonic() < deadline and not self._stop.wait(0.1):
                 pass
@@ -544,12 +596,46 @@ class Supervisor:
                 self.judge(now, restarted=counted)
             self.server_down = ""
 
+    def restored(self, model: str, status: int, body: str) -> None:
+        """The load of ``model`` after tritonserver's restart (``server_restarted``'s ``loading``)
+        answered ``status``: the model is back (counted, cause server_died) or given up on."""
+        fresh = self.server.stubs() if status == 200 else []
+        with self._lock:
+            self._restoring.discard(model)
+            record = self.records.setdefault(model, ModelRecord())
+            record.recovering = ""
+            if status == 200:
+                record.recoveries += 1
+                self._recoveries.labels(model=model, cause=Cause.SERVER_DIED.value).inc()
+                self._ready = frozenset({*self._ready, model})  # READY: its load returned
+                known = {stub.pid for stub in self._stubs}  # watched from now on
+                self._stubs += [stub for stub in fresh if stub.pid not in known]
+            else:
+                record.unrecoverable = (
+                    f"not loaded again after tritonserver's restart (HTTP {status or 'no answer'}: {error_text(body)})"
+                )
+            pending, record.pending = record.pending, None  # found while it loaded: handled now
+            work = self._handle(pending) if pending is not None and not self._stop.is_set() else None
+        if work is not None:
+            self._spawn(model, work)
+        if status == 200:
+            LOG.warning("supervisor: model %s serves again, loaded after tritonserver's restart", model)
+        else:
+            LOG.error(
+                "supervisor: model %s %s. Fix its cause, then load it: POST /v2/repository/models/%s/load (with the "
+                "operator key)",
+                model,
+                record.unrecoverable,
+                model,
+            )
+
     # -- recovering a model ---------------------------------------------------------------------
 
     def _recover(self, problem: Problem, record: ModelRecord) -> None:
         model, policy = problem.model, self.policy
         started = self.clock()
         why = problem.detail
+        deaths = self._server_deaths
         try:
             for pid in problem.hung:
                 with contextlib.suppress(ProcessLookupError):
@@ -585,18 +671,20 @@ class Supervisor:
                     return
                 why = f"the reload failed (HTTP {status or 'no answer'}): {error_text(body)}"
                 LOG.error("supervisor: model %s: %s", model, why)
-                if not self.server.running():
-                    return
+                if not self.server.running() or self._server_deaths != deaths:
+                    return  # tritonserver died: its restart brings the model back
                 with self._lock:
                     record.streak += 1
                     record.retiring = set()
             self._give_up(model, record, why)
         finally:
             with self._lock:
-                record.recovering = ""
                 self._workers.pop(model, None)
-                pending, record.pending = record.pending, None
-                work = self._handle(pending) if pending is not None and not self._stop.is_set() else None
+                work = None
+                if self._server_deaths == deaths:  # else the restart has reset the record: this recovery is moot
+                    record.recovering = ""
+                    pending, record.pending = record.pending, None
+                    work = self._handle(pending) if pending is not None and not self._stop.is_set() else None
             if work is not None:
                 self._spawn(model, work)
 

@@ -153,6 +153,26 @@ def test_load_model_needs_explicit_model_control_in_force_and_a_refusal_leaves_n
     server.close()
 
 
+def test_a_restart_with_chosen_models_loads_those_alone_whatever_the_extra_arguments_say(tmp_path):
+    install = TritonInstall(tmp_path / "tritonserver", tmp_path, None)
+    extra = ["--load-model", "b", "--log-info=true", "--load-model=c", "--exit-timeout-secs=3"]
+    server = TritonServer(tmp_path, model_control_mode="explicit", load_models=["*"], extra_args=extra)
+    command = server.command(install, tmp_path, load_models=["m"])
+    assert [a for a in command if "load-model" in a] == ["--load-model=m"]
+    assert "--log-info=true" in command and "--exit-timeout-secs=3" in command  # the other extra arguments stay
+    assert [a for a in server.command(install, tmp_path) if "load-model" in a or a in "bc"] == [
+        "--load-model=*",
+        "--load-model",
+        "b",
+        "--load-model=c",
+    ]
+    server.close()
+    server = TritonServer(tmp_path)
+    with pytest.raises(ServerError, match="a restart with chosen models needs model control mode explicit, not none"):
+        server.restart(["m"])
+    server.close()
+
+
 def test_http_inference_off_restricts_the_inference_api_with_a_secret_value(tmp_path):
     install = TritonInstall(tmp_path / "tritonserver", tmp_path, None)
     server = TritonServer(tmp_path, http_inference=False)

@@ -24,6 +24,7 @@ from ge_python_backend.ops.supervisor import (
     died,
     find_problems,
     instance_series,
+    restarts_stubs_in_execute,
 )
 from ge_python_backend.triton.metrics import HEARTBEAT
 
@@ -399,7 +400,7 @@ def test_past_the_dead_stub_budget_tritonserver_is_restarted_instead_and_the_mod
     server = ScriptedServer(stubs_now=[stub(10)])
     restarts: list[str] = []
     policy = RecoveryPolicy(attempts=3, settle_s=0.0001, backoff_s=0.001, dead_stub_budget=2)
-    supervisor = supervised(server, policy=policy, restart_server=restarts.append)
+    supervisor = supervised(server, policy=policy, restart_server=lambda why, grace: restarts.append(why))
     for _ in range(3):
         time.sleep(0.001)  # past the settle time: each death starts afresh
         (victim,) = server.stubs_now
@@ -431,3 +432,125 @@ def test_a_stub_that_dies_while_its_models_reload_runs_is_replaced_by_it_not_rel
     works.pop()()
     assert works == [] and len(server.reloads) == 1
     assert supervisor.look() == [] and len(server.reloads) == 1
+
+
+def test_the_python_backends_that_restart_a_lost_stub_inside_execute_are_those_before_r24_06():
+    assert [restarts_stubs_in_execute(v) for v in ("2.43.0", "2.46.0", "2.47.0", "2.51.0", "3.0.0")] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+    assert not restarts_stubs_in_execute(None) and not restarts_stubs_in_execute("dev")
+
+
+def test_on_a_server_that_crashes_of_its_own_stub_restart_a_lost_stub_restarts_it_at_once_model_first(caplog):
+    """Triton 24.02: the Python backend restarts the dead stub at the next request and crashes;
+    the supervisor restarts tritonserver instead of reloading, with nothing to wait for."""
+    server = ScriptedServer(stubs_now=[stub(10)])
+    restarts: list[tuple[str, float]] = []
+    supervisor = supervised(server, restart_server=lambda why, grace: restarts.append((why, grace)))
+    supervisor.stub_restart_crashes = True
+    server.kill(10)
+    with caplog.at_level(logging.WARNING, logger="ge_python_backend.ops.supervisor"):
+        supervisor.look()
+    assert server.reloads == []
+    ((why, grace),) = restarts
+    assert grace == 0.0
+    assert why == (
+        "model m: stub of instance m_0_0 (pid 10) died; this tritonserver's Python backend restarts a lost stub "
+        "inside execute, which crashes it (python_backend before r24.06): restarting it with the model first"
+    )
+    assert supervisor.failing() == {"m"}  # what serve starts tritonserver with first
+
+
+@dataclass
+class RestartedServer(ScriptedServer):
+    """A tritonserver started again with some models; ``load`` brings the others back."""
+
+    loads: list[str] = field(default_factory=list)
+
+    def repository_call(self, action: str, model: str, timeout: float) -> tuple[int, str]:
+        if action == "unload":
+            return super().repository_call(action, model, timeout)
+        self.loads.append(model)
+        self.ready.add((model, "1"))
+        self.next_pid += 1
+        fresh = Stub(self.next_pid, model, "1", f"{model}_0_0", self.next_pid)
+        self.stubs_now.append(fresh)
+        self.exported[fresh.pid] = (fresh, time.time(), True)
+        return 200, ""
+
+
+def test_models_loaded_after_a_restart_are_being_recovered_until_back_then_counted_and_watched():
+    server = RestartedServer(
+        stubs_now=[stub(10), stub(20, model="n", instance="n_0_0")], ready={("m", "1"), ("n", "1")}
+    )
+    supervisor = supervised(server)
+    assert supervisor.server_died("tritonserver died of signal 11") == {"m", "n"}
+    server.stubs_now, server.ready, server.exported = [stub(30)], {("m", "1")}, {}  # started with m alone
+    server.exported[30] = (server.stubs_now[0], time.time(), True)
+    supervisor.server_restarted({"m", "n"}, loading={"n"})
+    count = supervisor.registry.get_sample_value
+    assert count("ge_model_recoveries_total", {"model": "m", "cause": "server_died"}) == 1
+    assert count("ge_model_recoveries_total", {"model": "n", "cause": "server_died"}) is None
+    assert supervisor.verdict("ready", 200) == [
+        "model n is being recovered: loading it again after tritonserver's restart"
+    ]
+    assert supervisor.verdict("live", 200) == []
+    # died again before n was back: n is among what the next start must bring back
+    assert supervisor.server_died("again") == {"m", "n"}
+    supervisor.server_restarted({"m", "n"}, loading={"n"})
+    status, body = server.repository_call("load", "n", 1.0)
+    supervisor.restored("n", status, body)
+    assert count("ge_model_recoveries_total", {"model": "n", "cause": "server_died"}) == 1
+    assert supervisor.serving() == {"m", "n"} and supervisor.verdict("ready", 200) == []
+    (fresh,) = [s for s in server.stubs_now if s.model == "n"]
+    server.kill(fresh.pid)  # its new stub is watched at once
+    (problem,) = supervisor.look()
+    assert (problem.model, problem.cause) == ("n", Cause.STUB_DIED)
+
+
+def test_a_model_that_does_not_load_again_after_a_restart_is_given_up_on_loudly(caplog):
+    server = ScriptedServer(stubs_now=[stub(10)])
+    supervisor = supervised(server)
+    supervisor.server_died("tritonserver died of signal 11")
+    server.stubs_now, server.ready = [], set()
+    supervisor.server_restarted({"m"}, loading={"m"})
+    with caplog.at_level(logging.ERROR, logger="ge_python_backend.ops.supervisor"):
+        supervisor.restored("m", 400, '{"error":"failed to load \'m\': bad file"}')
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith(
+        "supervisor: model m not loaded again after tritonserver's restart (HTTP 400: failed to load 'm': bad file)"
+    )
+    live, ready = supervisor.verdict("live", 200), supervisor.verdict("ready", 200)
+    assert (
+        live
+        == ready
+        == ["model m: not loaded again after tritonserver's restart (HTTP 400: failed to load 'm': bad file)"]
+    )
+
+
+def test_a_reload_cut_short_by_the_servers_death_is_left_to_its_restart():
+    """The reload of a model whose dead stub crashes tritonserver (24.02) fails with no answer:
+    no retries against the server being restarted, no giving up, the restart's state kept."""
+    server = ScriptedServer(stubs_now=[stub(10)])
+    works: list = []
+    supervisor = Supervisor(server, POLICY, kill=server.kill, spawn=works.append)
+    supervisor.look()
+    server.kill(10)
+    supervisor.look()
+    (work,) = works
+    reloads = []
+
+    def dies_meanwhile(model: str, note: str, timeout: float) -> tuple[int, str]:
+        reloads.append(model)
+        supervisor.server_died("tritonserver died of signal 11")
+        supervisor.server_restarted({"m"}, loading={"m"})
+        return 0, "Remote end closed connection without response"
+
+    server.reload = dies_meanwhile  # type: ignore[method-assign]
+    work()
+    assert reloads == ["m"] and server.unloads == []
+    assert supervisor.status()["models"]["m"]["recovering"] == "loading it again after tritonserver's restart"
