@@ -16,7 +16,6 @@ import logging
 import subprocess
 from collections.abc import Mapping, Sequence
 from functools import partial
-from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +42,6 @@ from ge_python_backend.triton.metrics import TritonMetrics
 from ge_python_backend.triton.settings import ModelSettings, auto_complete, declared_outputs, read_settings
 
 LOG = logging.getLogger(__name__)
-#: a Triton tensor's name and its numpy view, read without a Python frame per tensor (execute's hot path)
-_name, _as_numpy = methodcaller("name"), methodcaller("as_numpy")
 
 
 class GEModel:
@@ -148,8 +145,7 @@ class GEModel:
             else:
                 info = NO_INFO
             try:
-                tensors = request.inputs()
-                inputs = dict(zip(map(_name, tensors), map(_as_numpy, tensors)))
+                inputs = {t.name(): t.as_numpy() for t in request.inputs()}
             except Exception as exc:  # e.g. BF16 tensors have no numpy view
                 respond(None, InputError(f"could not read the request's inputs: {exc}"))
                 continue
