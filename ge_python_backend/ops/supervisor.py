@@ -226,11 +226,15 @@ class Problem:
     lost: int = 0
 
 
-def died(stub: Stub, now: Observation) -> bool:
-    """Whether ``stub``, seen before and gone from ``now``, died (rather than ended in an unload or a reload)."""
+def died(stub: Stub, now: Observation, backend_restarts: bool = False) -> bool:
+    """Whether ``stub``, seen before and gone from ``now``, died (rather than ended in an unload or a
+    reload). ``backend_restarts``: the server's Python backend starts a successor for a stub it
+    finds dead (``restarts_stubs_in_execute``), so a successor does not prove a reload when the
+    stub's GEModel series still stand (a stub that ends in a reload finalizes and deletes them)."""
     if not now.ready(stub.model, stub.version):
         return False  # unloaded, or being unloaded: the index says so before the stubs end
-    if any(other.key == stub.key and other.started > stub.started for other in now.stubs):
+    succeeded = any(other.key == stub.key and other.started > stub.started for other in now.stubs)
+    if succeeded and not (backend_restarts and now.series is not None and stub.pid in now.series):
         return False  # a reload started its successor first
     if now.series is not None:
         of_model = [s for s in now.series.values() if s.model == stub.model]
@@ -245,6 +249,7 @@ def find_problems(
     policy: RecoveryPolicy,
     retiring: Set[int] = frozenset(),
     missed: Set[int] = frozenset(),
+    backend_restarts: bool = False,
 ) -> list[Problem]:
     """One Problem per broken model: dead stubs first, then hung ones, then failed engines.
     ``retiring``: stubs a reload is replacing, or a hung one being killed (they end soon, whatever
@@ -253,7 +258,7 @@ def find_problems(
     alive = {stub.pid for stub in now.stubs} | set(missed)
     found: dict[str, list[tuple[Cause, str, int | None]]] = {}
     for stub in before:
-        if stub.pid not in alive and stub.pid not in retiring and died(stub, now):
+        if stub.pid not in alive and stub.pid not in retiring and died(stub, now, backend_restarts):
             found.setdefault(stub.model, []).append((Cause.STUB_DIED, f"{stub.describe()} died", None))
     series = now.series or {}
     for stub in now.stubs:
@@ -451,7 +456,7 @@ class Supervisor:
             # a stub an older listing still shows, seen ended since, is not watched again
             self._stubs = [*(s for s in now.stubs if s.pid not in self._ended), *(s for s in before if s.pid in missed)]
             retiring = set().union(*(r.retiring for r in self.records.values()))
-            problems = find_problems(before, now, self.policy, retiring, missed)
+            problems = find_problems(before, now, self.policy, retiring, missed, self.stub_restart_crashes)
             broken = {p.model: p for p in problems}
             ready = now.ready_models()
             for model in ready - set(self.records):

@@ -201,13 +201,15 @@ def test_a_killed_tritonserver_is_started_again_with_every_model(served, built, 
 
 
 def test_a_hung_stub_is_killed_and_its_model_reloaded(served, built, caplog):
-    """On Triton 24.02 the Python backend's own restart of the stopped stub takes tritonserver
-    down first; on 2.51 the kill takes it down when the stub stopped holding tritonserver's shared
-    memory lock (boost::interprocess::lock_exception, seen under load): either way serve starts
-    tritonserver again (cause server_died), and the test asserts the way taken."""
+    """On Triton 24.02 the Python backend finds the stopped stub unhealthy first, kills it and
+    starts another inside execute, which would crash tritonserver: serve takes the stub for dead
+    (its series stand) and restarts tritonserver with the model first (cause stub_died), or after
+    the crash if it came first (server_died). On 2.51 the kill can take tritonserver down when the
+    stub stopped holding its shared memory lock (boost::interprocess::lock_exception, seen under
+    load): serve restarts it (server_died). The test asserts the way taken."""
     model = "stalled"
     crashes = not under_test().survives_stub_death
-    causes = ("server_died",) if crashes else ("stub_hung", "server_died")
+    causes = ("stub_died", "server_died") if crashes else ("stub_hung", "server_died")
     before = {cause: recoveries(served, model, cause) for cause in causes}
     pid = served.server.process.pid
     load = Load(served.server.http_address, model, built[2][model], log_tail=lambda: served.server.log_tail(40))
@@ -242,6 +244,17 @@ def test_a_hung_stub_is_killed_and_its_model_reloaded(served, built, caplog):
         assert healed < POLICY.hang_s + HEALED_WITHIN_S
     if not crashes:
         assert any(f"model {model}: stub of instance" in line and "hangs" in line for line in lines)
+    elif not restarted:
+        assert any(
+            line.startswith(f"supervisor: model {model}: stub of instance")
+            and line.endswith(
+                "restarts a lost stub inside execute, which crashes it (python_backend before r24.06): "
+                "restarting it with the model first"
+            )
+            for line in lines
+        ), lines
+    # a restart brings the model back first and the others after it: the next tests need them
+    wait_until(lambda: front(served, "/health/ready") == (200, "ready\n"), timeout=120, what="the others not back")
 
 
 def _infer(client, model: str, session) -> str:

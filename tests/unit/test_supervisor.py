@@ -75,6 +75,17 @@ def test_an_unload_a_reload_and_a_normal_finalize_are_not_deaths():
     assert not died(a, look([sibling], series_=[series(sibling, 999.0)]))
 
 
+def test_where_the_backend_restarts_dead_stubs_a_successor_proves_no_reload_while_the_series_stand():
+    """Triton 24.02 kills a stub it finds unhealthy (a SIGSTOPped one) and starts another for the
+    same instance inside execute: that stub died, its series still there; a reloaded one finalized."""
+    a, successor = stub(10, started=5), stub(20, started=30)
+    restarted = look([successor], series_=[series(a, 999.0), series(successor, 0.0)])
+    assert died(a, restarted, backend_restarts=True) and not died(a, restarted)
+    reloaded = look([successor], series_=[series(successor, 0.0)])
+    assert not died(a, reloaded, backend_restarts=True)
+    assert not died(a, look([successor], metrics=False), backend_restarts=True)
+
+
 def test_an_older_stub_of_the_same_instance_is_no_successor():
     a = stub(20, started=30)
     assert died(a, look([stub(10, started=5)], series_=[series(a, 999.0)]))
