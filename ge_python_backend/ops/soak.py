@@ -45,6 +45,8 @@ from ge_python_backend.specs import TensorSpec, format_shape
 Arrays = Mapping[str, np.ndarray]
 #: Problem descriptions kept in a report (the counts are always complete).
 SAMPLES = 5
+#: how long a phase's end waits for tritonserver to end its half-closed streams before cancelling them
+STREAM_END_GRACE_S = 5.0
 
 
 class SoakError(GEError):
@@ -417,13 +419,22 @@ class _Connection:
             self._ledger.answer(request.id, _outputs(response), None)
 
     async def close(self) -> None:
+        """Half-close each stream and let tritonserver end it once its answers are out; cancel only
+        what is still open after ``STREAM_END_GRACE_S``. Cancelling the streams right after their
+        last answers crashed tritonserver 2.51 (24.10) once at a phase's end, in the gRPC frontend's
+        ``ModelStreamInferHandler::StreamInferResponseComplete`` (most likely a cancellation racing
+        the final response callback, fixed after 24.10: server PRs #7840, #8078); a client that has
+        its answers has no reason to cancel, so the soak does not (docs/reliability.md)."""
         for call in self.streams:
             with contextlib.suppress(Exception):  # a broken stream has nothing left to finish
                 await call.done_writing()
-        for call in list(self._calls):
-            call.cancel()
+        open_tasks = [*self._readers, *self._calls]
+        if open_tasks:
+            _, still_open = await asyncio.wait(open_tasks, timeout=STREAM_END_GRACE_S)
+            for task in still_open:
+                task.cancel()
         for call in self.streams:
-            call.cancel()
+            call.cancel()  # a no-op for a stream tritonserver has ended
         await asyncio.gather(*self._readers, *self._calls, return_exceptions=True)
         await self.channel.close()
 
