@@ -626,13 +626,7 @@ class Supervisor:
         if status == 200:
             LOG.warning("supervisor: model %s serves again, loaded after tritonserver's restart", model)
         else:
-            LOG.error(
-                "supervisor: model %s %s. Fix its cause, then load it: POST /v2/repository/models/%s/load (with the "
-                "operator key)",
-                model,
-                record.unrecoverable,
-                model,
-            )
+            _log_given_up(model, record)
 
     # -- recovering a model ---------------------------------------------------------------------
 
@@ -719,13 +713,7 @@ class Supervisor:
                 f"broken again after {self.policy.attempts} recoveries in a row, each within "
                 f"{self.policy.settle_s:g} s of the last (last: {why}); {unloaded}"
             )
-        LOG.error(
-            "supervisor: model %s %s. Fix its cause, then load it: POST /v2/repository/models/%s/load (with the "
-            "operator key)",
-            model,
-            record.unrecoverable,
-            model,
-        )
+        _log_given_up(model, record)
 
     # -- what it tells ----------------------------------------------------------------------------
 
@@ -792,3 +780,14 @@ class Supervisor:
             elif check == "ready" and state["problem"]:
                 reasons.append(f"model {model}: {state['problem']}")
         return reasons
+
+
+def _log_given_up(model: str, record: ModelRecord) -> None:
+    """The error line of a model left unloaded, with what the operator does about it."""
+    LOG.error(
+        "supervisor: model %s %s. Fix its cause, then load it: POST /v2/repository/models/%s/load (with the "
+        "operator key)",
+        model,
+        record.unrecoverable,
+        model,
+    )
